@@ -1,0 +1,11 @@
+// Package limiter is limiterd's pure core: route groups and their settings,
+// path patterns and the route table, peer identity, the Arweave hybrid
+// decision (concurrency, then sliding window, then leaky-bucket tokens), its
+// leaky and cleanup ticks, the counters behind the metrics, and snapshots of
+// all state as plain Go values.
+//
+// The package imports the standard library only (a test enforces it) and
+// never reads the clock: every operation that depends on time takes it as an
+// argument, so the daemon, the tests and the benchmarks drive the same code
+// on real or fake timelines.
+package limiter

@@ -1,0 +1,284 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Mode says how a group applies its decision.
+type Mode uint8
+
+// The modes of a group.
+const (
+	// ModeEnforce rejects what the hybrid decision rejects.
+	ModeEnforce Mode = iota
+	// ModeDryRun decides and updates state exactly as enforce, but lets a
+	// would-be rejection through and counts it as would_reject.
+	ModeDryRun
+	// ModeOff admits everything and changes no state.
+	ModeOff
+)
+
+var modeNames = [...]string{ModeEnforce: "enforce", ModeDryRun: "dry_run", ModeOff: "off"}
+
+// String returns the configuration name of m.
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("Mode(%d)", m)
+}
+
+// ParseMode parses "enforce", "dry_run" or "off".
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if n == s {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not one of enforce, dry_run, off", s)
+}
+
+// Names of the built-in groups.
+const (
+	// GroupGeneral is the group of every path no rule matches, and the
+	// group whose values fill the keys another group omits.
+	GroupGeneral = "general"
+	// GroupLocalPeers is the built-in, unlimited group of exempt peers.
+	GroupLocalPeers = "local_peers"
+)
+
+// The keys of a group table, with Arweave's names.
+const (
+	KeySlidingWindowLimit    = "sliding_window_limit"
+	KeySlidingWindowDuration = "sliding_window_duration"
+	KeyCleanupInterval       = "sliding_window_timestamp_cleanup_interval"
+	KeyCleanupExpiry         = "sliding_window_timestamp_cleanup_expiry"
+	KeyLeakyLimit            = "leaky_limit"
+	KeyLeakyTickInterval     = "leaky_tick_interval"
+	KeyLeakyTickReduction    = "leaky_tick_reduction"
+	KeyConcurrencyLimit      = "concurrency_limit"
+	KeyManualReductionOff    = "is_manual_reduction_disabled"
+	KeyMode                  = "mode"
+)
+
+// GroupKeys lists every key of a group table in the order of SPEC §3.
+var GroupKeys = []string{
+	KeySlidingWindowLimit, KeySlidingWindowDuration, KeyCleanupInterval, KeyCleanupExpiry,
+	KeyLeakyLimit, KeyLeakyTickInterval, KeyLeakyTickReduction, KeyConcurrencyLimit,
+	KeyManualReductionOff, KeyMode,
+}
+
+// GroupSettings holds the limits of one route group. Durations and
+// intervals are integer milliseconds, as in the Arweave node's config.
+type GroupSettings struct {
+	SlidingWindowLimit      int64 `json:"sliding_window_limit"`
+	SlidingWindowDuration   int64 `json:"sliding_window_duration"`
+	CleanupInterval         int64 `json:"sliding_window_timestamp_cleanup_interval"`
+	CleanupExpiry           int64 `json:"sliding_window_timestamp_cleanup_expiry"`
+	LeakyLimit              int64 `json:"leaky_limit"`
+	LeakyTickInterval       int64 `json:"leaky_tick_interval"`
+	LeakyTickReduction      int64 `json:"leaky_tick_reduction"`
+	ConcurrencyLimit        int64 `json:"concurrency_limit"`
+	ManualReductionDisabled bool  `json:"is_manual_reduction_disabled"`
+	Mode                    Mode  `json:"-"`
+}
+
+// maxSetting bounds integer settings so that sums and products of them
+// cannot overflow: about 24 days in milliseconds, or two billion requests.
+const maxSetting = 1<<31 - 1
+
+// Validate checks s as SPEC §3 says: the two limits are integers ≥ 0, the
+// durations, intervals, the tick reduction and the concurrency limit are
+// integers > 0. The error names the group and the first offending key.
+func (s GroupSettings) Validate(group string) error {
+	check := func(key string, v int64, min int64) error {
+		if v < min {
+			rel := "≥ 0"
+			if min == 1 {
+				rel = "> 0"
+			}
+			return &SettingError{Group: group, Key: key, Problem: fmt.Sprintf("must be an integer %s, got %d", rel, v)}
+		}
+		if v > maxSetting {
+			return &SettingError{Group: group, Key: key, Problem: fmt.Sprintf("must be at most %d, got %d", maxSetting, v)}
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		key string
+		v   int64
+		min int64
+	}{
+		{KeySlidingWindowLimit, s.SlidingWindowLimit, 0},
+		{KeySlidingWindowDuration, s.SlidingWindowDuration, 1},
+		{KeyCleanupInterval, s.CleanupInterval, 1},
+		{KeyCleanupExpiry, s.CleanupExpiry, 1},
+		{KeyLeakyLimit, s.LeakyLimit, 0},
+		{KeyLeakyTickInterval, s.LeakyTickInterval, 1},
+		{KeyLeakyTickReduction, s.LeakyTickReduction, 1},
+		{KeyConcurrencyLimit, s.ConcurrencyLimit, 1},
+	} {
+		if err := check(c.key, c.v, c.min); err != nil {
+			return err
+		}
+	}
+	if s.Mode > ModeOff {
+		return &SettingError{Group: group, Key: KeyMode, Problem: fmt.Sprintf("unknown mode %d", s.Mode)}
+	}
+	return nil
+}
+
+// SettingError is the error of an invalid group setting. It names the group
+// and the key.
+type SettingError struct {
+	Group   string
+	Key     string
+	Problem string
+}
+
+// Error returns "http_api.limiter.<group>.<key>: <problem>".
+func (e *SettingError) Error() string {
+	return fmt.Sprintf("http_api.limiter.%s.%s: %s", e.Group, e.Key, e.Problem)
+}
+
+// Errors of this package.
+var (
+	// ErrUnknownGroup is returned for a group name no settings define.
+	ErrUnknownGroup = errors.New("unknown group")
+	// ErrUnknownKey is returned for a group key that does not exist.
+	ErrUnknownKey = errors.New("unknown key")
+	// ErrReservedGroup is returned when settings try to define local_peers.
+	ErrReservedGroup = errors.New("local_peers is built in and cannot be configured")
+	// ErrTooManyGroups is returned when more than MaxGroups groups are defined.
+	ErrTooManyGroups = errors.New("too many groups")
+)
+
+// MaxGroups bounds the number of groups, local_peers included, that one
+// Limiter can know over its lifetime.
+const MaxGroups = 64
+
+// PartialGroup is a group table as written by an operator: a nil field is a
+// key the table omits, which takes the general group's value.
+type PartialGroup struct {
+	SlidingWindowLimit      *int64
+	SlidingWindowDuration   *int64
+	CleanupInterval         *int64
+	CleanupExpiry           *int64
+	LeakyLimit              *int64
+	LeakyTickInterval       *int64
+	LeakyTickReduction      *int64
+	ConcurrencyLimit        *int64
+	ManualReductionDisabled *bool
+	Mode                    *Mode
+}
+
+// Over returns base with every key p sets replaced by p's value.
+func (p PartialGroup) Over(base GroupSettings) GroupSettings {
+	set := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&base.SlidingWindowLimit, p.SlidingWindowLimit)
+	set(&base.SlidingWindowDuration, p.SlidingWindowDuration)
+	set(&base.CleanupInterval, p.CleanupInterval)
+	set(&base.CleanupExpiry, p.CleanupExpiry)
+	set(&base.LeakyLimit, p.LeakyLimit)
+	set(&base.LeakyTickInterval, p.LeakyTickInterval)
+	set(&base.LeakyTickReduction, p.LeakyTickReduction)
+	set(&base.ConcurrencyLimit, p.ConcurrencyLimit)
+	if p.ManualReductionDisabled != nil {
+		base.ManualReductionDisabled = *p.ManualReductionDisabled
+	}
+	if p.Mode != nil {
+		base.Mode = *p.Mode
+	}
+	return base
+}
+
+// ResolveGroups turns the operator's tables into complete settings: general
+// must be present and complete enough to validate on its own (its omitted
+// keys take the Arweave general defaults), every other group takes
+// general's value for each key it omits. Every group is validated; the
+// error names the group and the key.
+func ResolveGroups(tables map[string]PartialGroup) (map[string]GroupSettings, error) {
+	if _, ok := tables[GroupLocalPeers]; ok {
+		return nil, &SettingError{Group: GroupLocalPeers, Key: "", Problem: ErrReservedGroup.Error()}
+	}
+	if len(tables)+1 > MaxGroups {
+		return nil, fmt.Errorf("http_api.limiter: %w: %d groups, at most %d", ErrTooManyGroups, len(tables), MaxGroups-1)
+	}
+	general := tables[GroupGeneral].Over(ArweaveGroups()[GroupGeneral])
+	if err := general.Validate(GroupGeneral); err != nil {
+		return nil, err
+	}
+	out := map[string]GroupSettings{GroupGeneral: general}
+	names := make([]string, 0, len(tables))
+	for name := range tables {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if name == GroupGeneral {
+			continue
+		}
+		if err := validGroupName(name); err != nil {
+			return nil, err
+		}
+		g := tables[name].Over(general)
+		if err := g.Validate(name); err != nil {
+			return nil, err
+		}
+		out[name] = g
+	}
+	return out, nil
+}
+
+func validGroupName(name string) error {
+	if name == "" || len(name) > 64 {
+		return &SettingError{Group: name, Problem: "a group name is 1 to 64 characters"}
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return &SettingError{Group: name, Problem: fmt.Sprintf("a group name uses a-z, 0-9, _ and - only, not %q", c)}
+		}
+	}
+	return nil
+}
+
+// arweave returns settings with the Arweave defaults shared by every group
+// (window duration 1000 ms, cleanups every 120000 ms, ticks every 30000 ms)
+// and the given limits.
+func arweave(window, leaky, reduction, concurrency int64) GroupSettings {
+	return GroupSettings{
+		SlidingWindowLimit:    window,
+		SlidingWindowDuration: 1000,
+		CleanupInterval:       120000,
+		CleanupExpiry:         120000,
+		LeakyLimit:            leaky,
+		LeakyTickInterval:     30000,
+		LeakyTickReduction:    reduction,
+		ConcurrencyLimit:      concurrency,
+	}
+}
+
+// ArweaveGroups returns the Arweave node's production group defaults
+// (SPEC §11.1). The map is new on every call.
+func ArweaveGroups() map[string]GroupSettings {
+	metrics := arweave(0, 2, 2, 2)
+	metrics.LeakyTickInterval = 1000
+	return map[string]GroupSettings{
+		"general":                  arweave(0, 450, 450, 150),
+		"chunk":                    arweave(100, 6000, 30, 200),
+		"data_sync_record":         arweave(0, 20, 20, 40),
+		"recent_hash_list_diff":    arweave(0, 120, 120, 240),
+		"block_index":              arweave(0, 1, 1, 2),
+		"wallet_list":              arweave(0, 1, 1, 2),
+		"get_vdf":                  arweave(0, 90, 90, 90),
+		"get_vdf_session":          arweave(0, 30, 30, 30),
+		"get_previous_vdf_session": arweave(0, 30, 30, 30),
+		"metrics":                  metrics,
+	}
+}

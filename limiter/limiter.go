@@ -1,0 +1,863 @@
+package limiter
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"net/http"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// GroupID is a group's index in a Limiter. IDs are stable for the
+// Limiter's lifetime, across Apply; LocalPeers is always 0.
+type GroupID uint8
+
+// LocalPeers is the ID of the built-in group local_peers.
+const LocalPeers GroupID = 0
+
+// Config is everything a Limiter decides with, as plain values. The daemon
+// builds it from config.toml and the live edits stored in its database.
+type Config struct {
+	// Groups are complete, validated settings (see ResolveGroups); general
+	// must be present; local_peers must not.
+	Groups         map[string]GroupSettings
+	Routes         []RouteRule
+	ExemptPaths    []string
+	TrustedProxies []netip.Prefix
+	IPv6Prefix     int
+	Exempt         []netip.Prefix
+	Deny           []netip.Prefix
+	// MaxTracked caps the (peer, group) entries; 0 means no cap.
+	MaxTracked int
+}
+
+type groupRT struct {
+	defined bool
+	id      GroupID
+	ver     uint64 // the settings version: tick caches are valid for one version
+	name    string
+	GroupSettings
+	leaky   Schedule
+	cleanup Schedule
+}
+
+// settings is one immutable version of a Limiter's configuration.
+type settings struct {
+	cfg         Config
+	groups      [MaxGroups]groupRT
+	routes      *RouteTable
+	routeGroup  []GroupID
+	routeReduce [][]int
+	general     GroupID
+	exemptPaths []*Pattern
+	ident       *Identifier
+	exempt      *PrefixSet
+	deny        *PrefixSet
+	maxTracked  int64
+}
+
+const (
+	shardBits = 6
+	nShards   = 1 << shardBits
+)
+
+// Limiter is the Arweave hybrid limiter for every (peer, group). It is
+// safe for concurrent use: decisions on one (peer, group) are
+// linearisable, decisions on different ones proceed in parallel on
+// separate locks. It starts no goroutine; the owner calls Tick now and then
+// (see Tick).
+type Limiter struct {
+	set     atomic.Pointer[settings]
+	enabled atomic.Bool
+	total   atomic.Int64 // live entries in all shards
+	hash    hasher
+
+	mu       sync.Mutex // serialises Apply, Restore and the tick counting of Tick
+	ver      uint64     // settings versions built so far
+	ids      map[string]GroupID
+	names    [MaxGroups]string
+	lastTick [MaxGroups]int64 // last leaky tick index counted per group
+
+	leakyTicks [MaxGroups]atomic.Uint64
+	evictions  atomic.Uint64
+
+	shards [nShards]shard
+}
+
+// New returns a Limiter for cfg whose group schedules start at now, with
+// the global switch on.
+func New(now time.Time, cfg Config) (*Limiter, error) {
+	l := &Limiter{ids: map[string]GroupID{GroupLocalPeers: LocalPeers}}
+	l.names[LocalPeers] = GroupLocalPeers
+	l.hash.seed = maphash.MakeSeed()
+	l.enabled.Store(true)
+	if err := l.Apply(now, cfg); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Apply installs cfg at once, keeping all tracked state. Groups that keep
+// their tick interval keep their schedule; a changed interval applies from
+// the next tick of the old one. On error nothing changes.
+func (l *Limiter) Apply(now time.Time, cfg Config) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, err := l.build(now.UnixMilli(), cfg, l.set.Load(), nil)
+	if err != nil {
+		return err
+	}
+	l.set.Store(st)
+	return nil
+}
+
+// build compiles cfg into settings. Schedules come from saved (a restored
+// snapshot) first, then from prev, else start at now. l.mu must be held.
+func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string][2]Schedule) (*settings, error) {
+	if _, ok := cfg.Groups[GroupGeneral]; !ok {
+		return nil, &SettingError{Group: GroupGeneral, Problem: "the general group is required"}
+	}
+	if _, ok := cfg.Groups[GroupLocalPeers]; ok {
+		return nil, &SettingError{Group: GroupLocalPeers, Problem: ErrReservedGroup.Error()}
+	}
+	if cfg.MaxTracked < 0 {
+		return nil, fmt.Errorf("peers.max_tracked: must be ≥ 0, got %d", cfg.MaxTracked)
+	}
+	st := &settings{cfg: cfg, maxTracked: int64(cfg.MaxTracked)}
+	ver := l.ver + 1
+	names := make([]string, 0, len(cfg.Groups))
+	for name := range cfg.Groups {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	ids := make(map[string]GroupID, len(l.ids)+len(names))
+	for k, v := range l.ids {
+		ids[k] = v
+	}
+	next := GroupID(len(l.ids))
+	for _, name := range names {
+		gs := cfg.Groups[name]
+		if err := validGroupName(name); err != nil {
+			return nil, err
+		}
+		if err := gs.Validate(name); err != nil {
+			return nil, err
+		}
+		id, ok := ids[name]
+		if !ok {
+			if int(next) >= MaxGroups {
+				return nil, fmt.Errorf("http_api.limiter.%s: %w (at most %d over the daemon's life)", name, ErrTooManyGroups, MaxGroups-1)
+			}
+			id = next
+			ids[name] = id
+			next++
+		}
+		g := groupRT{defined: true, id: id, ver: ver, name: name, GroupSettings: gs}
+		switch {
+		case saved[name][0].valid():
+			g.leaky = saved[name][0].Retimed(now, gs.LeakyTickInterval)
+			g.cleanup = saved[name][1].Retimed(now, gs.CleanupInterval)
+		case prev != nil && prev.groups[id].defined:
+			g.leaky = prev.groups[id].leaky.Retimed(now, gs.LeakyTickInterval)
+			g.cleanup = prev.groups[id].cleanup.Retimed(now, gs.CleanupInterval)
+		default:
+			g.leaky = NewSchedule(now, gs.LeakyTickInterval)
+			g.cleanup = NewSchedule(now, gs.CleanupInterval)
+		}
+		st.groups[id] = g
+	}
+	st.groups[LocalPeers] = groupRT{defined: true, name: GroupLocalPeers, GroupSettings: GroupSettings{Mode: ModeOff}}
+
+	rt, err := NewRouteTable(cfg.Routes)
+	if err != nil {
+		return nil, err
+	}
+	st.routes = rt
+	st.routeGroup = make([]GroupID, rt.Len())
+	for i := range st.routeGroup {
+		r := rt.Rule(i)
+		id, ok := ids[r.Group]
+		if !ok || !st.groups[id].defined || id == LocalPeers {
+			return nil, fmt.Errorf("routes.rule[%d].group: %w %q", i, ErrUnknownGroup, r.Group)
+		}
+		st.routeGroup[i] = id
+		st.routeReduce = append(st.routeReduce, r.ReduceOnStatus)
+	}
+	st.general = ids[GroupGeneral]
+	for i, p := range cfg.ExemptPaths {
+		pat, err := ParsePattern(p)
+		if err != nil {
+			return nil, fmt.Errorf("routes.exempt_paths[%d]: %w", i, err)
+		}
+		st.exemptPaths = append(st.exemptPaths, pat)
+	}
+	if st.ident, err = NewIdentifier(NewPrefixSet(cfg.TrustedProxies), cfg.IPv6Prefix); err != nil {
+		return nil, err
+	}
+	st.exempt = NewPrefixSet(cfg.Exempt)
+	st.deny = NewPrefixSet(cfg.Deny)
+
+	// Commit the new IDs only now that everything validated.
+	l.ver = ver
+	for name, id := range ids {
+		if _, ok := l.ids[name]; !ok {
+			l.ids[name] = id
+			l.names[id] = name
+		}
+		if id != LocalPeers && (prev == nil || !prev.groups[id].defined) {
+			l.lastTick[id] = st.groups[id].leaky.IndexAt(now)
+		}
+	}
+	return st, nil
+}
+
+// Config returns the configuration in force.
+func (l *Limiter) Config() Config { return l.set.Load().cfg }
+
+// SetEnabled turns the global switch on or off. Off, every request is
+// admitted with no state change (deny still applies); on, limits apply.
+func (l *Limiter) SetEnabled(on bool) { l.enabled.Store(on) }
+
+// Enabled reports the global switch.
+func (l *Limiter) Enabled() bool { return l.enabled.Load() }
+
+// GroupID returns the ID of the group called name, if it is defined.
+func (l *Limiter) GroupID(name string) (GroupID, bool) {
+	st := l.set.Load()
+	for i := range st.groups {
+		if st.groups[i].defined && st.groups[i].name == name {
+			return GroupID(i), true
+		}
+	}
+	return 0, false
+}
+
+// GroupName returns the name of group g ("" if g was never defined).
+func (l *Limiter) GroupName(g GroupID) string {
+	if int(g) >= MaxGroups {
+		return ""
+	}
+	return l.set.Load().groups[g].name
+}
+
+// Groups returns the names of the defined groups, local_peers included, in
+// ID order.
+func (l *Limiter) Groups() []string {
+	st := l.set.Load()
+	var out []string
+	for i := range st.groups {
+		if st.groups[i].defined {
+			out = append(out, st.groups[i].name)
+		}
+	}
+	return out
+}
+
+// Settings returns the settings of group g.
+func (l *Limiter) Settings(g GroupID) (GroupSettings, bool) {
+	if int(g) >= MaxGroups {
+		return GroupSettings{}, false
+	}
+	gr := &l.set.Load().groups[g]
+	return gr.GroupSettings, gr.defined
+}
+
+// Route is the result of classifying a request's path.
+type Route struct {
+	// Group is the group the request is decided in.
+	Group GroupID
+	// Rule is the index of the matching route rule, -1 when none matched.
+	Rule int
+	// Exempt is true when the path is in routes.exempt_paths: the request
+	// bypasses the limiter entirely.
+	Exempt bool
+	// ReduceOnStatus lists the upstream statuses that refund one token of
+	// the peer's group (read only).
+	ReduceOnStatus []int
+}
+
+// Classify finds the group of a request by its method and path (SPEC §5).
+func (l *Limiter) Classify(method, path string) Route {
+	st := l.set.Load()
+	for _, p := range st.exemptPaths {
+		if p.Match(path) {
+			return Route{Exempt: true, Rule: -1}
+		}
+	}
+	i := st.routes.Match(method, path)
+	if i < 0 {
+		return Route{Group: st.general, Rule: -1}
+	}
+	return Route{Group: st.routeGroup[i], Rule: i, ReduceOnStatus: st.routeReduce[i]}
+}
+
+// PeerOf identifies the peer of a request (SPEC §4).
+func (l *Limiter) PeerOf(remoteAddr string, h http.Header) Peer {
+	return l.set.Load().ident.PeerOf(remoteAddr, h)
+}
+
+// ParsePeer parses an address given by an API caller into a Peer.
+func (l *Limiter) ParsePeer(s string) (Peer, error) { return l.set.Load().ident.ParsePeer(s) }
+
+// Via says how a request was admitted.
+type Via uint8
+
+// The ways a request is admitted.
+const (
+	ViaNone      Via = iota // rejected
+	ViaSliding              // within the sliding window
+	ViaLeaky                // a leaky-bucket token
+	ViaUnlimited            // no limiting applied: exempt peer, mode off, switch off
+)
+
+var viaNames = [...]string{"none", "sliding_window", "leaky_bucket", "no_limiting_applied"}
+
+// String returns the name of v.
+func (v Via) String() string { return viaNames[v] }
+
+// Reason says why a request was (or, in dry_run, would have been) rejected.
+type Reason uint8
+
+// The reasons of a rejection.
+const (
+	ReasonNone        Reason = iota
+	ReasonConcurrency        // too many requests in flight
+	ReasonRateLimit          // window full and bucket exhausted
+	ReasonDenied             // the peer is on the deny list
+)
+
+var reasonNames = [...]string{"", "concurrency", "rate_limit", "denied"}
+
+// String returns the metric label of r.
+func (r Reason) String() string { return reasonNames[r] }
+
+// Decision is the answer for one request. An admitted request holds an
+// in-flight slot until Release; call it exactly once, in a defer. A
+// Decision is a value: copying it copies the handle, so release through
+// one copy only.
+type Decision struct {
+	Allowed bool
+	Via     Via
+	// Reason is set on a rejection and on a dry_run would-be rejection.
+	Reason Reason
+	// WouldReject is true when a dry_run group let a rejection through.
+	WouldReject bool
+	Group       GroupID
+	// Limited is true when limits applied (not exempt, not off): only then
+	// do the quota fields and the RateLimit headers mean anything.
+	Limited bool
+	Quota   Quota
+	// RetryAfter is the Retry-After of a rejection in whole seconds ≥ 1.
+	RetryAfter int64
+
+	l     *Limiter
+	shard uint16
+	slot  uint32
+	gen   uint32
+}
+
+// Quota is the state of a (peer, group) after a decision, for the
+// RateLimit and RateLimit-Policy headers. Times are milliseconds.
+type Quota struct {
+	BucketLimit     int64 // leaky_limit
+	BucketRemaining int64 // leaky_limit - tokens, ≥ 0
+	BucketWindow    int64 // leaky_tick_interval
+	BucketReset     int64 // until the next leaky tick
+	WindowLimit     int64 // sliding_window_limit (0: no window)
+	WindowRemaining int64
+	WindowDuration  int64 // sliding_window_duration
+	WindowReset     int64 // until the oldest timestamp expires, 0 when none
+}
+
+// Release gives back the in-flight slot of an admitted request. It is a
+// no-op on a rejected or unlimited decision, on a second call, and when the
+// entry was forgotten or evicted in the meantime.
+func (d *Decision) Release() {
+	l := d.l
+	if l == nil {
+		return
+	}
+	d.l = nil
+	sh := &l.shards[d.shard]
+	sh.mu.Lock()
+	e := sh.at(d.slot)
+	if e.gen == d.gen && e.key[1] != 0 && e.inflight > 0 {
+		st := &sh.stats[e.key.group()]
+		e.inflight--
+		st.ItemsConcurrency--
+		if e.inflight == 0 {
+			st.PeersConcurrency--
+		}
+		if e.dead() {
+			sh.remove(d.slot, sh.posOf(d.slot, uint32(l.hash.sum(&e.key))))
+			l.total.Add(-1)
+		}
+	}
+	sh.mu.Unlock()
+}
+
+func (e *entry) dead() bool {
+	return e.inflight == 0 && e.flags&flagTokens == 0 && (e.win == nil || e.win.n == 0)
+}
+
+// account adds (sign 1) or removes (sign -1) e's share of the gauges.
+func (sh *shard) account(e *entry, sign int64) {
+	st := &sh.stats[e.key.group()]
+	if e.inflight > 0 {
+		st.PeersConcurrency += sign
+		st.ItemsConcurrency += sign * int64(e.inflight)
+	}
+	if e.flags&flagTokens != 0 {
+		st.PeersTokens += sign
+		st.ItemsTokens += sign * int64(e.tokens)
+	}
+	if e.win != nil && e.win.n > 0 {
+		st.PeersWindow += sign
+		st.ItemsWindow += sign * int64(e.win.n)
+	}
+}
+
+func satInc(p *uint32) {
+	if *p != math.MaxUint32 {
+		*p++
+	}
+}
+
+func (l *Limiter) shardOf(k *entryKey) (*shard, uint16, uint32) {
+	h := l.hash.sum(k)
+	i := uint16(h >> (64 - shardBits))
+	return &l.shards[i], i, uint32(h)
+}
+
+// Decide runs the hybrid decision of SPEC §6 for one request of peer p in
+// group g at now: deny list, exemption, switch and mode first, then
+// concurrency, sliding window, leaky bucket. An admitted request must be
+// released (Decision.Release).
+func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
+	st := l.set.Load()
+	if int(g) >= MaxGroups || !st.groups[g].defined {
+		g = st.general
+	}
+	if p.Addr.IsValid() {
+		if st.deny.Len() > 0 && st.deny.Contains(p.Addr) {
+			l.countOnly(g, p.Key, func(s *GroupStats) { s.Requests++; s.Denied++ })
+			return Decision{Reason: ReasonDenied, Group: g}
+		}
+		if st.exempt.Len() > 0 && st.exempt.Contains(p.Addr) {
+			g = LocalPeers
+		}
+	}
+	gs := &st.groups[g]
+	if g == LocalPeers || gs.Mode == ModeOff || !l.enabled.Load() {
+		l.countOnly(g, p.Key, func(s *GroupStats) { s.Requests++; s.Unlimited++ })
+		return Decision{Allowed: true, Via: ViaUnlimited, Group: g}
+	}
+
+	ms := now.UnixMilli()
+	sec := uint32(ms / 1000)
+	key := makeEntryKey(g, p.Key)
+	sh, si, tag := l.shardOf(&key)
+	sh.mu.Lock()
+	slot, _, ok := sh.find(&key, tag)
+	if !ok && st.maxTracked > 0 && l.total.Load() >= st.maxTracked {
+		sh.mu.Unlock()
+		l.evictOne()
+		sh.mu.Lock()
+		slot, _, ok = sh.find(&key, tag)
+	}
+	if !ok {
+		slot = sh.insert(&key, tag)
+		sh.pushFront(slot)
+		sh.at(slot).lastSeen = sec
+		l.total.Add(1)
+	}
+	e := sh.at(slot)
+	stats := &sh.stats[g]
+	if ok {
+		sh.applyTicks(e, gs, ms, stats)
+	}
+	sh.touch(slot, sec)
+	stats.Requests++
+	satInc(&e.requests)
+
+	d := Decision{Group: g, Limited: true}
+	cut := ms - gs.SlidingWindowDuration + 1 // timestamps < cut have expired
+	var wn int64
+	if e.win != nil {
+		wn = int64(e.win.countFrom(cut))
+	}
+	switch {
+	case int64(e.inflight)+1 > gs.ConcurrencyLimit:
+		d.Reason = ReasonConcurrency
+		d.RetryAfter = 1
+	case wn+1 > gs.SlidingWindowLimit:
+		if int64(e.tokens)+1 > gs.LeakyLimit {
+			d.Reason = ReasonRateLimit
+			d.RetryAfter = sh.retryAfter(gs, e, ms, wn)
+			break
+		}
+		if e.flags&flagTokens == 0 {
+			e.flags |= flagTokens
+			e.tick = uint32(sh.leakyIndex(gs, ms))
+			stats.PeersTokens++
+		}
+		e.tokens++
+		stats.ItemsTokens++
+		d.Allowed, d.Via = true, ViaLeaky
+		stats.AllowedLeaky++
+	default:
+		if e.win == nil {
+			e.win = &window{ctick: uint32(sh.cleanupIndex(gs, ms))}
+		}
+		if e.win.n == 0 {
+			stats.PeersWindow++
+		}
+		stats.ItemsWindow -= int64(e.win.dropBefore(cut))
+		e.win.add(ms, int32(gs.SlidingWindowLimit))
+		stats.ItemsWindow++
+		wn = int64(e.win.n)
+		d.Allowed, d.Via = true, ViaSliding
+		stats.AllowedSliding++
+	}
+	if d.Allowed {
+		if e.inflight == 0 {
+			stats.PeersConcurrency++
+		}
+		e.inflight++
+		stats.ItemsConcurrency++
+		d.l, d.shard, d.slot, d.gen = l, si, slot, e.gen
+	} else {
+		if d.Reason == ReasonConcurrency {
+			satInc(&e.rejConc)
+		} else {
+			satInc(&e.rejRate)
+		}
+		if gs.Mode == ModeDryRun {
+			stats.WouldReject++
+			d.Allowed, d.WouldReject = true, true
+		} else if d.Reason == ReasonConcurrency {
+			stats.RejectedConcurrency++
+		} else {
+			stats.RejectedRateLimit++
+		}
+	}
+	e.flags |= flagDirty
+	d.Quota = sh.quota(gs, e, ms, wn)
+	if e.dead() {
+		sh.remove(slot, sh.posOf(slot, tag))
+		l.total.Add(-1)
+	}
+	sh.mu.Unlock()
+	return d
+}
+
+// countOnly bumps counters of a decision that touches no entry.
+func (l *Limiter) countOnly(g GroupID, k PeerKey, f func(*GroupStats)) {
+	key := makeEntryKey(g, k)
+	sh, _, _ := l.shardOf(&key)
+	sh.mu.Lock()
+	f(&sh.stats[g])
+	sh.mu.Unlock()
+}
+
+func (sh *shard) quota(gs *groupRT, e *entry, ms, wn int64) Quota {
+	q := Quota{
+		BucketLimit:     gs.LeakyLimit,
+		BucketRemaining: max(0, gs.LeakyLimit-int64(e.tokens)),
+		BucketWindow:    gs.LeakyTickInterval,
+		BucketReset:     sh.leakyNext(gs, ms) - ms,
+		WindowLimit:     gs.SlidingWindowLimit,
+		WindowDuration:  gs.SlidingWindowDuration,
+	}
+	if gs.SlidingWindowLimit > 0 {
+		q.WindowRemaining = max(0, gs.SlidingWindowLimit-wn)
+		if wn > 0 {
+			oldest := e.win.at(e.win.n - int32(wn))
+			q.WindowReset = max(0, oldest+gs.SlidingWindowDuration-ms)
+		}
+	}
+	return q
+}
+
+// retryAfter is the Retry-After of a rate_limit rejection: the sooner of
+// the next leaky tick (when the bucket can take tokens at all) and the
+// expiry of the oldest window timestamp (when the window admits at all),
+// in whole seconds rounded up, at least 1.
+func (sh *shard) retryAfter(gs *groupRT, e *entry, ms, wn int64) int64 {
+	wait := int64(math.MaxInt64)
+	if gs.LeakyLimit > 0 {
+		wait = sh.leakyNext(gs, ms) - ms
+	}
+	if gs.SlidingWindowLimit > 0 && wn > 0 {
+		oldest := e.win.at(e.win.n - int32(wn))
+		wait = min(wait, oldest+gs.SlidingWindowDuration-ms)
+	}
+	if wait == math.MaxInt64 {
+		wait = sh.leakyNext(gs, ms) - ms
+	}
+	return max(1, (wait+999)/1000)
+}
+
+// applyTicks brings e up to date with the leaky and cleanup ticks that fell
+// since it was last touched (SPEC §6), counting them as the eager ticks of
+// the Arweave node would, and keeping the gauges in step.
+func (sh *shard) applyTicks(e *entry, gs *groupRT, ms int64, st *GroupStats) {
+	if e.flags&flagTokens != 0 {
+		k := sh.leakyIndex(gs, ms)
+		if d := int64(int32(uint32(k) - e.tick)); d > 0 {
+			t, r := int64(e.tokens), gs.LeakyTickReduction
+			if m := (t + r - 1) / r; d <= m {
+				nt := max(0, t-d*r)
+				st.TickReductionsPeer += uint64(d)
+				st.TickTokenReductions += uint64(t - nt)
+				st.ItemsTokens -= t - nt
+				e.tokens = int32(nt)
+			} else {
+				// m ticks drain the bucket, the next one deletes the peer.
+				st.TickReductionsPeer += uint64(m)
+				st.TickTokenReductions += uint64(t)
+				st.TickDeletePeer++
+				st.ItemsTokens -= t
+				st.PeersTokens--
+				e.tokens = 0
+				e.flags &^= flagTokens
+			}
+			e.tick = uint32(k)
+			e.flags |= flagDirty
+		}
+	}
+	if w := e.win; w != nil {
+		k := sh.cleanupIndex(gs, ms)
+		if d := int32(uint32(k) - w.ctick); d > 0 {
+			had := w.n
+			w.dropBefore(gs.cleanup.TimeOf(k) - gs.CleanupExpiry)
+			st.ItemsWindow -= int64(had - w.n)
+			w.ctick = uint32(k)
+			if w.n == 0 {
+				e.win = nil
+				if had > 0 {
+					st.PeersWindow--
+				}
+				st.CleanupDeletePeer++
+			}
+			e.flags |= flagDirty
+		}
+	}
+}
+
+// tickSpan caches, per shard and group, the span [from, to) of times that
+// share one tick index, so that a decision divides only when a tick passed.
+type tickSpan struct {
+	ver      uint64
+	from, to int64
+	k        int64
+}
+
+func (c *tickSpan) index(s *Schedule, ver uint64, ms int64) int64 {
+	if c.ver != ver || ms < c.from || ms >= c.to {
+		k := s.IndexAt(ms)
+		*c = tickSpan{ver: ver, from: s.TimeOf(k), to: s.TimeOf(k + 1), k: k}
+	}
+	return c.k
+}
+
+func (sh *shard) leakyIndex(gs *groupRT, ms int64) int64 {
+	return sh.leakyCache[gs.id].index(&gs.leaky, gs.ver, ms)
+}
+
+// leakyNext returns the time of the first leaky tick after ms.
+func (sh *shard) leakyNext(gs *groupRT, ms int64) int64 {
+	c := &sh.leakyCache[gs.id]
+	c.index(&gs.leaky, gs.ver, ms)
+	return c.to
+}
+
+func (sh *shard) cleanupIndex(gs *groupRT, ms int64) int64 {
+	return sh.cleanupCache[gs.id].index(&gs.cleanup, gs.ver, ms)
+}
+
+// ReduceResult is the answer of Reduce.
+type ReduceResult uint8
+
+// The answers of Reduce.
+const (
+	// Reduced: one token was given back.
+	Reduced ReduceResult = iota
+	// ReduceNoop: nothing to give back (no entry, or no token consumed);
+	// still an ok answer, as in the Arweave node.
+	ReduceNoop
+	// ReduceDisabled: the group has is_manual_reduction_disabled.
+	ReduceDisabled
+)
+
+// String returns "reduced", "noop" or "disabled".
+func (r ReduceResult) String() string {
+	return [...]string{"reduced", "noop", "disabled"}[r]
+}
+
+// Reduce is the manual reduction of SPEC §6: tokens -= 1 if tokens > 0. It
+// never creates an entry.
+func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
+	st := l.set.Load()
+	if int(g) >= MaxGroups || !st.groups[g].defined || g == LocalPeers {
+		return ReduceNoop
+	}
+	gs := &st.groups[g]
+	key := makeEntryKey(g, k)
+	sh, _, tag := l.shardOf(&key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.stats[g].ReduceRequests++
+	if gs.ManualReductionDisabled {
+		return ReduceDisabled
+	}
+	slot, pos, ok := sh.find(&key, tag)
+	if !ok {
+		return ReduceNoop
+	}
+	e := sh.at(slot)
+	ms := now.UnixMilli()
+	sh.applyTicks(e, gs, ms, &sh.stats[g])
+	res := ReduceNoop
+	if e.flags&flagTokens != 0 && e.tokens > 0 {
+		e.tokens--
+		sh.stats[g].ItemsTokens--
+		e.flags |= flagDirty
+		res = Reduced
+	}
+	if e.dead() {
+		sh.remove(slot, pos)
+		l.total.Add(-1)
+	}
+	return res
+}
+
+// Forget deletes every entry of peer k, in every group, and returns how
+// many there were. Requests in flight release nothing afterwards.
+func (l *Limiter) Forget(k PeerKey) int {
+	st := l.set.Load()
+	n := 0
+	for g := range st.groups {
+		if !st.groups[g].defined || g == int(LocalPeers) {
+			continue
+		}
+		key := makeEntryKey(GroupID(g), k)
+		sh, _, tag := l.shardOf(&key)
+		sh.mu.Lock()
+		if slot, pos, ok := sh.find(&key, tag); ok {
+			sh.account(sh.at(slot), -1)
+			sh.remove(slot, pos)
+			l.total.Add(-1)
+			n++
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// evictOne deletes the (peer, group) entry idle longest among those with
+// nothing in flight, when the table is full. It holds one shard lock at a
+// time.
+func (l *Limiter) evictOne() {
+	for attempt := 0; attempt < 3; attempt++ {
+		best, bestSlot, bestGen := -1, uint32(0), uint32(0)
+		bestSeen := uint32(math.MaxUint32)
+		for i := range l.shards {
+			sh := &l.shards[i]
+			sh.mu.Lock()
+			// The tail is the least recently seen; skip a few busy ones.
+			for s, hops := sh.tail, 0; s != 0 && hops < 8; hops++ {
+				e := sh.at(s - 1)
+				if e.inflight == 0 {
+					if e.lastSeen < bestSeen {
+						best, bestSlot, bestGen, bestSeen = i, s-1, e.gen, e.lastSeen
+					}
+					break
+				}
+				s = e.prev
+			}
+			sh.mu.Unlock()
+		}
+		if best < 0 {
+			return
+		}
+		sh := &l.shards[best]
+		sh.mu.Lock()
+		e := sh.at(bestSlot)
+		if e.gen == bestGen && e.key[1] != 0 && e.inflight == 0 {
+			g := e.key.group()
+			sh.account(e, -1)
+			sh.stats[g].Evictions++
+			sh.remove(bestSlot, sh.posOf(bestSlot, uint32(l.hash.sum(&e.key))))
+			l.total.Add(-1)
+			l.evictions.Add(1)
+			sh.mu.Unlock()
+			return
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// tickBatch bounds how many entries Tick visits under one lock hold, so
+// that a decision never waits long behind it.
+const tickBatch = 256
+
+// Tick applies the leaky and cleanup ticks due at now to every entry and
+// deletes the entries left empty, a few hundred entries per lock hold, so
+// that no tick stops the world. Decisions apply due ticks to the entries
+// they touch on their own; Tick keeps idle entries, the gauges and the tick
+// counters current. Call it from one goroutine, about once a second.
+func (l *Limiter) Tick(now time.Time) {
+	ms := now.UnixMilli()
+	st := l.set.Load()
+	l.mu.Lock()
+	for g := range st.groups {
+		gr := &st.groups[g]
+		if !gr.defined || g == int(LocalPeers) {
+			continue
+		}
+		if k := gr.leaky.IndexAt(ms); k > l.lastTick[g] {
+			l.leakyTicks[g].Add(uint64(k - l.lastTick[g]))
+			l.lastTick[g] = k
+		}
+	}
+	l.mu.Unlock()
+	for i := range l.shards {
+		sh := &l.shards[i]
+		for start := uint32(0); ; start += tickBatch {
+			sh.mu.Lock()
+			if start >= sh.used {
+				sh.mu.Unlock()
+				break
+			}
+			end := min(start+tickBatch, sh.used)
+			for slot := start; slot < end; slot++ {
+				e := sh.at(slot)
+				if e.key[1] == 0 {
+					continue
+				}
+				g := e.key.group()
+				gr := &st.groups[g]
+				if gr.defined {
+					sh.applyTicks(e, gr, ms, &sh.stats[g])
+					if !e.dead() {
+						continue
+					}
+				} else {
+					sh.account(e, -1)
+				}
+				// Empty, or its group was removed from the config.
+				sh.remove(slot, sh.posOf(slot, uint32(l.hash.sum(&e.key))))
+				l.total.Add(-1)
+			}
+			sh.mu.Unlock()
+		}
+	}
+}
+
+// Tracked returns the number of (peer, group) entries tracked.
+func (l *Limiter) Tracked() int { return int(l.total.Load()) }

@@ -1,0 +1,251 @@
+package limiter
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Snapshot is all of a Limiter's state as plain values: what a restart
+// must not forget. In-flight counts are not part of it.
+type Snapshot struct {
+	// TakenAt is when the snapshot was taken, Unix ms.
+	TakenAt int64 `json:"taken_at_ms"`
+	// Enabled is the global switch.
+	Enabled bool            `json:"enabled"`
+	Groups  []GroupSnapshot `json:"groups"`
+	Entries []EntrySnapshot `json:"entries"`
+}
+
+// GroupSnapshot is the tick phase of one group.
+type GroupSnapshot struct {
+	Name    string   `json:"name"`
+	Leaky   Schedule `json:"leaky"`
+	Cleanup Schedule `json:"cleanup"`
+}
+
+// EntrySnapshot is the state of one (peer, group).
+type EntrySnapshot struct {
+	Peer  PeerKey `json:"peer"`
+	Group string  `json:"group"`
+	// InTokens is true while the entry is in the leaky-token register;
+	// Tokens is then the tokens consumed and LeakyTick the index of the
+	// last leaky tick applied.
+	InTokens  bool  `json:"in_tokens,omitempty"`
+	Tokens    int64 `json:"tokens,omitempty"`
+	LeakyTick int64 `json:"leaky_tick,omitempty"`
+	// Window holds the window timestamps (Unix ms, oldest first) and
+	// CleanupTick the index of the last cleanup tick applied to them.
+	Window              []int64 `json:"window,omitempty"`
+	CleanupTick         int64   `json:"cleanup_tick,omitempty"`
+	Requests            uint64  `json:"requests,omitempty"`
+	RejectedConcurrency uint64  `json:"rejected_concurrency,omitempty"`
+	RejectedRateLimit   uint64  `json:"rejected_rate_limit,omitempty"`
+	// LastSeen is the Unix second of the entry's last decision.
+	LastSeen int64 `json:"last_seen"`
+}
+
+// widen turns a stored low-32-bit tick index back into a full index, given
+// the current full index now (the stored one is never far behind it).
+func widen(low uint32, now int64) int64 {
+	return now - int64(int32(uint32(now)-low))
+}
+
+func (sh *shard) snapshotEntry(e *entry, gr *groupRT, ms int64) EntrySnapshot {
+	es := EntrySnapshot{
+		Peer:                e.key.peer(),
+		Group:               gr.name,
+		Requests:            uint64(e.requests),
+		RejectedConcurrency: uint64(e.rejConc),
+		RejectedRateLimit:   uint64(e.rejRate),
+		LastSeen:            int64(e.lastSeen),
+	}
+	if e.flags&flagTokens != 0 {
+		es.InTokens = true
+		es.Tokens = int64(e.tokens)
+		es.LeakyTick = widen(e.tick, sh.leakyIndex(gr, ms))
+	}
+	if w := e.win; w != nil && w.n > 0 {
+		es.Window = make([]int64, w.n)
+		for i := int32(0); i < w.n; i++ {
+			es.Window[i] = w.at(i)
+		}
+		es.CleanupTick = widen(w.ctick, sh.cleanupIndex(gr, ms))
+	}
+	return es
+}
+
+// Snapshot returns all state as of now. It holds one shard lock at a time,
+// so decisions go on while it runs; each entry is copied consistently.
+func (l *Limiter) Snapshot(now time.Time) Snapshot {
+	ms := now.UnixMilli()
+	st := l.set.Load()
+	snap := Snapshot{TakenAt: ms, Enabled: l.Enabled()}
+	for g := range st.groups {
+		gr := &st.groups[g]
+		if gr.defined && g != int(LocalPeers) {
+			snap.Groups = append(snap.Groups, GroupSnapshot{Name: gr.name, Leaky: gr.leaky.settle(ms), Cleanup: gr.cleanup.settle(ms)})
+		}
+	}
+	snap.Entries = make([]EntrySnapshot, 0, l.Tracked())
+	for i := range l.shards {
+		sh := &l.shards[i]
+		for start := uint32(0); ; start += tickBatch {
+			sh.mu.Lock()
+			if start >= sh.used {
+				sh.mu.Unlock()
+				break
+			}
+			end := min(start+tickBatch, sh.used)
+			for slot := start; slot < end; slot++ {
+				e := sh.at(slot)
+				if e.key[1] == 0 {
+					continue
+				}
+				gr := &st.groups[e.key.group()]
+				if !gr.defined {
+					continue
+				}
+				snap.Entries = append(snap.Entries, sh.snapshotEntry(e, gr, ms))
+			}
+			sh.mu.Unlock()
+		}
+	}
+	return snap
+}
+
+// RestoreReport says what Restore did with a snapshot.
+type RestoreReport struct {
+	// Loaded entries are tracked again.
+	Loaded int
+	// Expired entries had nothing left once the ticks of the gap applied.
+	Expired int
+	// Skipped entries belong to groups no longer configured, or carry an
+	// invalid peer key, or did not fit under max_tracked.
+	Skipped int
+	// Gap is the time between the snapshot and now; 0 when the clock went
+	// backwards (which counts as no gap).
+	Gap time.Duration
+}
+
+// Restore replaces all state with snap, as of now: the group schedules keep
+// their phase, and the ticks that fell between snap.TakenAt and now apply
+// (entries left empty are not loaded). A clock that went backwards counts
+// as no gap: every time in the snapshot is moved back with it. Requests in
+// flight before Restore release nothing afterwards. Call it before serving.
+func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
+	ms := now.UnixMilli()
+	var rep RestoreReport
+	shift := int64(0)
+	if ms < snap.TakenAt {
+		shift = ms - snap.TakenAt
+	} else {
+		rep.Gap = time.Duration(ms-snap.TakenAt) * time.Millisecond
+	}
+	saved := make(map[string][2]Schedule, len(snap.Groups))
+	for _, g := range snap.Groups {
+		if !g.Leaky.valid() || !g.Cleanup.valid() {
+			return rep, fmt.Errorf("snapshot: group %q: invalid tick schedule", g.Name)
+		}
+		saved[g.Name] = [2]Schedule{g.Leaky.Shifted(shift), g.Cleanup.Shifted(shift)}
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, err := l.build(ms, l.set.Load().cfg, nil, saved)
+	if err != nil {
+		return rep, err
+	}
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		sh.idx, sh.mask, sh.pages = nil, 0, nil
+		sh.used, sh.free, sh.n, sh.head, sh.tail = 0, 0, 0, 0, 0
+		for g := range sh.stats {
+			s := &sh.stats[g]
+			s.PeersConcurrency, s.PeersTokens, s.PeersWindow = 0, 0, 0
+			s.ItemsConcurrency, s.ItemsTokens, s.ItemsWindow = 0, 0, 0
+		}
+		sh.mu.Unlock()
+	}
+	l.total.Store(0)
+	l.set.Store(st)
+	l.enabled.Store(snap.Enabled)
+	for g := range st.groups {
+		if st.groups[g].defined && g != int(LocalPeers) {
+			l.lastTick[g] = st.groups[g].leaky.IndexAt(ms)
+		}
+	}
+
+	// Oldest first, so that the LRU lists end up in lastSeen order and
+	// max_tracked keeps the most recent entries.
+	order := make([]int, len(snap.Entries))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return snap.Entries[order[a]].LastSeen < snap.Entries[order[b]].LastSeen })
+	if st.maxTracked > 0 && int64(len(order)) > st.maxTracked {
+		rep.Skipped += len(order) - int(st.maxTracked)
+		order = order[len(order)-int(st.maxTracked):]
+	}
+	byName := make(map[string]GroupID)
+	for g := range st.groups {
+		if st.groups[g].defined && g != int(LocalPeers) {
+			byName[st.groups[g].name] = GroupID(g)
+		}
+	}
+	for _, i := range order {
+		es := &snap.Entries[i]
+		g, ok := byName[es.Group]
+		if !ok || !es.Peer.IsValid() || es.Tokens < 0 || es.Tokens > maxSetting {
+			rep.Skipped++
+			continue
+		}
+		gr := &st.groups[g]
+		key := makeEntryKey(g, es.Peer)
+		sh, _, tag := l.shardOf(&key)
+		sh.mu.Lock()
+		if _, _, dup := sh.find(&key, tag); dup {
+			sh.mu.Unlock()
+			rep.Skipped++
+			continue
+		}
+		slot := sh.insert(&key, tag)
+		sh.pushFront(slot)
+		e := sh.at(slot)
+		e.lastSeen = uint32(max(0, es.LastSeen+shift/1000))
+		e.requests = sat32(es.Requests)
+		e.rejConc = sat32(es.RejectedConcurrency)
+		e.rejRate = sat32(es.RejectedRateLimit)
+		if es.InTokens {
+			e.flags |= flagTokens
+			e.tokens = int32(es.Tokens)
+			e.tick = uint32(es.LeakyTick)
+		}
+		if len(es.Window) > 0 {
+			w := &window{ctick: uint32(es.CleanupTick)}
+			for _, t := range es.Window {
+				w.add(t+shift, int32(max(gr.SlidingWindowLimit, int64(len(es.Window)))))
+			}
+			e.win = w
+		}
+		sh.account(e, 1)
+		sh.applyTicks(e, gr, ms, &sh.stats[g])
+		if e.dead() {
+			sh.remove(slot, sh.posOf(slot, tag))
+			rep.Expired++
+		} else {
+			l.total.Add(1)
+			rep.Loaded++
+		}
+		sh.mu.Unlock()
+	}
+	return rep, nil
+}
+
+func sat32(v uint64) uint32 {
+	if v > 1<<32-1 {
+		return 1<<32 - 1
+	}
+	return uint32(v)
+}

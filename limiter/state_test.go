@@ -1,0 +1,356 @@
+package limiter_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// TestPure enforces that the core imports the standard library only.
+func TestPure(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "github.com/limiterd/limiterd/limiter" {
+			continue
+		}
+		first, _, _ := strings.Cut(dep, "/")
+		if strings.Contains(first, ".") {
+			t.Errorf("limiter imports %s: the core is standard library only", dep)
+		}
+	}
+}
+
+func TestEntrySize(t *testing.T) {
+	if limiter.EntrySize > 72 {
+		t.Fatalf("entry is %d bytes; the memory budget (≤ 96 per tracked entry with the index) needs ≤ 72", limiter.EntrySize)
+	}
+}
+
+// TestConcurrentOnePeer: 2000 goroutines on one peer with leaky_limit 450
+// get exactly 450 admissions.
+func TestConcurrentOnePeer(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 450, 30000, 450, 150)))
+	g, _ := l.GroupID(limiter.GroupGeneral)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 2000; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			d := l.Decide(at(5), peer(A), g)
+			defer d.Release()
+			if d.Allowed {
+				admitted.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if n := admitted.Load(); n != 450 {
+		t.Fatalf("admitted %d, want 450", n)
+	}
+	st := l.Stats()[limiter.GroupGeneral]
+	if st.Requests != 2000 || st.AllowedLeaky != 450 || st.RejectedRateLimit+st.RejectedConcurrency != 1550 {
+		t.Fatalf("stats %+v", st)
+	}
+	if st.ItemsConcurrency != 0 || st.PeersConcurrency != 0 {
+		t.Fatalf("in-flight left after every release: %+v", st)
+	}
+}
+
+// TestConcurrentManyPeers: 150 peers × 600 calls → 450 × 150 admitted.
+func TestConcurrentManyPeers(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 450, 30000, 450, 150)))
+	g, _ := l.GroupID(limiter.GroupGeneral)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for p := 0; p < 150; p++ {
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pr := peer(fmt.Sprintf("198.51.100.%d", p))
+				for i := 0; i < 150; i++ {
+					d := l.Decide(at(5), pr, g)
+					if d.Allowed {
+						admitted.Add(1)
+					}
+					d.Release()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if n := admitted.Load(); n != 450*150 {
+		t.Fatalf("admitted %d, want %d", n, 450*150)
+	}
+	if l.Tracked() != 150 {
+		t.Fatalf("tracked %d, want 150", l.Tracked())
+	}
+}
+
+func TestExemptDenySwitch(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 1, 30000, 1, 10))
+	cfg.Exempt = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	for i := 0; i < 5; i++ {
+		d := l.Decide(at(0), peer("10.1.2.3"), g)
+		if !d.Allowed || d.Via != limiter.ViaUnlimited || d.Group != limiter.LocalPeers || d.Limited {
+			t.Fatalf("exempt peer: %+v", d)
+		}
+	}
+	if d := l.Decide(at(0), peer("203.0.113.9"), g); d.Allowed || d.Reason != limiter.ReasonDenied {
+		t.Fatalf("denied peer: %+v", d)
+	}
+	if l.Tracked() != 0 {
+		t.Fatalf("exempt and denied peers must not take entries, tracked %d", l.Tracked())
+	}
+	st := l.Stats()
+	if st[limiter.GroupLocalPeers].Requests != 5 || st["test"].Denied != 1 {
+		t.Fatalf("stats: local %+v test %+v", st[limiter.GroupLocalPeers], st["test"])
+	}
+
+	// The global switch: off admits with no state change, on restores limits.
+	if d := l.Decide(at(1), peer(A), g); d.Via != limiter.ViaLeaky {
+		t.Fatalf("%+v", d)
+	}
+	l.SetEnabled(false)
+	for i := 0; i < 3; i++ {
+		if d := l.Decide(at(2), peer(A), g); d.Via != limiter.ViaUnlimited {
+			t.Fatalf("switch off: %+v", d)
+		}
+	}
+	if d := l.Decide(at(2), peer("203.0.113.9"), g); d.Reason != limiter.ReasonDenied {
+		t.Fatalf("deny applies with the switch off: %+v", d)
+	}
+	l.SetEnabled(true)
+	if d := l.Decide(at(3), peer(A), g); d.Reason != limiter.ReasonRateLimit {
+		t.Fatalf("switch on again: %+v", d)
+	}
+}
+
+func TestMaxTrackedEvictsLongestIdle(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 30000, 10, 10))
+	cfg.MaxTracked = 3
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	// Peers seen at 0 s, 1 s, 2 s; then the first is seen again at 3 s.
+	for i, p := range []string{"192.0.2.10", "192.0.2.11", "192.0.2.12", "192.0.2.10"} {
+		d := l.Decide(at(int64(i)*1000), peer(p), g)
+		d.Release()
+	}
+	// A fourth peer evicts .11, idle longest.
+	d := l.Decide(at(4000), peer("192.0.2.13"), g)
+	d.Release()
+	if l.Tracked() != 3 {
+		t.Fatalf("tracked %d, want 3", l.Tracked())
+	}
+	if v := l.Peer(at(4000), peer("192.0.2.11").Key); len(v) != 0 {
+		t.Fatalf(".11 should have been evicted: %+v", v)
+	}
+	for _, p := range []string{"192.0.2.10", "192.0.2.12", "192.0.2.13"} {
+		if v := l.Peer(at(4000), peer(p).Key); len(v) != 1 {
+			t.Fatalf("%s should be tracked", p)
+		}
+	}
+	if l.Evictions() != 1 || l.Stats()["test"].Evictions != 1 {
+		t.Fatalf("evictions %d", l.Evictions())
+	}
+}
+
+func TestForgetAndStaleRelease(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
+	g, _ := l.GroupID("test")
+	d := l.Decide(at(0), peer(A), g)
+	if n := l.Forget(peer(A).Key); n != 1 {
+		t.Fatalf("forgot %d entries", n)
+	}
+	d2 := l.Decide(at(1), peer(A), g) // a fresh entry, maybe in the same slot
+	d.Release()                       // stale: must not touch the new entry
+	if v := l.Peer(at(1), peer(A).Key); len(v) != 1 || v[0].Inflight != 1 || v[0].Tokens != 1 {
+		t.Fatalf("stale release changed the new entry: %+v", v)
+	}
+	d2.Release()
+}
+
+func TestQuota(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(2, 1000, 5, 30000, 5, 10)))
+	g, _ := l.GroupID("test")
+	d := l.Decide(at(7000), peer(A), g)
+	q := d.Quota
+	if !d.Limited || q.BucketLimit != 5 || q.BucketRemaining != 5 || q.BucketWindow != 30000 || q.BucketReset != 23000 ||
+		q.WindowLimit != 2 || q.WindowRemaining != 1 || q.WindowReset != 1000 {
+		t.Fatalf("quota %+v", q)
+	}
+	l.Decide(at(7100), peer(A), g)
+	d = l.Decide(at(7200), peer(A), g)
+	if d.Via != limiter.ViaLeaky || d.Quota.BucketRemaining != 4 || d.Quota.WindowRemaining != 0 || d.Quota.WindowReset != 800 {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func TestRestoreAcrossGap(t *testing.T) {
+	cfg := testConfig(settings(2, 1000, 10, 30000, 4, 100))
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	for i := 0; i < 12; i++ { // 2 by the window, 10 tokens
+		l.Decide(at(1000), peer(A), g)
+	}
+	l.Decide(at(1000), peer(B), g) // window only
+	l.SetEnabled(false)
+	snap := l.Snapshot(at(10_000))
+	b, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back limiter.Snapshot
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("forward gap applies the ticks that fell in it", func(t *testing.T) {
+		l2 := newLimiter(t, cfg) // a new process: its own epoch, replaced by the snapshot's
+		// Down from 10 s to 65 s: ticks at 30 s and 60 s took 8 tokens.
+		rep, err := l2.Restore(at(65_000), back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Loaded != 2 || rep.Gap != 55*time.Second {
+			t.Fatalf("%+v", rep)
+		}
+		if l2.Enabled() {
+			t.Fatal("the global switch was not restored")
+		}
+		v := l2.Peer(at(65_000), peer(A).Key)
+		if len(v) != 1 || v[0].Tokens != 2 || v[0].Inflight != 0 {
+			t.Fatalf("%+v", v)
+		}
+		// The phase survived: the next tick is at 90 s, not 65 s + 30 s.
+		check := l2.Peer(at(89_999), peer(A).Key)
+		if check[0].Tokens != 2 {
+			t.Fatalf("tick came early: %+v", check)
+		}
+		if v := l2.Peer(at(90_000), peer(A).Key); v[0].Tokens != 0 {
+			t.Fatalf("tick at 90 s missing: %+v", v)
+		}
+	})
+	t.Run("fully expired entries are not loaded", func(t *testing.T) {
+		l2 := newLimiter(t, cfg)
+		// At 200 s: A drained by 4 ticks... (10 tokens, 4 per tick: 30, 60, 90 drain, 120 deletes);
+		// B's window timestamp (1 s) is dropped by the cleanup at 120 s (expiry 120 s? 1000 < 0 no):
+		// cleanup ticks at 120 s and 240 s; at 240 s 1000 < 240000-120000.
+		rep, err := l2.Restore(at(250_000), back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Loaded != 0 || rep.Expired != 2 || l2.Tracked() != 0 {
+			t.Fatalf("%+v tracked %d", rep, l2.Tracked())
+		}
+	})
+	t.Run("a clock gone backwards counts as no gap", func(t *testing.T) {
+		l2 := newLimiter(t, cfg)
+		rep, err := l2.Restore(at(-5_000), back) // 15 s before the snapshot
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Gap != 0 || rep.Loaded != 2 {
+			t.Fatalf("%+v", rep)
+		}
+		// Nothing elapsed: 10 tokens, the window full for 1000-(10000-1000)... the
+		// window timestamps moved back by 15 s with everything else.
+		v := l2.Peer(at(-5_000), peer(A).Key)
+		if len(v) != 1 || v[0].Tokens != 10 || v[0].Window != 2 {
+			t.Fatalf("%+v", v)
+		}
+		// The next tick is 20 s after the snapshot's time (30 s - 10 s).
+		if v := l2.Peer(at(-5_000+19_999), peer(A).Key); v[0].Tokens != 10 {
+			t.Fatalf("%+v", v)
+		}
+		if v := l2.Peer(at(-5_000+20_000), peer(A).Key); v[0].Tokens != 6 {
+			t.Fatalf("%+v", v)
+		}
+	})
+}
+
+func TestLiveIntervalChangeKeepsPhase(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 30000, 1, 100))
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	for i := 0; i < 10; i++ {
+		d := l.Decide(at(1000), peer(A), g)
+		d.Release()
+	}
+	// At 20 s the interval becomes 5 s: the tick at 30 s still happens,
+	// then one every 5 s.
+	cfg.Groups["test"] = settings(0, 1000, 10, 5000, 1, 100)
+	if err := l.Apply(at(20_000), cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ at, tokens int64 }{{29_999, 10}, {30_000, 9}, {34_999, 9}, {35_000, 8}, {45_000, 6}} {
+		if v := l.Peer(at(c.at), peer(A).Key); v[0].Tokens != c.tokens {
+			t.Fatalf("at %d: tokens %d, want %d", c.at, v[0].Tokens, c.tokens)
+		}
+	}
+}
+
+func TestStatsCountTicks(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 10, 1000, 3, 100)))
+	g, _ := l.GroupID("test")
+	for i := 0; i < 5; i++ {
+		d := l.Decide(at(0), peer(A), g)
+		d.Release()
+	}
+	l.Tick(at(10_000))
+	st := l.Stats()["test"]
+	// 5 tokens, 3 per tick: ticks 1 and 2 reduce (3 then 2), tick 3 deletes.
+	if st.TickReductionsPeer != 2 || st.TickTokenReductions != 5 || st.TickDeletePeer != 1 || st.LeakyTicks != 10 {
+		t.Fatalf("%+v", st)
+	}
+	if st.PeersTokens != 0 || st.ItemsTokens != 0 || l.Tracked() != 0 {
+		t.Fatalf("gauges not back to zero: %+v", st)
+	}
+}
+
+func TestSettingErrors(t *testing.T) {
+	bad := settings(0, 0, 10, 1000, 3, 100)
+	err := bad.Validate("chunk")
+	if err == nil || err.Error() != "http_api.limiter.chunk.sliding_window_duration: must be an integer > 0, got 0" {
+		t.Fatalf("%v", err)
+	}
+	bad = settings(-1, 1000, 10, 1000, 3, 100)
+	if err := bad.Validate("x"); err == nil || !strings.Contains(err.Error(), "x.sliding_window_limit") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := limiter.New(t0, testConfig(bad)); err == nil || !strings.Contains(err.Error(), "http_api.limiter.test.sliding_window_limit") {
+		t.Fatalf("%v", err)
+	}
+	// A missing key takes general's value.
+	ten := int64(10)
+	got, err := limiter.ResolveGroups(map[string]limiter.PartialGroup{"custom": {LeakyLimit: &ten}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := limiter.ArweaveGroups()[limiter.GroupGeneral]
+	want.LeakyLimit = 10
+	if got["custom"] != want {
+		t.Fatalf("%+v", got["custom"])
+	}
+	if _, err := limiter.ResolveGroups(map[string]limiter.PartialGroup{"local_peers": {}}); err == nil {
+		t.Fatal("local_peers is reserved")
+	}
+}

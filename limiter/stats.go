@@ -1,0 +1,191 @@
+package limiter
+
+import (
+	"time"
+)
+
+// GroupStats are the counters and gauges of one group: the numbers behind
+// the metrics of SPEC §9. Counters only grow; gauges are current.
+type GroupStats struct {
+	// Counters.
+	Requests            uint64 // ar_limiter_requests_total
+	RejectedConcurrency uint64 // ar_limiter_rejected_total{reason="concurrency"}
+	RejectedRateLimit   uint64 // ar_limiter_rejected_total{reason="rate_limit"}
+	Denied              uint64 // requests of denied peers (403)
+	WouldReject         uint64 // dry_run rejections let through
+	AllowedSliding      uint64 // admitted by the sliding window
+	AllowedLeaky        uint64 // admitted with a leaky-bucket token
+	Unlimited           uint64 // admitted with no limiting applied
+	ReduceRequests      uint64 // ar_limiter_reduce_requests_total
+	TickReductionsPeer  uint64 // ar_limiter_leaky_tick_reductions_peer
+	TickTokenReductions uint64 // ar_limiter_leaky_tick_token_reductions_total
+	TickDeletePeer      uint64 // ar_limiter_leaky_tick_delete_peer_total
+	CleanupDeletePeer   uint64 // ar_limiter_cleanup_tick_expired_sliding_peers_deleted_total
+	Evictions           uint64 // entries evicted by max_tracked
+	LeakyTicks          uint64 // ar_limiter_leaky_ticks
+
+	// Gauges: ar_limiter_peers and ar_limiter_tracked_items_total.
+	PeersConcurrency int64
+	PeersTokens      int64
+	PeersWindow      int64
+	ItemsConcurrency int64
+	ItemsTokens      int64
+	ItemsWindow      int64
+}
+
+func (s *GroupStats) add(o *GroupStats) {
+	s.Requests += o.Requests
+	s.RejectedConcurrency += o.RejectedConcurrency
+	s.RejectedRateLimit += o.RejectedRateLimit
+	s.Denied += o.Denied
+	s.WouldReject += o.WouldReject
+	s.AllowedSliding += o.AllowedSliding
+	s.AllowedLeaky += o.AllowedLeaky
+	s.Unlimited += o.Unlimited
+	s.ReduceRequests += o.ReduceRequests
+	s.TickReductionsPeer += o.TickReductionsPeer
+	s.TickTokenReductions += o.TickTokenReductions
+	s.TickDeletePeer += o.TickDeletePeer
+	s.CleanupDeletePeer += o.CleanupDeletePeer
+	s.Evictions += o.Evictions
+	s.PeersConcurrency += o.PeersConcurrency
+	s.PeersTokens += o.PeersTokens
+	s.PeersWindow += o.PeersWindow
+	s.ItemsConcurrency += o.ItemsConcurrency
+	s.ItemsTokens += o.ItemsTokens
+	s.ItemsWindow += o.ItemsWindow
+}
+
+// Stats returns the counters and gauges of every group ever defined (a
+// removed group keeps its counters), keyed by group name. It takes each
+// shard lock briefly; call it at scrape time, not per request.
+func (l *Limiter) Stats() map[string]GroupStats {
+	var sum [MaxGroups]GroupStats
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for g := range sum {
+			sum[g].add(&sh.stats[g])
+		}
+		sh.mu.Unlock()
+	}
+	l.mu.Lock()
+	names := l.names
+	l.mu.Unlock()
+	out := make(map[string]GroupStats)
+	for g, name := range names {
+		if name == "" {
+			continue
+		}
+		sum[g].LeakyTicks = l.leakyTicks[g].Load()
+		out[name] = sum[g]
+	}
+	return out
+}
+
+// Evictions returns how many entries max_tracked evicted in all.
+func (l *Limiter) Evictions() uint64 { return l.evictions.Load() }
+
+// EntryView is the state of one (peer, group), for the admin API and the
+// dashboard.
+type EntryView struct {
+	Peer     PeerKey
+	Group    string
+	GroupID  GroupID
+	Inflight int64
+	// Tokens are the leaky-bucket tokens consumed.
+	Tokens int64
+	// Window is the number of window timestamps held (expired ones
+	// included until a cleanup tick); WindowActive those still in the
+	// window at the time of the view.
+	Window              int64
+	WindowActive        int64
+	Requests            uint64
+	RejectedConcurrency uint64
+	RejectedRateLimit   uint64
+	LastSeen            time.Time
+}
+
+func (sh *shard) view(e *entry, st *settings, ms int64) EntryView {
+	g := e.key.group()
+	v := EntryView{
+		Peer:                e.key.peer(),
+		Group:               st.groups[g].name,
+		GroupID:             g,
+		Inflight:            int64(e.inflight),
+		Requests:            uint64(e.requests),
+		RejectedConcurrency: uint64(e.rejConc),
+		RejectedRateLimit:   uint64(e.rejRate),
+		LastSeen:            time.Unix(int64(e.lastSeen), 0),
+	}
+	if e.flags&flagTokens != 0 {
+		v.Tokens = int64(e.tokens)
+	}
+	if e.win != nil {
+		v.Window = int64(e.win.n)
+		v.WindowActive = int64(e.win.countFrom(ms - st.groups[g].SlidingWindowDuration + 1))
+	}
+	return v
+}
+
+// Peer returns the state of peer k in every group it is tracked in, with
+// the ticks due at now applied.
+func (l *Limiter) Peer(now time.Time, k PeerKey) []EntryView {
+	st := l.set.Load()
+	ms := now.UnixMilli()
+	var out []EntryView
+	for g := range st.groups {
+		gr := &st.groups[g]
+		if !gr.defined || g == int(LocalPeers) {
+			continue
+		}
+		key := makeEntryKey(GroupID(g), k)
+		sh, _, tag := l.shardOf(&key)
+		sh.mu.Lock()
+		if slot, pos, ok := sh.find(&key, tag); ok {
+			e := sh.at(slot)
+			sh.applyTicks(e, gr, ms, &sh.stats[g])
+			if e.dead() {
+				sh.remove(slot, pos)
+				l.total.Add(-1)
+			} else {
+				out = append(out, sh.view(e, st, ms))
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out
+}
+
+// Each calls fn with every tracked entry as of now (ticks due but not yet
+// applied are not reflected; Tick applies them) until fn returns false. It
+// holds one shard lock at a time, a few hundred entries at a time; fn must
+// not call back into l.
+func (l *Limiter) Each(now time.Time, fn func(EntryView) bool) {
+	st := l.set.Load()
+	ms := now.UnixMilli()
+	buf := make([]EntryView, 0, tickBatch)
+	for i := range l.shards {
+		sh := &l.shards[i]
+		for start := uint32(0); ; start += tickBatch {
+			buf = buf[:0]
+			sh.mu.Lock()
+			if start >= sh.used {
+				sh.mu.Unlock()
+				break
+			}
+			end := min(start+tickBatch, sh.used)
+			for slot := start; slot < end; slot++ {
+				if e := sh.at(slot); e.key[1] != 0 && st.groups[e.key.group()].defined {
+					buf = append(buf, sh.view(e, st, ms))
+				}
+			}
+			sh.mu.Unlock()
+			for _, v := range buf {
+				if !fn(v) {
+					return
+				}
+			}
+		}
+	}
+}
