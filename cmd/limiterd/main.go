@@ -1,0 +1,445 @@
+// Command limiterd is a rate-limiting daemon for the HTTP API of an
+// Arweave-style node: it proxies every request through the Arweave hybrid
+// limiter, serves an admin API and Prometheus metrics, and can run a
+// self-contained demo.
+//
+// Usage:
+//
+//	limiterd [serve] [-config PATH] [-data-dir DIR]
+//	limiterd check-config [-config PATH]
+//	limiterd demo [-duration D]
+//	limiterd version
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/web"
+)
+
+// Version is the release, set with -ldflags "-X main.Version=…".
+var Version = "dev"
+
+// Exit codes (SPEC §2).
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	m := NewMain()
+	code := m.Run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// Main is the program: its streams, environment and, once serving, its
+// listeners' addresses. Tests run it in-process.
+type Main struct {
+	Stdout, Stderr io.Writer
+	Env            []string
+	// Hangup delivers reload requests; main wires SIGHUP to it.
+	Hangup chan os.Signal
+
+	ready      chan struct{}
+	publicAddr net.Addr
+	adminAddr  net.Addr
+	token      string
+	log        *slog.Logger
+
+	mu     sync.Mutex
+	src    config.Source
+	adj    adjust
+	cfg    *config.Config
+	live   *web.Live
+	lim    *limiter.Limiter
+	reload chan chan error
+}
+
+// NewMain returns a Main on the process's streams and environment, with
+// SIGHUP delivered to Hangup.
+func NewMain() *Main {
+	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr, Env: os.Environ(), Hangup: make(chan os.Signal, 1), ready: make(chan struct{})}
+	signal.Notify(m.Hangup, syscall.SIGHUP)
+	return m
+}
+
+// Ready is closed once the listeners accept connections.
+func (m *Main) Ready() <-chan struct{} { return m.ready }
+
+// PublicURL and AdminURL are the listeners' base URLs, once Ready.
+func (m *Main) PublicURL() string { return "http://" + m.publicAddr.String() }
+
+// AdminURL is the admin listener's base URL, once Ready.
+func (m *Main) AdminURL() string { return "http://" + m.adminAddr.String() }
+
+// Token is the admin token in force, once Ready.
+func (m *Main) Token() string { return m.token }
+
+// Run runs the subcommand in args and returns the exit code.
+func (m *Main) Run(ctx context.Context, args []string) int {
+	if m.ready == nil {
+		m.ready = make(chan struct{})
+	}
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return m.serve(ctx, args)
+	case "demo":
+		return m.demo(ctx, args)
+	case "check-config":
+		return m.checkConfig(args)
+	case "version":
+		fmt.Fprintln(m.Stdout, "limiterd", Version)
+		return exitOK
+	case "snapshot":
+		fmt.Fprintln(m.Stderr, "limiterd snapshot: persistence (the bbolt store) is not in this build yet")
+		return exitRuntime
+	case "help", "-h", "--help":
+		fmt.Fprint(m.Stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(m.Stderr, "limiterd: unknown command %q\n%s", cmd, usage)
+	return exitUsage
+}
+
+const usage = `usage:
+  limiterd [serve] [-config PATH] [-data-dir DIR]   run the proxy and the admin listener
+  limiterd check-config [-config PATH]              validate and print the effective config
+  limiterd demo [-duration D]                       run against a built-in node with synthetic peers
+  limiterd version
+`
+
+// commonFlags parses -config and -data-dir into a config.Source.
+func (m *Main) commonFlags(name string, args []string, extra func(*flag.FlagSet)) (config.Source, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	path := fs.String("config", "", "config file (default: config.toml in the working directory, else the embedded default)")
+	dataDir := fs.String("data-dir", "", "data directory (overrides server.data_dir)")
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return config.Source{}, err
+	}
+	if fs.NArg() > 0 {
+		return config.Source{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	src := config.Source{Path: *path, Required: *path != "", Env: m.Env, DataDir: *dataDir}
+	if src.Path == "" {
+		src.Path = "config.toml"
+	}
+	return src, nil
+}
+
+func (m *Main) printConfigErrors(err error) {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "config: ") {
+			line = "config: " + line
+		}
+		fmt.Fprintln(m.Stderr, line)
+	}
+}
+
+func (m *Main) checkConfig(args []string) int {
+	src, err := m.commonFlags("check-config", args, nil)
+	if err != nil {
+		return exitUsage
+	}
+	cfg, _, err := config.Load(src)
+	if err == nil {
+		_, err = cfg.Limiter()
+	}
+	if err != nil {
+		m.printConfigErrors(err)
+		return exitUsage
+	}
+	b, err := cfg.Redacted().TOML()
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "limiterd:", err)
+		return exitRuntime
+	}
+	m.Stdout.Write(b)
+	return exitOK
+}
+
+// adjust lets demo change the loaded config before serving.
+type adjust func(*config.Config)
+
+func (m *Main) serve(ctx context.Context, args []string) int {
+	src, err := m.commonFlags("serve", args, nil)
+	if err != nil {
+		return exitUsage
+	}
+	return m.start(ctx, src, nil)
+}
+
+// start loads the config from src, lets adj change it, and serves.
+func (m *Main) start(ctx context.Context, src config.Source, adj adjust) int {
+	m.log = slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg, info, err := config.Load(src)
+	if err == nil && src.DataDir != "" {
+		cfg.Server.DataDir = src.DataDir
+	}
+	var limCfg limiter.Config
+	if err == nil {
+		if adj != nil {
+			adj(cfg)
+		}
+		limCfg, err = cfg.Limiter()
+	}
+	if err != nil {
+		m.printConfigErrors(err)
+		return exitUsage
+	}
+	if info.EmbeddedOnly {
+		m.log.Info("no config file: running on the embedded default config", "looked_for", src.Path)
+	} else {
+		m.log.Info("config loaded", "file", info.UsedFile)
+	}
+	m.src, m.adj, m.cfg = src, adj, cfg
+	if err := m.run(ctx, cfg, limCfg); err != nil {
+		m.log.Error("limiterd stopped", "err", err)
+		return exitRuntime
+	}
+	return exitOK
+}
+
+func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Config) error {
+	if err := os.MkdirAll(cfg.Server.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	token, err := m.adminToken(cfg)
+	if err != nil {
+		return err
+	}
+	m.token = token
+	upstream, err := url.Parse(cfg.Server.Upstream)
+	if err != nil {
+		return fmt.Errorf("server.upstream: %w", err)
+	}
+
+	now := time.Now
+	lim, err := limiter.New(now(), limCfg)
+	if err != nil {
+		return err
+	}
+	store := web.NewMemoryStore()
+	live, err := web.NewLive(ctx, lim, store, limCfg, now)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.lim, m.live = lim, live
+	m.mu.Unlock()
+
+	reg := prometheus.NewRegistry()
+	srv := web.NewServer(lim, live, web.Options{
+		Upstream:   upstream,
+		Token:      token,
+		Gatherer:   reg,
+		CheckLease: cfg.Admin.CheckLease,
+		Logger:     m.log,
+		Now:        now,
+	})
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		web.NewCollector(lim, &srv.Lat, &srv.Counts),
+	)
+
+	publicLn, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("server.listen: %w", err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		publicLn.Close()
+		return fmt.Errorf("admin.listen: %w", err)
+	}
+	m.publicAddr, m.adminAddr = publicLn.Addr(), adminLn.Addr()
+	public := web.NewHTTPServer(srv.PublicHandler(), m.log)
+	admin := web.NewHTTPServer(srv.AdminHandler(), m.log)
+
+	bg, stopBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	for _, x := range []struct {
+		s  *http.Server
+		ln net.Listener
+	}{{public, publicLn}, {admin, adminLn}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := x.s.Serve(x.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	wg.Add(3)
+	go func() { defer wg.Done(); _ = srv.Run(bg) }()
+	go func() { defer wg.Done(); m.tickLoop(bg, lim, now) }()
+	go func() { defer wg.Done(); m.hangupLoop(bg) }()
+
+	m.log.Info("limiterd serving", "version", Version, "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
+		"upstream", upstream.String(), "groups", len(limCfg.Groups))
+	close(m.ready)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		m.log.Info("shutting down: draining in-flight requests", "timeout", cfg.Server.ShutdownTimeout)
+	case runErr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.Server.ShutdownTimeout, time.Millisecond))
+	if err := public.Shutdown(sctx); err != nil {
+		m.log.Warn("drain ended before every request finished", "err", err)
+		public.Close()
+	}
+	cancel()
+	actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_ = admin.Shutdown(actx)
+	cancel()
+	stopBG()
+	wg.Wait()
+	m.log.Info("limiterd stopped")
+	return runErr
+}
+
+// tickLoop runs the limiter's sweeper once a second.
+func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, now func() time.Time) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			lim.Tick(now())
+		}
+	}
+}
+
+// hangupLoop reloads the config file on SIGHUP, keeping the running config
+// when the new one is invalid.
+func (m *Main) hangupLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.Hangup:
+			if err := m.Reload(); err != nil {
+				m.log.Error("reload refused: keeping the running config", "err", strings.ReplaceAll(err.Error(), "\n", "; "))
+			} else {
+				m.log.Info("config reloaded")
+			}
+		}
+	}
+}
+
+// Reload reads the config again and applies its limits, routes and peer
+// lists (listeners, upstream and data dir need a restart). On error the
+// running config stays.
+func (m *Main) Reload() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live == nil {
+		return errors.New("not serving")
+	}
+	cfg, _, err := config.Load(m.src)
+	if err != nil {
+		return err
+	}
+	if m.src.DataDir != "" {
+		cfg.Server.DataDir = m.src.DataDir
+	}
+	if m.adj != nil {
+		m.adj(cfg)
+	}
+	limCfg, err := cfg.Limiter()
+	if err != nil {
+		return err
+	}
+	if err := m.live.SetBase(limCfg); err != nil {
+		return err
+	}
+	if cfg.Server.Listen != m.cfg.Server.Listen || cfg.Admin.Listen != m.cfg.Admin.Listen || cfg.Server.Upstream != m.cfg.Server.Upstream {
+		m.log.Warn("listen addresses and the upstream change only on restart")
+	}
+	m.cfg = cfg
+	return nil
+}
+
+// adminToken returns the configured token, the one in token_file, or the
+// one stored in <data_dir>/admin.token, generating and storing it (mode
+// 0600, logged once) on first start.
+func (m *Main) adminToken(cfg *config.Config) (string, error) {
+	if cfg.Admin.Token != "" {
+		return cfg.Admin.Token, nil
+	}
+	path := cfg.Admin.TokenFile
+	generate := false
+	if path == "" {
+		path = filepath.Join(cfg.Server.DataDir, "admin.token")
+		generate = true
+	}
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", fmt.Errorf("admin token file %s is empty", path)
+		}
+		return t, nil
+	case !errors.Is(err, os.ErrNotExist) || !generate:
+		return "", fmt.Errorf("admin.token_file: %w", err)
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	t := hex.EncodeToString(raw[:])
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("store the admin token: %w", err)
+	}
+	if _, err := f.WriteString(t + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("store the admin token: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("store the admin token: %w", err)
+	}
+	m.log.Info("generated the admin token (shown once; kept in the file)", "file", path, "token", t)
+	return t, nil
+}

@@ -1,0 +1,251 @@
+package limiter
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ExemptionKind names a list of live exemptions.
+type ExemptionKind string
+
+// The kinds of live exemptions (SPEC §8).
+const (
+	ExemptPeer ExemptionKind = "exempt_peer" // an IP or CIDR → local_peers
+	ExemptPath ExemptionKind = "exempt_path" // a path pattern that bypasses the limiter
+	DenyPeer   ExemptionKind = "deny_peer"   // an IP or CIDR answered 403
+)
+
+// Exemption is one entry of a live list.
+type Exemption struct {
+	Kind  ExemptionKind `json:"kind"`
+	Value string        `json:"value"`
+	// Note is the operator's reason, free text.
+	Note string `json:"note,omitempty"`
+}
+
+// Normalize validates e and returns it in canonical form (a CIDR masked,
+// an IPv4-mapped address unmapped). The error names the field.
+func (e Exemption) Normalize() (Exemption, error) {
+	e.Value = strings.TrimSpace(e.Value)
+	switch e.Kind {
+	case ExemptPeer, DenyPeer:
+		p, err := ParsePrefix(e.Value)
+		if err != nil {
+			return e, &FieldError{Field: "value", Problem: err.Error()}
+		}
+		if p.Bits() == p.Addr().BitLen() {
+			e.Value = p.Addr().String()
+		} else {
+			e.Value = p.String()
+		}
+	case ExemptPath:
+		if _, err := ParsePattern(e.Value); err != nil {
+			return e, &FieldError{Field: "value", Problem: err.Error()}
+		}
+	default:
+		return e, &FieldError{Field: "kind", Problem: fmt.Sprintf("%q is not one of exempt_peer, exempt_path, deny_peer", e.Kind)}
+	}
+	if len(e.Note) > 500 {
+		return e, &FieldError{Field: "note", Problem: "at most 500 characters"}
+	}
+	return e, nil
+}
+
+// FieldError is an invalid field of an API body or form.
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+// Error returns "<field>: <problem>".
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// Override is a live edit of one group: the keys it sets, by their SPEC §3
+// names, with JSON values (integers, a boolean, a mode string).
+type Override map[string]any
+
+// ParseOverride reads a JSON object of group keys, rejecting unknown keys
+// and values of the wrong type, and returns it as a PartialGroup and the
+// canonical Override. The error names the key.
+func ParseOverride(body []byte) (PartialGroup, Override, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return PartialGroup{}, nil, &FieldError{Field: "", Problem: "the body is not a JSON object: " + err.Error()}
+	}
+	if len(raw) == 0 {
+		return PartialGroup{}, nil, &FieldError{Field: "", Problem: "no key to change"}
+	}
+	o := Override{}
+	for k, v := range raw {
+		var val any
+		switch k {
+		case KeyManualReductionOff:
+			var b bool
+			if err := json.Unmarshal(v, &b); err != nil {
+				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be true or false"}
+			}
+			val = b
+		case KeyMode:
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be a string"}
+			}
+			if _, err := ParseMode(s); err != nil {
+				return PartialGroup{}, nil, &FieldError{Field: k, Problem: err.Error()}
+			}
+			val = s
+		default:
+			if !isIntKey(k) {
+				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "unknown key"}
+			}
+			var n json.Number
+			dec := json.NewDecoder(strings.NewReader(string(v)))
+			dec.UseNumber()
+			if err := dec.Decode(&n); err != nil {
+				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be an integer"}
+			}
+			i, err := n.Int64()
+			if err != nil {
+				return PartialGroup{}, nil, &FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %s", n)}
+			}
+			val = i
+		}
+		o[k] = val
+	}
+	p, err := o.Partial()
+	return p, o, err
+}
+
+func isIntKey(k string) bool {
+	switch k {
+	case KeySlidingWindowLimit, KeySlidingWindowDuration, KeyCleanupInterval, KeyCleanupExpiry,
+		KeyLeakyLimit, KeyLeakyTickInterval, KeyLeakyTickReduction, KeyConcurrencyLimit:
+		return true
+	}
+	return false
+}
+
+// Partial converts o to a PartialGroup. Numbers may be int64, int or
+// float64 with an integral value (as decoded from JSON).
+func (o Override) Partial() (PartialGroup, error) {
+	var p PartialGroup
+	for _, k := range o.Keys() {
+		v := o[k]
+		switch k {
+		case KeyManualReductionOff:
+			b, ok := v.(bool)
+			if !ok {
+				return p, &FieldError{Field: k, Problem: "must be true or false"}
+			}
+			p.ManualReductionDisabled = &b
+		case KeyMode:
+			s, _ := v.(string)
+			m, err := ParseMode(s)
+			if err != nil {
+				return p, &FieldError{Field: k, Problem: err.Error()}
+			}
+			p.Mode = &m
+		default:
+			var i int64
+			switch n := v.(type) {
+			case int64:
+				i = n
+			case int:
+				i = int64(n)
+			case float64:
+				if n != float64(int64(n)) {
+					return p, &FieldError{Field: k, Problem: "must be an integer"}
+				}
+				i = int64(n)
+			default:
+				return p, &FieldError{Field: k, Problem: "must be an integer"}
+			}
+			dst := map[string]**int64{
+				KeySlidingWindowLimit: &p.SlidingWindowLimit, KeySlidingWindowDuration: &p.SlidingWindowDuration,
+				KeyCleanupInterval: &p.CleanupInterval, KeyCleanupExpiry: &p.CleanupExpiry,
+				KeyLeakyLimit: &p.LeakyLimit, KeyLeakyTickInterval: &p.LeakyTickInterval,
+				KeyLeakyTickReduction: &p.LeakyTickReduction, KeyConcurrencyLimit: &p.ConcurrencyLimit,
+			}[k]
+			if dst == nil {
+				return p, &FieldError{Field: k, Problem: "unknown key"}
+			}
+			*dst = &i
+		}
+	}
+	return p, nil
+}
+
+// Keys returns o's keys in the order of GroupKeys.
+func (o Override) Keys() []string {
+	out := make([]string, 0, len(o))
+	for k := range o {
+		out = append(out, k)
+	}
+	order := map[string]int{}
+	for i, k := range GroupKeys {
+		order[k] = i
+	}
+	sort.Slice(out, func(a, b int) bool {
+		oa, okA := order[out[a]]
+		ob, okB := order[out[b]]
+		if okA != okB {
+			return okA
+		}
+		if oa != ob {
+			return oa < ob
+		}
+		return out[a] < out[b]
+	})
+	return out
+}
+
+// Value returns the value of key in s as a JSON-ready value.
+func (s GroupSettings) Value(key string) (any, bool) {
+	switch key {
+	case KeySlidingWindowLimit:
+		return s.SlidingWindowLimit, true
+	case KeySlidingWindowDuration:
+		return s.SlidingWindowDuration, true
+	case KeyCleanupInterval:
+		return s.CleanupInterval, true
+	case KeyCleanupExpiry:
+		return s.CleanupExpiry, true
+	case KeyLeakyLimit:
+		return s.LeakyLimit, true
+	case KeyLeakyTickInterval:
+		return s.LeakyTickInterval, true
+	case KeyLeakyTickReduction:
+		return s.LeakyTickReduction, true
+	case KeyConcurrencyLimit:
+		return s.ConcurrencyLimit, true
+	case KeyManualReductionOff:
+		return s.ManualReductionDisabled, true
+	case KeyMode:
+		return s.Mode.String(), true
+	}
+	return nil, false
+}
+
+// AuditEntry records one change an operator made: when, who (a token or a
+// dashboard session), what, and the value before and after.
+type AuditEntry struct {
+	ID     uint64    `json:"id"`
+	Time   time.Time `json:"time"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Old    any       `json:"old,omitempty"`
+	New    any       `json:"new,omitempty"`
+}
+
+// LiveState is everything operators changed at run time: what the store
+// keeps and the daemon applies over the file config.
+type LiveState struct {
+	Overrides  map[string]Override `json:"overrides"`
+	Exemptions []Exemption         `json:"exemptions"`
+	// Disabled is true when the global switch was turned off.
+	Disabled bool `json:"disabled"`
+}

@@ -1,0 +1,441 @@
+package web
+
+import (
+	"container/heap"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+const maxBody = 64 << 10
+
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the body: %v", errBadRequest, err)
+	}
+	if len(b) > maxBody {
+		return nil, fmt.Errorf("%w: the body is larger than %d bytes", errBadRequest, maxBody)
+	}
+	return b, nil
+}
+
+// decodeStrict decodes a JSON object into v, refusing unknown fields.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return &limiter.FieldError{Field: strings.Trim(f, `"`), Problem: "unknown field"}
+		}
+		return fmt.Errorf("%w: the body is not the expected JSON object: %v", errBadRequest, err)
+	}
+	return nil
+}
+
+func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"groups": s.live.Groups()})
+}
+
+func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
+	g, err := s.live.Group(chi.URLParam(r, "group"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, g)
+}
+
+func (s *Server) handlePatchGroup(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	g, err := s.live.PatchGroup(r.Context(), actorToken, chi.URLParam(r, "group"), body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, g)
+}
+
+func (s *Server) handleDeleteOverrides(w http.ResponseWriter, r *http.Request) {
+	g, err := s.live.DeleteOverrides(r.Context(), actorToken, chi.URLParam(r, "group"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, g)
+}
+
+// peerEntry is one (peer, group) in API answers.
+type peerEntry struct {
+	Peer                string    `json:"peer"`
+	Group               string    `json:"group"`
+	Inflight            int64     `json:"inflight"`
+	Tokens              int64     `json:"tokens"`
+	Window              int64     `json:"window"`
+	WindowActive        int64     `json:"window_active"`
+	Requests            uint64    `json:"requests"`
+	RejectedConcurrency uint64    `json:"rejected_concurrency"`
+	RejectedRateLimit   uint64    `json:"rejected_rate_limit"`
+	LastSeen            time.Time `json:"last_seen"`
+}
+
+func toPeerEntry(v limiter.EntryView) peerEntry {
+	return peerEntry{
+		Peer: v.Peer.String(), Group: v.Group, Inflight: v.Inflight, Tokens: v.Tokens,
+		Window: v.Window, WindowActive: v.WindowActive, Requests: v.Requests,
+		RejectedConcurrency: v.RejectedConcurrency, RejectedRateLimit: v.RejectedRateLimit,
+		LastSeen: v.LastSeen.UTC(),
+	}
+}
+
+// PeerQuery selects and orders tracked entries.
+type PeerQuery struct {
+	Group  string
+	Prefix netip.Prefix // zero: every peer
+	Sort   string       // rejections | requests | tokens | last_seen | inflight
+	Limit  int
+	Offset int
+}
+
+var sortKeys = map[string]func(v *limiter.EntryView) int64{
+	"rejections": func(v *limiter.EntryView) int64 { return int64(v.RejectedConcurrency + v.RejectedRateLimit) },
+	"requests":   func(v *limiter.EntryView) int64 { return int64(v.Requests) },
+	"tokens":     func(v *limiter.EntryView) int64 { return v.Tokens },
+	"last_seen":  func(v *limiter.EntryView) int64 { return v.LastSeen.Unix() },
+	"inflight":   func(v *limiter.EntryView) int64 { return v.Inflight },
+}
+
+// ParsePeerQuery reads ?group=&q=&sort=&limit=&cursor=.
+func ParsePeerQuery(v map[string][]string) (PeerQuery, error) {
+	get := func(k string) string {
+		if x := v[k]; len(x) > 0 {
+			return x[0]
+		}
+		return ""
+	}
+	q := PeerQuery{Group: get("group"), Sort: get("sort"), Limit: 50}
+	if q.Sort == "" {
+		q.Sort = "rejections"
+	}
+	if _, ok := sortKeys[q.Sort]; !ok {
+		return q, &limiter.FieldError{Field: "sort", Problem: "one of rejections, requests, tokens, last_seen, inflight"}
+	}
+	if s := strings.TrimSpace(get("q")); s != "" {
+		p, err := parseSearch(s)
+		if err != nil {
+			return q, &limiter.FieldError{Field: "q", Problem: err.Error()}
+		}
+		q.Prefix = p
+	}
+	if s := get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			return q, &limiter.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"}
+		}
+		q.Limit = n
+	}
+	if s := get("cursor"); s != "" {
+		b, err := base64.RawURLEncoding.DecodeString(s)
+		n, err2 := strconv.Atoi(string(b))
+		if err != nil || err2 != nil || n < 0 || n > 1_000_000 {
+			return q, &limiter.FieldError{Field: "cursor", Problem: "not a cursor this API returned"}
+		}
+		q.Offset = n
+	}
+	return q, nil
+}
+
+// parseSearch accepts an IP (a /32 or /128) or a CIDR.
+func parseSearch(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return p, err
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap().WithZone("")
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// matchPrefix reports whether the addresses of key k overlap p.
+func matchPrefix(k limiter.PeerKey, p netip.Prefix) bool {
+	kp, ok := k.Prefix()
+	return ok && kp.Overlaps(p)
+}
+
+// entryHeap keeps the top entries by a key: a min-heap of bounded size.
+type entryHeap struct {
+	v   []limiter.EntryView
+	key func(*limiter.EntryView) int64
+}
+
+func (h *entryHeap) Len() int { return len(h.v) }
+func (h *entryHeap) Less(i, j int) bool {
+	a, b := h.key(&h.v[i]), h.key(&h.v[j])
+	if a != b {
+		return a < b
+	}
+	return h.v[i].Peer.String() > h.v[j].Peer.String()
+}
+func (h *entryHeap) Swap(i, j int) { h.v[i], h.v[j] = h.v[j], h.v[i] }
+func (h *entryHeap) Push(x any)    { h.v = append(h.v, x.(limiter.EntryView)) }
+func (h *entryHeap) Pop() any {
+	x := h.v[len(h.v)-1]
+	h.v = h.v[:len(h.v)-1]
+	return x
+}
+
+// QueryPeers returns the page of entries q asks for, ordered by q.Sort
+// descending, and the total number matching. It keeps at most
+// offset+limit entries while it scans (a bounded heap), never the whole
+// table.
+func QueryPeers(lim *limiter.Limiter, now time.Time, q PeerQuery) ([]limiter.EntryView, int) {
+	h := &entryHeap{key: sortKeys[q.Sort]}
+	keep := q.Offset + q.Limit
+	total := 0
+	lim.Each(now, func(v limiter.EntryView) bool {
+		if q.Group != "" && v.Group != q.Group {
+			return true
+		}
+		if q.Prefix.IsValid() && !matchPrefix(v.Peer, q.Prefix) {
+			return true
+		}
+		total++
+		if h.Len() < keep {
+			heap.Push(h, v)
+		} else if h.key(&v) > h.key(&h.v[0]) {
+			h.v[0] = v
+			heap.Fix(h, 0)
+		}
+		return true
+	})
+	out := make([]limiter.EntryView, h.Len())
+	for i := len(out) - 1; i >= 0; i-- {
+		out[i] = heap.Pop(h).(limiter.EntryView)
+	}
+	if q.Offset >= len(out) {
+		return nil, total
+	}
+	return out[q.Offset:], total
+}
+
+func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
+	q, err := ParsePeerQuery(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	page, total := QueryPeers(s.lim, s.now(), q)
+	out := make([]peerEntry, len(page))
+	for i, v := range page {
+		out[i] = toPeerEntry(v)
+	}
+	resp := map[string]any{"peers": out, "total": total}
+	if q.Offset+len(page) < total {
+		resp["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(q.Offset + len(page))))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// peerParam reads the peer of /api/v1/peers/{peer}[/reduce]: an address
+// ("1.2.3.4", "2001:db8::1", keyed by the configured prefix) or a key as
+// the API lists them ("2001:db8::/64", "opaque:…").
+func (s *Server) peerParam(r *http.Request) (limiter.PeerKey, string, error) {
+	rest := chi.URLParam(r, "*")
+	action := ""
+	if p, ok := strings.CutSuffix(rest, "/reduce"); ok {
+		rest, action = p, "reduce"
+	}
+	if rest == "" {
+		return limiter.PeerKey{}, "", &limiter.FieldError{Field: "peer", Problem: "missing"}
+	}
+	if p, err := s.lim.ParsePeer(rest); err == nil {
+		return p.Key, action, nil
+	}
+	k, err := limiter.ParsePeerKey(rest)
+	if err != nil {
+		return k, "", &limiter.FieldError{Field: "peer", Problem: err.Error()}
+	}
+	return k, action, nil
+}
+
+func (s *Server) handlePeer(w http.ResponseWriter, r *http.Request) {
+	k, action, err := s.peerParam(r)
+	if err == nil && action != "" {
+		err = fmt.Errorf("%w: GET on an action", errBadRequest)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	views := s.lim.Peer(s.now(), k)
+	if len(views) == 0 {
+		s.fail(w, r, fmt.Errorf("peer %s: %w (not tracked)", k, ErrNotFound))
+		return
+	}
+	out := make([]peerEntry, len(views))
+	for i, v := range views {
+		out[i] = toPeerEntry(v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"peer": k.String(), "groups": out})
+}
+
+func (s *Server) handleForgetPeer(w http.ResponseWriter, r *http.Request) {
+	k, action, err := s.peerParam(r)
+	if err == nil && action != "" {
+		err = fmt.Errorf("%w: DELETE on an action", errBadRequest)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n := s.lim.Forget(k)
+	if err := s.live.Record(r.Context(), actorToken, "peer.forget", k.String(), n, nil); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"peer": k.String(), "forgotten": n})
+}
+
+func (s *Server) handlePeerAction(w http.ResponseWriter, r *http.Request) {
+	k, action, err := s.peerParam(r)
+	if err == nil && action != "reduce" {
+		err = fmt.Errorf("%w: unknown peer action", ErrNotFound)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	name := r.URL.Query().Get("group")
+	if name == "" {
+		name = limiter.GroupGeneral
+	}
+	g, ok := s.lim.GroupID(name)
+	if !ok || g == limiter.LocalPeers {
+		s.fail(w, r, &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
+		return
+	}
+	res := s.lim.Reduce(s.now(), k, g)
+	if err := s.live.Record(r.Context(), actorToken, "peer.reduce", k.String()+" "+name, nil, res.String()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"peer": k.String(), "group": name, "result": res.String()})
+}
+
+func (s *Server) handleExemptions(w http.ResponseWriter, r *http.Request) {
+	live, file := s.live.Exemptions()
+	if live == nil {
+		live = []limiter.Exemption{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"exemptions": live, "file": file})
+}
+
+func (s *Server) exemptionBody(r *http.Request) (limiter.Exemption, error) {
+	var e limiter.Exemption
+	b, err := readBody(r)
+	if err != nil {
+		return e, err
+	}
+	if len(b) == 0 {
+		// DELETE ?kind=&value= is accepted too.
+		e.Kind, e.Value = limiter.ExemptionKind(r.URL.Query().Get("kind")), r.URL.Query().Get("value")
+		return e, nil
+	}
+	return e, decodeStrict(b, &e)
+}
+
+func (s *Server) handleAddExemption(w http.ResponseWriter, r *http.Request) {
+	e, err := s.exemptionBody(r)
+	if err == nil {
+		e, err = s.live.AddExemption(r.Context(), actorToken, e)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, e)
+}
+
+func (s *Server) handleRemoveExemption(w http.ResponseWriter, r *http.Request) {
+	e, err := s.exemptionBody(r)
+	if err == nil {
+		err = s.live.RemoveExemption(r.Context(), actorToken, e)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"removed": e.Value})
+}
+
+func (s *Server) handleSwitch(on bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := s.live.SetEnabled(r.Context(), actorToken, on); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"enabled": s.lim.Enabled()})
+	}
+}
+
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+	limit, before := 100, uint64(0)
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.fail(w, r, &limiter.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"})
+			return
+		}
+		limit = n
+	}
+	if v := r.URL.Query().Get("before"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.fail(w, r, &limiter.FieldError{Field: "before", Problem: "an audit entry id"})
+			return
+		}
+		before = n
+	}
+	entries, err := s.live.Audit(r.Context(), limit, before)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if entries == nil {
+		entries = []limiter.AuditEntry{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+}
+
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Snapshot == nil {
+		writeError(w, http.StatusNotImplemented, "this daemon keeps no snapshots yet (persistence is not configured)", "")
+		return
+	}
+	start := time.Now()
+	if err := s.opts.Snapshot(r.Context()); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"written": true, "duration_ms": time.Since(start).Milliseconds()})
+}

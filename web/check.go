@@ -1,0 +1,182 @@
+package web
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// leases hold the in-flight slots of /api/v1/check admissions until the
+// caller releases them or the lease ends. Safe for concurrent use.
+type leases struct {
+	mu sync.Mutex
+	m  map[string]*lease
+}
+
+type lease struct {
+	d       limiter.Decision
+	expires time.Time
+}
+
+func newLeases() *leases { return &leases{m: map[string]*lease{}} }
+
+func (l *leases) add(d limiter.Decision, expires time.Time) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	l.mu.Lock()
+	l.m[id] = &lease{d: d, expires: expires}
+	l.mu.Unlock()
+	return id
+}
+
+func (l *leases) release(id string) bool {
+	l.mu.Lock()
+	x, ok := l.m[id]
+	delete(l.m, id)
+	l.mu.Unlock()
+	if ok {
+		x.d.Release()
+	}
+	return ok
+}
+
+func (l *leases) expire(now time.Time) {
+	l.mu.Lock()
+	var due []*lease
+	for id, x := range l.m {
+		if !now.Before(x.expires) {
+			due = append(due, x)
+			delete(l.m, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, x := range due {
+		x.d.Release()
+	}
+}
+
+func (l *leases) releaseAll() { l.expire(time.Unix(1<<62, 0)) }
+
+// checkRequest is the body of POST /api/v1/check.
+type checkRequest struct {
+	Peer   string `json:"peer"`
+	Method string `json:"method"`
+	Path   string `json:"path"`
+}
+
+// checkResponse is the decision of POST /api/v1/check.
+type checkResponse struct {
+	Allowed     bool   `json:"allowed"`
+	Status      int    `json:"status"` // what a proxy should answer: 200, 429 or 403
+	Group       string `json:"group"`
+	Via         string `json:"via,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	WouldReject bool   `json:"would_reject,omitempty"`
+	RetryAfter  int64  `json:"retry_after,omitempty"`
+	// ID releases the in-flight slot (POST /api/v1/release) before the
+	// lease ends.
+	ID              string `json:"id,omitempty"`
+	LeaseSeconds    int64  `json:"lease_seconds,omitempty"`
+	RateLimit       string `json:"ratelimit,omitempty"`
+	RateLimitPolicy string `json:"ratelimit_policy,omitempty"`
+}
+
+// handleCheck decides for a request a proxy other than limiterd's own is
+// about to serve. It registers like a real request; an admission holds an
+// in-flight slot until released or until the lease ends. The answer's
+// status mirrors the decision (200, 429 with Retry-After, 403), so that
+// nginx's auth_request can use it as it is.
+func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+	var req checkRequest
+	b, err := readBody(r)
+	if err == nil {
+		err = decodeStrict(b, &req)
+	}
+	if err == nil && req.Peer == "" {
+		err = &limiter.FieldError{Field: "peer", Problem: "required"}
+	}
+	if err == nil && req.Path == "" {
+		err = &limiter.FieldError{Field: "path", Problem: "required"}
+	}
+	var peer limiter.Peer
+	if err == nil {
+		if peer, err = s.lim.ParsePeer(req.Peer); err != nil {
+			err = &limiter.FieldError{Field: "peer", Problem: err.Error()}
+		}
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Method == "" {
+		req.Method = http.MethodGet
+	}
+	route := s.lim.Classify(req.Method, req.Path)
+	if route.Exempt {
+		s.Counts.ExemptPath.Add(1)
+		writeJSON(w, http.StatusOK, checkResponse{Allowed: true, Status: http.StatusOK, Via: "exempt_path"})
+		return
+	}
+	now := s.now()
+	d := s.lim.Decide(now, peer, route.Group)
+	s.Lat.Observe(d.Group, s.now().Sub(now))
+	resp := checkResponse{
+		Allowed: d.Allowed, Group: s.lim.GroupName(d.Group), WouldReject: d.WouldReject,
+		Status: http.StatusOK,
+	}
+	if d.Allowed {
+		resp.Via = d.Via.String()
+	}
+	if d.Reason != limiter.ReasonNone {
+		resp.Reason = d.Reason.String()
+	}
+	if d.Limited {
+		h := http.Header{}
+		setRateLimitHeaders(h, resp.Group, &d.Quota)
+		resp.RateLimit, resp.RateLimitPolicy = h.Get("Ratelimit"), h.Get("Ratelimit-Policy")
+		for k, v := range h {
+			w.Header()[k] = v
+		}
+	}
+	switch {
+	case d.Reason == limiter.ReasonDenied && !d.Allowed:
+		resp.Status = http.StatusForbidden
+	case !d.Allowed:
+		resp.Status = http.StatusTooManyRequests
+		resp.RetryAfter = d.RetryAfter
+		w.Header().Set("Retry-After", fmt.Sprint(d.RetryAfter))
+	}
+	if d.Via == limiter.ViaSliding || d.Via == limiter.ViaLeaky {
+		resp.ID = s.leases.add(d, now.Add(s.opts.CheckLease))
+		resp.LeaseSeconds = int64(s.opts.CheckLease / time.Second)
+	}
+	writeJSON(w, resp.Status, resp)
+}
+
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID string `json:"id"`
+	}
+	b, err := readBody(r)
+	if err == nil {
+		err = decodeStrict(b, &req)
+	}
+	if err == nil && req.ID == "" {
+		err = &limiter.FieldError{Field: "id", Problem: "required"}
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !s.leases.release(req.ID) {
+		s.fail(w, r, fmt.Errorf("lease %q: %w (released already, or expired)", req.ID, ErrNotFound))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"released": true})
+}

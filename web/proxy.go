@@ -1,0 +1,208 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+func (s *Server) newProxy() *httputil.ReverseProxy {
+	up := s.opts.Upstream
+	tr := s.opts.Transport
+	if tr == nil {
+		tr = &http.Transport{
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:          1024,
+			MaxIdleConnsPerHost:   1024,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: 60 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up)
+			// The client's own X-Forwarded-* never reach the node; limiterd
+			// states the address it saw.
+			pr.SetXForwarded()
+			pr.Out.Host = pr.In.Host
+		},
+		Transport:    tr,
+		ErrorHandler: s.proxyError,
+	}
+}
+
+// proxyError answers 504 for an upstream timeout and 502 otherwise; a
+// client that went away gets nothing.
+func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		return
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		s.Counts.UpstreamTimeouts.Add(1)
+		http.Error(w, "Gateway Timeout", http.StatusGatewayTimeout)
+		return
+	}
+	s.Counts.UpstreamErrors.Add(1)
+	s.log.Debug("upstream", "err", err)
+	http.Error(w, "Bad Gateway", http.StatusBadGateway)
+}
+
+// handleProxy is a request's way through the house: classify, identify the
+// peer, decide, release in a defer, proxy.
+func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
+	route := s.lim.Classify(r.Method, r.URL.Path)
+	if route.Exempt {
+		s.Counts.ExemptPath.Add(1)
+		s.proxy.ServeHTTP(w, r)
+		return
+	}
+	peer := s.lim.PeerOf(r.RemoteAddr, r.Header)
+	now := s.now()
+	d := s.lim.Decide(now, peer, route.Group)
+	s.Lat.Observe(d.Group, s.now().Sub(now))
+	defer d.Release()
+
+	if d.Reason == limiter.ReasonDenied && !d.Allowed {
+		http.Error(w, "Forbidden", http.StatusForbidden)
+		return
+	}
+	if d.Limited {
+		setRateLimitHeaders(w.Header(), s.lim.GroupName(d.Group), &d.Quota)
+	}
+	if !d.Allowed {
+		s.reject(w, r, &d)
+		return
+	}
+	if len(route.ReduceOnStatus) == 0 {
+		s.proxy.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	s.proxy.ServeHTTP(sw, r)
+	if slices.Contains(route.ReduceOnStatus, sw.status) {
+		s.lim.Reduce(s.now(), peer.Key, route.Group)
+	}
+}
+
+// reject writes the 429 of SPEC §7.
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, d *limiter.Decision) {
+	h := w.Header()
+	h.Set("Retry-After", strconv.FormatInt(d.RetryAfter, 10))
+	h.Set("Cache-Control", "no-store")
+	if prefersJSON(r.Header.Get("Accept")) {
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_ = json.NewEncoder(w).Encode(struct {
+			Error      string `json:"error"`
+			Group      string `json:"group"`
+			Reason     string `json:"reason"`
+			RetryAfter int64  `json:"retry_after"`
+		}{"too_many_requests", s.lim.GroupName(d.Group), d.Reason.String(), d.RetryAfter})
+		return
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write([]byte("Too Many Requests"))
+}
+
+// setRateLimitHeaders writes RateLimit-Policy and RateLimit
+// (draft-ietf-httpapi-ratelimit-headers): the bucket as the group's policy
+// and, when the group uses a sliding window, the window as "<group>-window".
+func setRateLimitHeaders(h http.Header, group string, q *limiter.Quota) {
+	var pol, cur []byte
+	pol = appendItem(pol, group, "q", q.BucketLimit, "w", ceilSec(q.BucketWindow))
+	cur = appendItem(cur, group, "r", q.BucketRemaining, "t", ceilSec(q.BucketReset))
+	if q.WindowLimit > 0 {
+		pol = append(pol, ", "...)
+		pol = appendItem(pol, group+"-window", "q", q.WindowLimit, "w", ceilSec(q.WindowDuration))
+		cur = append(cur, ", "...)
+		cur = appendItem(cur, group+"-window", "r", q.WindowRemaining, "t", ceilSec(q.WindowReset))
+	}
+	h["Ratelimit-Policy"] = []string{string(pol)}
+	h["Ratelimit"] = []string{string(cur)}
+}
+
+func appendItem(b []byte, name, k1 string, v1 int64, k2 string, v2 int64) []byte {
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, `";`...)
+	b = append(b, k1...)
+	b = append(b, '=')
+	b = strconv.AppendInt(b, v1, 10)
+	b = append(b, ';')
+	b = append(b, k2...)
+	b = append(b, '=')
+	return strconv.AppendInt(b, v2, 10)
+}
+
+func ceilSec(ms int64) int64 { return (ms + 999) / 1000 }
+
+// prefersJSON reports whether an Accept header ranks application/json
+// above text/plain (explicitly listed, with a q at least as high as any
+// text or wildcard type).
+func prefersJSON(accept string) bool {
+	if accept == "" {
+		return false
+	}
+	qJSON, qText := -1.0, -1.0
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		q := 1.0
+		for _, p := range strings.Split(params, ";") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(p), "q="); ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					q = f
+				}
+			}
+		}
+		switch mt = strings.ToLower(strings.TrimSpace(mt)); {
+		case mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")):
+			qJSON = max(qJSON, q)
+		case mt == "text/plain" || mt == "text/*" || mt == "*/*":
+			qText = max(qText, q)
+		}
+	}
+	return qJSON > 0 && qJSON >= qText
+}
+
+// statusWriter remembers the status the upstream answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush passes flushes through for streamed responses.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

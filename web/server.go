@@ -1,0 +1,274 @@
+// Package web is limiterd's HTTP side: the public listener that proxies
+// every request through the limiter to the node, and the admin listener
+// with the JSON API, the metrics and the health endpoints.
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Upstream is the node the public listener proxies to.
+	Upstream *url.URL
+	// Token is the admin bearer token; it must not be empty.
+	Token string
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+	// Ready reports readiness beyond the upstream check (the database);
+	// nil means ready.
+	Ready func(ctx context.Context) error
+	// CheckLease bounds how long a /api/v1/check admission holds its
+	// in-flight slot when nobody releases it.
+	CheckLease time.Duration
+	// Snapshot writes a snapshot now (POST /api/v1/snapshot); nil when the
+	// daemon has no persistence.
+	Snapshot func(ctx context.Context) error
+	Logger   *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Transport is the proxy's transport; nil means a default tuned for
+	// one upstream.
+	Transport http.RoundTripper
+}
+
+// Server serves the public and the admin listeners. It is safe for
+// concurrent use; Run owns its background work (expiring check leases).
+type Server struct {
+	lim    *limiter.Limiter
+	live   *Live
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	proxy  *httputil.ReverseProxy
+	Lat    Latencies
+	Counts ProxyCounters
+	leases *leases
+
+	upMu      sync.Mutex
+	upChecked time.Time
+	upErr     error
+}
+
+// NewServer returns a Server deciding with lim and editing through live.
+func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
+	s := &Server{lim: lim, live: live, opts: opts, log: opts.Logger, now: opts.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.opts.CheckLease <= 0 {
+		s.opts.CheckLease = 30 * time.Second
+	}
+	s.leases = newLeases()
+	s.proxy = s.newProxy()
+	return s
+}
+
+// Run expires check leases until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.leases.releaseAll()
+			return nil
+		case <-t.C:
+			s.leases.expire(s.now())
+		}
+	}
+}
+
+// PublicHandler is the proxy: every request is classified, decided and, if
+// admitted, sent to the upstream.
+func (s *Server) PublicHandler() http.Handler { return http.HandlerFunc(s.handleProxy) }
+
+// AdminHandler serves health, metrics and the admin API.
+func (s *Server) AdminHandler() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", s.handleHealthz)
+	r.Get("/readyz", s.handleReadyz)
+	if s.opts.Gatherer != nil {
+		r.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireToken)
+		r.Get("/api/v1/groups", s.handleGroups)
+		r.Get("/api/v1/groups/{group}", s.handleGroup)
+		r.Patch("/api/v1/groups/{group}", s.handlePatchGroup)
+		r.Delete("/api/v1/groups/{group}/overrides", s.handleDeleteOverrides)
+		r.Get("/api/v1/peers", s.handlePeers)
+		r.Get("/api/v1/peers/*", s.handlePeer)
+		r.Delete("/api/v1/peers/*", s.handleForgetPeer)
+		r.Post("/api/v1/peers/*", s.handlePeerAction)
+		r.Get("/api/v1/exemptions", s.handleExemptions)
+		r.Post("/api/v1/exemptions", s.handleAddExemption)
+		r.Delete("/api/v1/exemptions", s.handleRemoveExemption)
+		r.Post("/api/v1/limiter/off", s.handleSwitch(false))
+		r.Post("/api/v1/limiter/on", s.handleSwitch(true))
+		r.Post("/api/v1/check", s.handleCheck)
+		r.Post("/api/v1/release", s.handleRelease)
+		r.Get("/api/v1/audit", s.handleAudit)
+		r.Post("/api/v1/snapshot", s.handleSnapshot)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint", "")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
+	})
+	return r
+}
+
+// NewHTTPServer returns an http.Server for h with timeouts a slow client
+// cannot abuse: headers within 10 s, a body within 60 s, idle connections
+// closed after 120 s, headers at most 64 KiB.
+func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      120 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+}
+
+const actorToken = "api-token"
+
+// requireToken admits requests carrying the admin bearer token.
+func (s *Server) requireToken(next http.Handler) http.Handler {
+	want := []byte(s.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || len(want) == 0 || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
+			writeError(w, http.StatusUnauthorized, "a valid admin token is required (Authorization: Bearer <token>)", "")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReadyz checks the database (Options.Ready) and that the upstream
+// accepts TCP connections (cached for 2 s).
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	checks := map[string]string{}
+	ready := true
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(r.Context()); err != nil {
+			checks["database"] = err.Error()
+			ready = false
+		} else {
+			checks["database"] = "ok"
+		}
+	}
+	if err := s.upstreamReachable(r.Context()); err != nil {
+		checks["upstream"] = err.Error()
+		ready = false
+	} else {
+		checks["upstream"] = "ok"
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
+}
+
+func (s *Server) upstreamReachable(ctx context.Context) error {
+	if s.opts.Upstream == nil {
+		return errors.New("no upstream configured")
+	}
+	s.upMu.Lock()
+	defer s.upMu.Unlock()
+	if time.Since(s.upChecked) < 2*time.Second {
+		return s.upErr
+	}
+	host := s.opts.Upstream.Host
+	if s.opts.Upstream.Port() == "" {
+		port := "80"
+		if s.opts.Upstream.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(s.opts.Upstream.Hostname(), port)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", host)
+	if err == nil {
+		c.Close()
+	}
+	s.upChecked, s.upErr = time.Now(), err
+	return err
+}
+
+// apiError is the body of every admin API error (SPEC §7).
+type apiError struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg, field string) {
+	writeJSON(w, status, apiError{Error: msg, Field: field})
+}
+
+// fail maps an error to its status: the one place that does.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var fe *limiter.FieldError
+	var se *limiter.SettingError
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &fe):
+		writeError(w, http.StatusUnprocessableEntity, err.Error(), fe.Field)
+	case errors.As(err, &se):
+		writeError(w, http.StatusUnprocessableEntity, err.Error(), se.Key)
+	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, errBadRequest):
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error(), "")
+	case errors.Is(err, ErrExists):
+		writeError(w, http.StatusConflict, err.Error(), "")
+	default:
+		s.log.Error("admin API", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error(), "")
+	}
+}
+
+var errBadRequest = errors.New("bad request")
