@@ -2,7 +2,8 @@
 # Proxy throughput on loopback, one run: wrk against
 #   (a) limiterd, default config, 10 000 peers named through a trusted proxy
 #       (every request runs the full hybrid decision),
-#   (b) a bare httputil.ReverseProxy (no limiter),
+#   (b) a bare httputil.ReverseProxy (no limiter), and (b') the same with
+#       limiterd's buffer pool — the baseline that isolates the limiter,
 #   (c) nginx (nginx-light) with limit_req 15r/s burst=450 nodelay and
 #       limit_conn 150 per peer, keyed like (a) — the general group's limits,
 #   (d) limiterd answering a flood of rejections from one peer,
@@ -14,7 +15,7 @@ secs=${1:-10}
 conns=${2:-64}
 work=$(mktemp -d)
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null; rm -rf "$work"; }
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; kill "$(cat "$work/nginx.pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"; exit 1; }
 
@@ -24,6 +25,7 @@ go build -o "$work/bareproxy" ./bench/cmd/bareproxy
 
 "$work/benchnode" -listen 127.0.0.1:18080 & pids+=($!)
 "$work/bareproxy" -listen 127.0.0.1:18082 -upstream http://127.0.0.1:18080 & pids+=($!)
+"$work/bareproxy" -listen 127.0.0.1:18084 -upstream http://127.0.0.1:18080 -pool & pids+=($!)
 cat > "$work/limiterd.toml" <<TOML
 [server]
 listen = "127.0.0.1:18081"
@@ -79,6 +81,7 @@ run() { # name url script
 }
 echo "wrk -t2 -c$conns -d${secs}s, $(nproc) cores, $(date -u +%FT%TZ)"
 run "(b) bare Go ReverseProxy" http://127.0.0.1:18082/info bench/xff.lua
+run "(b') bare Go proxy + buffer pool" http://127.0.0.1:18084/info bench/xff.lua
 run "(a) limiterd, 10k peers admitted" http://127.0.0.1:18081/info bench/xff.lua
 if command -v nginx >/dev/null; then
   run "(c) nginx limit_req+limit_conn" http://127.0.0.1:18083/info bench/xff.lua

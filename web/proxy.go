@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
@@ -39,8 +40,22 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 		},
 		Transport:    tr,
 		ErrorHandler: s.proxyError,
+		BufferPool:   &bufferPool{},
 	}
 }
+
+// bufferPool recycles the proxy's 32 KiB copy buffers, which
+// httputil.ReverseProxy otherwise allocates for every response.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // proxyError answers 504 for an upstream timeout and 502 otherwise; a
 // client that went away gets nothing.
@@ -62,6 +77,7 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 // handleProxy is a request's way through the house: classify, identify the
 // peer, decide, release in a defer, proxy.
 func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
+	defer s.recoverInternal(w, r)
 	route := s.lim.Classify(r.Method, r.URL.Path)
 	if route.Exempt {
 		s.Counts.ExemptPath.Add(1)
@@ -94,6 +110,24 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	if slices.Contains(route.ReduceOnStatus, sw.status) {
 		s.lim.Reduce(s.now(), peer.Key, route.Group)
 	}
+}
+
+// recoverInternal turns a panic of limiterd's own into a 503 (SPEC §7: a
+// limiter internal error), counted and logged. http.ErrAbortHandler — the
+// proxy aborting an exchange the upstream broke — goes on up to the server.
+// Deferred before the decision, it runs after the in-flight slot is
+// released.
+func (s *Server) recoverInternal(w http.ResponseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.Counts.InternalErrors.Add(1)
+	s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "panic", v)
+	http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
 }
 
 // reject writes the 429 of SPEC §7.
