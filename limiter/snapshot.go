@@ -161,6 +161,7 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		sh.mu.Lock()
 		sh.idx, sh.mask, sh.pages = nil, 0, nil
 		sh.used, sh.free, sh.n, sh.head, sh.tail = 0, 0, 0, 0, 0
+		sh.deleted = nil
 		for g := range sh.stats {
 			s := &sh.stats[g]
 			s.PeersConcurrency, s.PeersTokens, s.PeersWindow = 0, 0, 0
@@ -217,6 +218,8 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		e.requests = sat32(es.Requests)
 		e.rejConc = sat32(es.RejectedConcurrency)
 		e.rejRate = sat32(es.RejectedRateLimit)
+		// The entry came from the store: deleting it must be reported.
+		e.flags |= flagPersisted
 		if es.InTokens {
 			e.flags |= flagTokens
 			e.tokens = int32(es.Tokens)
@@ -241,6 +244,81 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		sh.mu.Unlock()
 	}
 	return rep, nil
+}
+
+// EntryRef names one (peer, group).
+type EntryRef struct {
+	Peer  PeerKey `json:"peer"`
+	Group string  `json:"group"`
+}
+
+// Delta is what changed since the previous SnapshotDelta: the entries
+// changed (whole), the entries deleted, and the groups' tick phase and the
+// switch (always). When Full is set, Changed holds every entry and the
+// store replaces all it has.
+type Delta struct {
+	Full    bool            `json:"full"`
+	TakenAt int64           `json:"taken_at_ms"`
+	Enabled bool            `json:"enabled"`
+	Groups  []GroupSnapshot `json:"groups"`
+	Changed []EntrySnapshot `json:"changed"`
+	Deleted []EntryRef      `json:"deleted"`
+}
+
+// SnapshotDelta returns the changes since the previous call (or, with full,
+// every entry) and marks them saved: the cost follows the churn, not the
+// population. Deletions are reported only for entries a previous delta (or
+// Restore) reported, and are applied before changes (an entry deleted and
+// created again appears in both). Call it from one goroutine; decisions go
+// on while it runs (one shard lock at a time, a few hundred entries per
+// hold). If the caller fails to store the delta it must ask for a full one
+// next.
+func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
+	ms := now.UnixMilli()
+	st := l.set.Load()
+	d := Delta{Full: full, TakenAt: ms, Enabled: l.Enabled()}
+	for g := range st.groups {
+		gr := &st.groups[g]
+		if gr.defined && g != int(LocalPeers) {
+			d.Groups = append(d.Groups, GroupSnapshot{Name: gr.name, Leaky: gr.leaky.settle(ms), Cleanup: gr.cleanup.settle(ms)})
+		}
+	}
+	l.mu.Lock()
+	names := l.names
+	l.mu.Unlock()
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for _, k := range sh.deleted {
+			if !full {
+				d.Deleted = append(d.Deleted, EntryRef{Peer: k.peer(), Group: names[k.group()]})
+			}
+		}
+		sh.deleted = sh.deleted[:0]
+		sh.mu.Unlock()
+		for start := uint32(0); ; start += tickBatch {
+			sh.mu.Lock()
+			if start >= sh.used {
+				sh.mu.Unlock()
+				break
+			}
+			end := min(start+tickBatch, sh.used)
+			for slot := start; slot < end; slot++ {
+				e := sh.at(slot)
+				if e.key[1] == 0 || (!full && e.flags&flagDirty == 0) {
+					continue
+				}
+				gr := &st.groups[e.key.group()]
+				if !gr.defined {
+					continue
+				}
+				d.Changed = append(d.Changed, sh.snapshotEntry(e, gr, ms))
+				e.flags = e.flags&^flagDirty | flagPersisted
+			}
+			sh.mu.Unlock()
+		}
+	}
+	return d
 }
 
 func sat32(v uint64) uint32 {

@@ -354,3 +354,42 @@ func TestSettingErrors(t *testing.T) {
 		t.Fatal("local_peers is reserved")
 	}
 }
+
+func TestSnapshotDelta(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 10, 1000, 10, 10)))
+	g, _ := l.GroupID("test")
+	for i := 0; i < 5; i++ {
+		d := l.Decide(at(0), peer(fmt.Sprintf("192.0.2.%d", i)), g)
+		d.Release()
+	}
+	full := l.SnapshotDelta(at(0), true)
+	if !full.Full || len(full.Changed) != 5 || len(full.Deleted) != 0 {
+		t.Fatalf("full: %d changed, %d deleted", len(full.Changed), len(full.Deleted))
+	}
+	if d := l.SnapshotDelta(at(0), false); len(d.Changed) != 0 || len(d.Deleted) != 0 {
+		t.Fatalf("nothing changed, got %+v", d)
+	}
+	// One decision: one change. One forget: one deletion.
+	d := l.Decide(at(100), peer("192.0.2.1"), g)
+	d.Release()
+	l.Forget(peer("192.0.2.2").Key)
+	delta := l.SnapshotDelta(at(200), false)
+	if len(delta.Changed) != 1 || delta.Changed[0].Peer != peer("192.0.2.1").Key || delta.Changed[0].Tokens != 2 {
+		t.Fatalf("changed %+v", delta.Changed)
+	}
+	if len(delta.Deleted) != 1 || delta.Deleted[0] != (limiter.EntryRef{Peer: peer("192.0.2.2").Key, Group: "test"}) {
+		t.Fatalf("deleted %+v", delta.Deleted)
+	}
+	// An entry never saved is not reported when it goes.
+	d = l.Decide(at(300), peer("192.0.2.99"), g)
+	d.Release()
+	l.Forget(peer("192.0.2.99").Key)
+	if delta := l.SnapshotDelta(at(300), false); len(delta.Deleted) != 0 || len(delta.Changed) != 0 {
+		t.Fatalf("%+v", delta)
+	}
+	// Ticks that empty saved entries report them deleted.
+	l.Tick(at(5000))
+	if delta := l.SnapshotDelta(at(5000), false); len(delta.Deleted) != 4 {
+		t.Fatalf("after the ticks: %+v", delta.Deleted)
+	}
+}

@@ -23,6 +23,7 @@ func (k *entryKey) peer() PeerKey  { return PeerKey(k[1:]) }
 const (
 	flagTokens uint8 = 1 << iota // in the leaky-token register (tokens may be 0)
 	flagDirty                    // changed since the last incremental snapshot
+	flagPersisted                // written by a snapshot: its deletion must be reported
 )
 
 // entry is the state of one (peer, group). Its size is what a tracked peer
@@ -65,6 +66,10 @@ type shard struct {
 	head  uint32 // most recently seen, slot+1
 	tail  uint32 // least recently seen, slot+1
 	stats [MaxGroups]GroupStats
+
+	// deleted holds the keys of persisted entries removed since the last
+	// SnapshotDelta.
+	deleted []entryKey
 
 	leakyCache   [MaxGroups]tickSpan
 	cleanupCache [MaxGroups]tickSpan
@@ -165,6 +170,9 @@ func (s *shard) remove(slot, pos uint32) {
 	s.idx[i] = 0
 	s.unlink(slot)
 	e := s.at(slot)
+	if e.flags&flagPersisted != 0 {
+		s.deleted = append(s.deleted, e.key)
+	}
 	gen := e.gen + 1
 	*e = entry{gen: gen, next: s.free}
 	s.free = slot + 1
