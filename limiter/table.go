@@ -21,9 +21,9 @@ func (k *entryKey) peer() PeerKey  { return PeerKey(k[1:]) }
 
 // Entry flags.
 const (
-	flagTokens uint8 = 1 << iota // in the leaky-token register (tokens may be 0)
-	flagDirty                    // changed since the last incremental snapshot
-	flagPersisted                // written by a snapshot: its deletion must be reported
+	flagTokens    uint8 = 1 << iota // in the leaky-token register (tokens may be 0)
+	flagDirty                       // changed since the last incremental snapshot
+	flagPersisted                   // written by a snapshot: its deletion must be reported
 )
 
 // entry is the state of one (peer, group). Its size is what a tracked peer
