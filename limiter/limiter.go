@@ -826,6 +826,28 @@ func (l *Limiter) Tick(now time.Time) {
 		}
 	}
 	l.mu.Unlock()
+	l.scan(func(sh *shard, slot uint32, e *entry) {
+		g := e.key.group()
+		gr := &st.groups[g]
+		if gr.defined {
+			sh.applyTicks(e, gr, ms, &sh.stats[g])
+			if !e.dead() {
+				return
+			}
+		} else {
+			sh.account(e, -1)
+		}
+		// Empty, or its group was removed from the config.
+		sh.remove(slot, sh.posOf(slot, uint32(l.hash.sum(&e.key))))
+		l.total.Add(-1)
+	}, nil)
+}
+
+// scan calls visit with every live entry of every shard, tickBatch slots
+// per lock hold, and after each hold calls flush (when not nil) without
+// the lock; flush returning false ends the scan. visit may remove the
+// entry it is given.
+func (l *Limiter) scan(visit func(sh *shard, slot uint32, e *entry), flush func() bool) {
 	for i := range l.shards {
 		sh := &l.shards[i]
 		for start := uint32(0); ; start += tickBatch {
@@ -834,27 +856,15 @@ func (l *Limiter) Tick(now time.Time) {
 				sh.mu.Unlock()
 				break
 			}
-			end := min(start+tickBatch, sh.used)
-			for slot := start; slot < end; slot++ {
-				e := sh.at(slot)
-				if e.key[1] == 0 {
-					continue
+			for slot, end := start, min(start+tickBatch, sh.used); slot < end; slot++ {
+				if e := sh.at(slot); e.key[1] != 0 {
+					visit(sh, slot, e)
 				}
-				g := e.key.group()
-				gr := &st.groups[g]
-				if gr.defined {
-					sh.applyTicks(e, gr, ms, &sh.stats[g])
-					if !e.dead() {
-						continue
-					}
-				} else {
-					sh.account(e, -1)
-				}
-				// Empty, or its group was removed from the config.
-				sh.remove(slot, sh.posOf(slot, uint32(l.hash.sum(&e.key))))
-				l.total.Add(-1)
 			}
 			sh.mu.Unlock()
+			if flush != nil && !flush() {
+				return
+			}
 		}
 	}
 }

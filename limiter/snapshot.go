@@ -88,29 +88,11 @@ func (l *Limiter) Snapshot(now time.Time) Snapshot {
 		}
 	}
 	snap.Entries = make([]EntrySnapshot, 0, l.Tracked())
-	for i := range l.shards {
-		sh := &l.shards[i]
-		for start := uint32(0); ; start += tickBatch {
-			sh.mu.Lock()
-			if start >= sh.used {
-				sh.mu.Unlock()
-				break
-			}
-			end := min(start+tickBatch, sh.used)
-			for slot := start; slot < end; slot++ {
-				e := sh.at(slot)
-				if e.key[1] == 0 {
-					continue
-				}
-				gr := &st.groups[e.key.group()]
-				if !gr.defined {
-					continue
-				}
-				snap.Entries = append(snap.Entries, sh.snapshotEntry(e, gr, ms))
-			}
-			sh.mu.Unlock()
+	l.scan(func(sh *shard, _ uint32, e *entry) {
+		if gr := &st.groups[e.key.group()]; gr.defined {
+			snap.Entries = append(snap.Entries, sh.snapshotEntry(e, gr, ms))
 		}
-	}
+	}, nil)
 	return snap
 }
 
@@ -296,28 +278,16 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 		}
 		sh.deleted = sh.deleted[:0]
 		sh.mu.Unlock()
-		for start := uint32(0); ; start += tickBatch {
-			sh.mu.Lock()
-			if start >= sh.used {
-				sh.mu.Unlock()
-				break
-			}
-			end := min(start+tickBatch, sh.used)
-			for slot := start; slot < end; slot++ {
-				e := sh.at(slot)
-				if e.key[1] == 0 || (!full && e.flags&flagDirty == 0) {
-					continue
-				}
-				gr := &st.groups[e.key.group()]
-				if !gr.defined {
-					continue
-				}
-				d.Changed = append(d.Changed, sh.snapshotEntry(e, gr, ms))
-				e.flags = e.flags&^flagDirty | flagPersisted
-			}
-			sh.mu.Unlock()
-		}
 	}
+	l.scan(func(sh *shard, _ uint32, e *entry) {
+		if !full && e.flags&flagDirty == 0 {
+			return
+		}
+		if gr := &st.groups[e.key.group()]; gr.defined {
+			d.Changed = append(d.Changed, sh.snapshotEntry(e, gr, ms))
+			e.flags = e.flags&^flagDirty | flagPersisted
+		}
+	}, nil)
 	return d
 }
 

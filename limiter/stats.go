@@ -165,27 +165,17 @@ func (l *Limiter) Each(now time.Time, fn func(EntryView) bool) {
 	st := l.set.Load()
 	ms := now.UnixMilli()
 	buf := make([]EntryView, 0, tickBatch)
-	for i := range l.shards {
-		sh := &l.shards[i]
-		for start := uint32(0); ; start += tickBatch {
-			buf = buf[:0]
-			sh.mu.Lock()
-			if start >= sh.used {
-				sh.mu.Unlock()
-				break
-			}
-			end := min(start+tickBatch, sh.used)
-			for slot := start; slot < end; slot++ {
-				if e := sh.at(slot); e.key[1] != 0 && st.groups[e.key.group()].defined {
-					buf = append(buf, sh.view(e, st, ms))
-				}
-			}
-			sh.mu.Unlock()
-			for _, v := range buf {
-				if !fn(v) {
-					return
-				}
+	l.scan(func(sh *shard, _ uint32, e *entry) {
+		if st.groups[e.key.group()].defined {
+			buf = append(buf, sh.view(e, st, ms))
+		}
+	}, func() bool {
+		for _, v := range buf {
+			if !fn(v) {
+				return false
 			}
 		}
-	}
+		buf = buf[:0]
+		return true
+	})
 }
