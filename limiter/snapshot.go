@@ -268,6 +268,18 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 	l.mu.Lock()
 	names := l.names
 	l.mu.Unlock()
+	l.scan(func(sh *shard, _ uint32, e *entry) {
+		if !full && e.flags&flagDirty == 0 {
+			return
+		}
+		if gr := &st.groups[e.key.group()]; gr.defined {
+			d.Changed = append(d.Changed, sh.snapshotEntry(e, gr, ms))
+			e.flags = e.flags&^flagDirty | flagPersisted
+		}
+	}, nil)
+	// Deletions are drained after the scan: a key deleted while the scan ran
+	// is deleted from the store before its newer state (if any) is put,
+	// now or in the next delta.
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
@@ -279,15 +291,6 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 		sh.deleted = sh.deleted[:0]
 		sh.mu.Unlock()
 	}
-	l.scan(func(sh *shard, _ uint32, e *entry) {
-		if !full && e.flags&flagDirty == 0 {
-			return
-		}
-		if gr := &st.groups[e.key.group()]; gr.defined {
-			d.Changed = append(d.Changed, sh.snapshotEntry(e, gr, ms))
-			e.flags = e.flags&^flagDirty | flagPersisted
-		}
-	}, nil)
 	return d
 }
 
