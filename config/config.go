@@ -325,3 +325,17 @@ func cloneRule(r limiter.RouteRule) limiter.RouteRule {
 		ReduceOnStatus: slices.Clone(r.ReduceOnStatus),
 	}
 }
+
+// ThrottleConfig converts the [throttle] table into the core's throttle
+// configuration.
+func (c *Config) ThrottleConfig() limiter.ThrottleConfig {
+	t := limiter.ThrottleConfig{
+		Period: c.Throttle.Period, RetryInterval: c.Throttle.RetryInterval,
+		ExemptPeers: c.Throttle.ExemptPeers, ExemptPaths: c.Throttle.ExemptPaths,
+		DefaultType: c.Throttle.DefaultType, DefaultRPM: c.Throttle.DefaultRPM,
+	}
+	for _, r := range c.Throttle.Rules {
+		t.Rules = append(t.Rules, limiter.ThrottleRule{Type: r.Type, RPM: r.RPM, Paths: r.Paths})
+	}
+	return t
+}

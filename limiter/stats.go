@@ -179,3 +179,17 @@ func (l *Limiter) Each(now time.Time, fn func(EntryView) bool) {
 		return true
 	})
 }
+
+// NextTicks returns the times of group g's next leaky and cleanup ticks
+// after now (zero times for an unknown group or local_peers).
+func (l *Limiter) NextTicks(g GroupID, now time.Time) (leaky, cleanup time.Time) {
+	if int(g) >= MaxGroups || g == LocalPeers {
+		return
+	}
+	gr := &l.set.Load().groups[g]
+	if !gr.defined {
+		return
+	}
+	ms := now.UnixMilli()
+	return time.UnixMilli(gr.leaky.NextAfter(ms)), time.UnixMilli(gr.cleanup.NextAfter(ms))
+}

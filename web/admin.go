@@ -394,6 +394,11 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
+		// ar_rate_limiter's off/on: new outbound calls pass at once; callers
+		// already waiting keep waiting.
+		if s.opts.Throttle != nil {
+			s.opts.Throttle.SetEnabled(on)
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"enabled": s.lim.Enabled()})
 	}
 }

@@ -176,6 +176,9 @@ type GroupView struct {
 	Mode      string                `json:"mode"`
 	File      map[string]any        `json:"file"`
 	Override  limiter.Override      `json:"override,omitempty"`
+	// NextLeakyTick is when the group's tokens are next reduced; the tick
+	// phase survives restarts.
+	NextLeakyTick time.Time `json:"next_leaky_tick"`
 }
 
 func settingsMap(s limiter.GroupSettings) map[string]any {
@@ -213,7 +216,12 @@ func (c *Live) groupLocked(name string) GroupView {
 	if id, ok := c.lim.GroupID(name); ok {
 		eff, _ = c.lim.Settings(id)
 	}
-	return GroupView{Name: name, Effective: eff, Mode: eff.Mode.String(), File: settingsMap(c.base.Groups[name]), Override: c.state.Overrides[name]}
+	v := GroupView{Name: name, Effective: eff, Mode: eff.Mode.String(), File: settingsMap(c.base.Groups[name]), Override: c.state.Overrides[name]}
+	if id, ok := c.lim.GroupID(name); ok {
+		next, _ := c.lim.NextTicks(id, c.now())
+		v.NextLeakyTick = next.UTC()
+	}
+	return v
 }
 
 // PatchGroup applies a live edit (a JSON object of group keys) over the

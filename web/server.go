@@ -47,6 +47,9 @@ type Options struct {
 	// Transport is the proxy's transport; nil means a default tuned for
 	// one upstream.
 	Transport http.RoundTripper
+	// Throttle is the outbound throttle served at /api/v1/throttle; nil
+	// leaves those routes out. The global switch turns it off and on too.
+	Throttle *limiter.Throttle
 }
 
 // Server serves the public and the admin listeners. It is safe for
@@ -61,6 +64,8 @@ type Server struct {
 	Lat    Latencies
 	Counts ProxyCounters
 	leases *leases
+	// Throttle serves the outbound throttle; nil without Options.Throttle.
+	Throttle *ThrottleAPI
 
 	upMu      sync.Mutex
 	upChecked time.Time
@@ -81,6 +86,10 @@ func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
 	}
 	s.leases = newLeases()
 	s.proxy = s.newProxy()
+	if opts.Throttle != nil {
+		s.Throttle = NewThrottleAPI(opts.Throttle, s.now, nil)
+		opts.Throttle.SetEnabled(lim.Enabled())
+	}
 	return s
 }
 
@@ -130,6 +139,10 @@ func (s *Server) AdminHandler() http.Handler {
 		r.Post("/api/v1/release", s.handleRelease)
 		r.Get("/api/v1/audit", s.handleAudit)
 		r.Post("/api/v1/snapshot", s.handleSnapshot)
+		if s.Throttle != nil {
+			r.Post("/api/v1/throttle", s.Throttle.HandleWait)
+			r.Get("/api/v1/throttle", s.Throttle.HandleCheck)
+		}
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint", "")

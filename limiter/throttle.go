@@ -1,0 +1,719 @@
+package limiter
+
+import (
+	"cmp"
+	"fmt"
+	"hash/maphash"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ThrottleRule is one [[throttle.rule]]: outbound calls whose path matches
+// one of Paths are of type Type and allowed RPM requests per minute (SPEC
+// §10). A ThrottleRule is a plain value.
+type ThrottleRule struct {
+	// Type names the rule's call type; calls of one type to one peer share
+	// a window. Several rules may give the same type.
+	Type string
+	// RPM is the rate in requests per minute; a peer may take Capacity(RPM)
+	// calls of the type per period.
+	RPM int
+	// Paths are patterns parsed with ParseThrottlePattern ("re:" patterns
+	// are case-insensitive); any one matching is enough. At least one.
+	Paths []string
+}
+
+// ThrottleConfig configures a Throttle: the [throttle] table as plain
+// values. A ThrottleConfig is a plain value; NewThrottle and Apply copy it.
+type ThrottleConfig struct {
+	// Period is the counting window (Arweave: 30 s); at least 1 ms, used
+	// in whole milliseconds.
+	Period time.Duration
+	// RetryInterval is how often a call not admitted is evaluated again
+	// (Arweave: 1 s); at least 1 ms. It is what ThrottleResult.RetryIn says.
+	RetryInterval time.Duration
+	// ExemptPeers are peer names never throttled, compared exactly.
+	ExemptPeers []string
+	// ExemptPaths are patterns (ParseThrottlePattern) never throttled.
+	ExemptPaths []string
+	// DefaultType and DefaultRPM classify a path no rule matches.
+	DefaultType string
+	DefaultRPM  int
+	// Rules are tried in order; the first rule with a matching path wins.
+	Rules []ThrottleRule
+}
+
+// Throttle defaults (SPEC §3, §10): the Arweave client's values.
+const (
+	DefaultThrottlePeriod        = 30 * time.Second
+	DefaultThrottleRetryInterval = time.Second
+	DefaultThrottleType          = "default"
+	DefaultThrottleRPM           = 900
+)
+
+// ArweaveThrottleRules returns the Arweave client's throttle table (SPEC
+// §11.3), the rules of the shipped config.toml, as a new slice. A path none
+// matches is of DefaultThrottleType at DefaultThrottleRPM. Only exactly
+// "/vdf" is get_vdf: "/vdf2" falls through to the default, as in Arweave.
+func ArweaveThrottleRules() []ThrottleRule {
+	return []ThrottleRule{
+		{Type: "chunk", RPM: 12000, Paths: []string{"/chunk/**", "/chunk2/**"}},
+		{Type: "data_sync_record", RPM: 40, Paths: []string{"/data_sync_record/**"}},
+		{Type: "footprints", RPM: 200, Paths: []string{"/footprints/**"}},
+		{Type: "recent_hash_list_diff", RPM: 240, Paths: []string{"/recent_hash_list_diff/**"}},
+		{Type: "block_index", RPM: 2, Paths: []string{"/hash_list", "/hash_list2", "/block_index", "/block_index2", "/block/*/*/hash_list"}},
+		{Type: "wallet_list", RPM: 2, Paths: []string{"/wallet_list", "/block/*/*/wallet_list"}},
+		{Type: "get_vdf", RPM: 180, Paths: []string{"/vdf"}},
+		{Type: "get_vdf_session", RPM: 60, Paths: []string{"/vdf/session", "/vdf2/session", "/vdf3/session", "/vdf4/session"}},
+		{Type: "get_previous_vdf_session", RPM: 60, Paths: []string{"/vdf/previous_session", "/vdf2/previous_session", "/vdf4/previous_session"}},
+	}
+}
+
+// ArweaveThrottleConfig returns the shipped [throttle] table: the Arweave
+// defaults and ArweaveThrottleRules, no exemptions.
+func ArweaveThrottleConfig() ThrottleConfig {
+	return ThrottleConfig{
+		Period:        DefaultThrottlePeriod,
+		RetryInterval: DefaultThrottleRetryInterval,
+		DefaultType:   DefaultThrottleType,
+		DefaultRPM:    DefaultThrottleRPM,
+		Rules:         ArweaveThrottleRules(),
+	}
+}
+
+// Capacity returns how many calls of a type with rate rpm one peer may make
+// per period: max(1, floor((rpm div 2) · 80 / 100)), ar_rate_limiter's
+// "80 % of half the per-minute limit". C(60) = 24, C(10) = 4, C(5) = 1,
+// C(0) = 1, C(900) = 360, C(12000) = 4800.
+func Capacity(rpm int) int {
+	half := rpm / 2
+	// floor(half·4/5) without overflowing for any int.
+	c := half/5*4 + half%5*4/5
+	return max(1, c)
+}
+
+// ThrottleError is an invalid ThrottleConfig. Key names the configuration
+// key, 0-based: "throttle.rule[2].paths[0]", "throttle.exempt_paths[0]".
+type ThrottleError struct {
+	Key     string
+	Problem string
+	Err     error // a *PatternError for a bad pattern
+}
+
+// Error returns "<key>: <problem>".
+func (e *ThrottleError) Error() string { return e.Key + ": " + e.Problem }
+
+// Unwrap returns the underlying error, if any.
+func (e *ThrottleError) Unwrap() error { return e.Err }
+
+// ThrottleResult is the outcome of one Throttle evaluation.
+type ThrottleResult struct {
+	// Admitted is true when the call may go ahead now.
+	Admitted bool
+	// Exempt is true for an exempt peer or path: admitted, nothing recorded.
+	Exempt bool
+	// Off is true when the throttle is off: admitted, nothing recorded.
+	Off bool
+	// Type and Capacity are the path's classification.
+	Type     string
+	Capacity int
+	// Count is the number of the key's timestamps in the window: after
+	// this call's own, for an admission that records one.
+	Count int
+	// RetryIn is the retry interval when the call is not admitted (when to
+	// evaluate it again), 0 otherwise.
+	RetryIn time.Duration
+	// EarliestIn is, when the call is not admitted, how long until it could
+	// be if nothing else is admitted meanwhile (normally: until the oldest
+	// timestamp leaves the window); 0 otherwise.
+	EarliestIn time.Duration
+}
+
+// ThrottleStats are the throttle's counters (they only grow) and gauges.
+type ThrottleStats struct {
+	Keys       int64  // (peer, type) keys tracked
+	Timestamps int64  // admission timestamps held, over all keys
+	Waiters    int64  // calls waiting now (see AddWaiter)
+	Admitted   uint64 // calls admitted by the window (each recorded a timestamp)
+	Refused    uint64 // evaluations that did not admit (a waiting call is refused once per retry)
+	Delayed    uint64 // calls that had to wait (counted by AddWaiter)
+	Exempt     uint64 // calls of exempt peers or paths
+	Off        uint64 // calls admitted because the throttle was off
+}
+
+// ThrottleKeyView is the state of one (peer, type), for the dashboard.
+type ThrottleKeyView struct {
+	Peer     string
+	Type     string
+	Count    int // timestamps in the window
+	Capacity int // the type's capacity under the current rules
+	Waiters  int // calls waiting on the key
+	// EarliestIn is how long until a call could be admitted (0: now).
+	EarliestIn time.Duration
+}
+
+// ThrottleSnapshot is the throttle's state as plain values, for
+// persistence.
+type ThrottleSnapshot struct {
+	// TakenAt is when the snapshot was taken, Unix ms.
+	TakenAt int64               `json:"taken_at_ms"`
+	Enabled bool                `json:"enabled"`
+	Keys    []ThrottleKeyRecord `json:"keys"`
+}
+
+// ThrottleKeyRecord is one (peer, type) of a ThrottleSnapshot.
+type ThrottleKeyRecord struct {
+	Peer string `json:"peer"`
+	Type string `json:"type"`
+	// Timestamps are the admissions in the window, Unix ms, oldest first.
+	Timestamps []int64 `json:"timestamps"`
+}
+
+// Throttle is the outbound throttle of SPEC §10 (HyperBEAM/Arweave
+// ar_rate_limiter): per (peer, type), the timestamps of admitted calls in a
+// sliding window. It is safe for concurrent use: evaluations of one key are
+// linearisable, keys are spread over independent locks, and an evaluation
+// holds its lock for a handful of comparisons only, so many callers
+// re-evaluating one hot key do not queue behind each other for long. It
+// never reads the clock and starts no goroutine: the caller passes the time
+// and does the waiting (and calls Cleanup now and then).
+type Throttle struct {
+	set     atomic.Pointer[throttleSettings]
+	enabled atomic.Bool
+	seed    maphash.Seed
+
+	keys       atomic.Int64
+	timestamps atomic.Int64
+	waiters    atomic.Int64
+	admitted   atomic.Uint64
+	refused    atomic.Uint64
+	delayed    atomic.Uint64
+	exempt     atomic.Uint64
+	off        atomic.Uint64
+
+	shards [throttleShards]throttleShard
+}
+
+const throttleShards = 32
+
+// throttleShard is one lock's worth of keys.
+type throttleShard struct {
+	mu sync.Mutex
+	m  map[throttleKey]*throttleEntry
+	_  [64]byte // keep the next shard's lock off this cache line
+}
+
+type throttleKey struct{ peer, typ string }
+
+// throttleEntry is one (peer, type): its timestamps (sorted) and the calls
+// waiting on it.
+type throttleEntry struct {
+	win     window
+	waiters int
+}
+
+// throttleSettings is a compiled ThrottleConfig; immutable.
+type throttleSettings struct {
+	cfg         ThrottleConfig // deep copy
+	period      int64          // ms
+	exemptPeers map[string]struct{}
+	exemptPaths []*Pattern
+	rules       []throttleRuleRT
+	def         throttleClass
+	typeCap     map[string]int // capacity of each type: its first rule's
+	limit       int            // segments splitPath must look at
+}
+
+type throttleRuleRT struct {
+	class throttleClass
+	pats  []*Pattern
+}
+
+// throttleClass is the classification of a path.
+type throttleClass struct {
+	typ    string
+	rpm    int
+	cap    int
+	exempt bool // an exempt path
+}
+
+// NewThrottle returns a Throttle for cfg, switched on, tracking nothing.
+// now is unused today and kept so that every constructor of the core takes
+// the time. An error is a *ThrottleError naming the key.
+func NewThrottle(cfg ThrottleConfig, now time.Time) (*Throttle, error) {
+	_ = now
+	st, err := compileThrottle(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := &Throttle{seed: maphash.MakeSeed()}
+	for i := range t.shards {
+		t.shards[i].m = make(map[throttleKey]*throttleEntry)
+	}
+	t.set.Store(st)
+	t.enabled.Store(true)
+	return t, nil
+}
+
+// Apply installs cfg at once, keeping all timestamps and waiters: a key
+// whose type no rule gives any more simply expires. On error nothing
+// changes; the error is a *ThrottleError naming the key.
+func (t *Throttle) Apply(cfg ThrottleConfig) error {
+	st, err := compileThrottle(cfg)
+	if err != nil {
+		return err
+	}
+	t.set.Store(st)
+	return nil
+}
+
+// Config returns a copy of the configuration in force.
+func (t *Throttle) Config() ThrottleConfig { return cloneThrottleConfig(t.set.Load().cfg) }
+
+func cloneThrottleConfig(c ThrottleConfig) ThrottleConfig {
+	c.ExemptPeers = slices.Clone(c.ExemptPeers)
+	c.ExemptPaths = slices.Clone(c.ExemptPaths)
+	c.Rules = slices.Clone(c.Rules)
+	for i := range c.Rules {
+		c.Rules[i].Paths = slices.Clone(c.Rules[i].Paths)
+	}
+	return c
+}
+
+func compileThrottle(cfg ThrottleConfig) (*throttleSettings, error) {
+	cfg = cloneThrottleConfig(cfg)
+	if cfg.Period < time.Millisecond {
+		return nil, &ThrottleError{Key: "throttle.period", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.Period)}
+	}
+	if cfg.RetryInterval < time.Millisecond {
+		return nil, &ThrottleError{Key: "throttle.retry_interval", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.RetryInterval)}
+	}
+	if cfg.DefaultType == "" {
+		return nil, &ThrottleError{Key: "throttle.default_type", Problem: "must not be empty"}
+	}
+	if cfg.DefaultRPM < 0 {
+		return nil, &ThrottleError{Key: "throttle.default_rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", cfg.DefaultRPM)}
+	}
+	st := &throttleSettings{
+		cfg:         cfg,
+		period:      cfg.Period.Milliseconds(),
+		exemptPeers: make(map[string]struct{}, len(cfg.ExemptPeers)),
+		def:         throttleClass{typ: cfg.DefaultType, rpm: cfg.DefaultRPM, cap: Capacity(cfg.DefaultRPM)},
+		typeCap:     make(map[string]int, len(cfg.Rules)+1),
+	}
+	for i, p := range cfg.ExemptPeers {
+		if p == "" {
+			return nil, &ThrottleError{Key: fmt.Sprintf("throttle.exempt_peers[%d]", i), Problem: "must not be empty"}
+		}
+		st.exemptPeers[p] = struct{}{}
+	}
+	var err error
+	if st.exemptPaths, err = st.compilePatterns("throttle.exempt_paths", cfg.ExemptPaths); err != nil {
+		return nil, err
+	}
+	for i, r := range cfg.Rules {
+		key := fmt.Sprintf("throttle.rule[%d]", i)
+		if r.Type == "" {
+			return nil, &ThrottleError{Key: key + ".type", Problem: "must not be empty"}
+		}
+		if r.RPM < 0 {
+			return nil, &ThrottleError{Key: key + ".rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", r.RPM)}
+		}
+		if len(r.Paths) == 0 {
+			return nil, &ThrottleError{Key: key + ".paths", Problem: "at least one pattern"}
+		}
+		rt := throttleRuleRT{class: throttleClass{typ: r.Type, rpm: r.RPM, cap: Capacity(r.RPM)}}
+		if rt.pats, err = st.compilePatterns(key+".paths", r.Paths); err != nil {
+			return nil, err
+		}
+		st.rules = append(st.rules, rt)
+		if _, ok := st.typeCap[r.Type]; !ok {
+			st.typeCap[r.Type] = rt.class.cap
+		}
+	}
+	if _, ok := st.typeCap[st.def.typ]; !ok {
+		st.typeCap[st.def.typ] = st.def.cap
+	}
+	return st, nil
+}
+
+func (st *throttleSettings) compilePatterns(key string, list []string) ([]*Pattern, error) {
+	pats := make([]*Pattern, len(list))
+	for i, s := range list {
+		p, err := ParseThrottlePattern(s)
+		if err != nil {
+			return nil, &ThrottleError{Key: fmt.Sprintf("%s[%d]", key, i), Problem: err.Error(), Err: err}
+		}
+		if p.re == nil {
+			st.limit = max(st.limit, len(p.segs))
+		}
+		pats[i] = p
+	}
+	return pats, nil
+}
+
+// matchAny reports whether one of pats matches path, split into ps.
+func matchAny(pats []*Pattern, ps *pathSegments, path string) bool {
+	for _, p := range pats {
+		if p.re != nil {
+			if p.re.MatchString(path) {
+				return true
+			}
+		} else if p.matchSegments(ps) {
+			return true
+		}
+	}
+	return false
+}
+
+// classify returns the classification of path: the first matching rule's
+// or the default, and whether the path is exempt. It does not allocate
+// (glob matching; a regexp may).
+func (st *throttleSettings) classify(path string) throttleClass {
+	path = stripQuery(path)
+	var ps pathSegments
+	splitPath(&ps, path, st.limit)
+	c := st.def
+	for i := range st.rules {
+		if r := &st.rules[i]; matchAny(r.pats, &ps, path) {
+			c = r.class
+			break
+		}
+	}
+	c.exempt = matchAny(st.exemptPaths, &ps, path)
+	return c
+}
+
+// Classify returns the type of path and its rate in requests per minute:
+// the first rule with a matching pattern, else the default. Exemptions do
+// not change the type.
+func (t *Throttle) Classify(path string) (typ string, rpm int) {
+	c := t.set.Load().classify(path)
+	return c.typ, c.rpm
+}
+
+// SetEnabled switches the throttle on or off. While off, Try and Peek
+// admit every call at once and record nothing; calls already waiting keep
+// waiting (Retry ignores the switch), as in ar_rate_limiter.
+func (t *Throttle) SetEnabled(on bool) { t.enabled.Store(on) }
+
+// Enabled reports whether the throttle is on.
+func (t *Throttle) Enabled() bool { return t.enabled.Load() }
+
+// Try evaluates a new call at now: an exempt peer (exact match) or path,
+// or the throttle being off, admits it at once recording nothing;
+// otherwise it is admitted, and now recorded, iff the key's timestamps in
+// the window (those not older than now − period) number fewer than the
+// type's capacity. A call not admitted changes nothing; the caller waits
+// RetryIn and evaluates it again with Retry.
+func (t *Throttle) Try(now time.Time, peer, path string) ThrottleResult {
+	return t.evaluate(now, peer, path, true, true)
+}
+
+// Retry evaluates again a call that Try did not admit, at now. Unlike Try
+// it ignores the switch and the exemptions: once waiting, a call waits for
+// the window (in ar_rate_limiter the delayed re-check skips the off test,
+// so "off does not release callers already waiting").
+func (t *Throttle) Retry(now time.Time, peer, path string) ThrottleResult {
+	return t.evaluate(now, peer, path, true, false)
+}
+
+// Peek is Try without recording anything: whether a new call at now would
+// be admitted, and if not how long until it could be.
+func (t *Throttle) Peek(now time.Time, peer, path string) ThrottleResult {
+	return t.evaluate(now, peer, path, false, true)
+}
+
+func (t *Throttle) evaluate(now time.Time, peer, path string, record, entry bool) ThrottleResult {
+	st := t.set.Load()
+	c := st.classify(path)
+	typ, capacity := c.typ, c.cap
+	res := ThrottleResult{Type: typ, Capacity: capacity}
+	if entry {
+		_, exemptPeer := st.exemptPeers[peer]
+		switch {
+		case exemptPeer || c.exempt:
+			res.Admitted, res.Exempt = true, true
+			if record {
+				t.exempt.Add(1)
+			}
+			return res
+		case !t.enabled.Load():
+			res.Admitted, res.Off = true, true
+			if record {
+				t.off.Add(1)
+			}
+			return res
+		}
+	}
+	ms := now.UnixMilli()
+	cut := ms - st.period
+	k := throttleKey{peer, typ}
+	sh := t.shard(k)
+	sh.mu.Lock()
+	e := sh.m[k]
+	n := 0
+	if e != nil {
+		if record {
+			if d := e.win.dropBefore(cut); d > 0 {
+				t.timestamps.Add(-int64(d))
+			}
+		}
+		n = int(e.win.countFrom(cut))
+	}
+	if n+1 <= capacity {
+		res.Admitted = true
+		res.Count = n
+		if record {
+			if e == nil {
+				e = &throttleEntry{}
+				sh.m[throttleKey{cloneString(peer), cloneString(typ)}] = e
+				t.keys.Add(1)
+			}
+			e.win.add(ms, int32(min(capacity, math.MaxInt32)))
+			res.Count++
+		}
+		sh.mu.Unlock()
+		if record {
+			t.timestamps.Add(1)
+			t.admitted.Add(1)
+		}
+		return res
+	}
+	res.Count = n
+	res.EarliestIn = earliest(&e.win, n, capacity, cut, st.period, ms)
+	sh.mu.Unlock()
+	res.RetryIn = st.cfg.RetryInterval
+	if record {
+		t.refused.Add(1)
+	}
+	return res
+}
+
+// earliest returns how long after ms a call could be admitted to a window
+// holding n unexpired timestamps (n ≥ capacity), if nothing else is: when
+// the (n−capacity+1)-th oldest of them has left it. A timestamp ts leaves
+// once now − period > ts, at ts + period + 1 ms.
+func earliest(w *window, n, capacity int, cut, period, ms int64) time.Duration {
+	first := w.n - int32(n) // index of the oldest unexpired timestamp
+	ts := w.at(first + int32(n-capacity))
+	return time.Duration(ts+period+1-ms) * time.Millisecond
+}
+
+func (t *Throttle) shard(k throttleKey) *throttleShard {
+	h := maphash.String(t.seed, k.peer) ^ maphash.String(t.seed, k.typ)*0x9e3779b97f4a7c15
+	return &t.shards[h%throttleShards]
+}
+
+// cloneString copies s so that a key does not pin the caller's buffer.
+func cloneString(s string) string { return string([]byte(s)) }
+
+// AddWaiter adds delta (+1 when a call starts waiting on the key, −1 when
+// it stops, admitted or not) to the waiters of (peer, typ), for Stats and
+// Keys. A key with waiters is never removed by Cleanup. Each positive delta
+// also counts as calls delayed.
+func (t *Throttle) AddWaiter(peer, typ string, delta int) {
+	if delta == 0 {
+		return
+	}
+	k := throttleKey{peer, typ}
+	sh := t.shard(k)
+	sh.mu.Lock()
+	e := sh.m[k]
+	if e == nil {
+		if delta < 0 {
+			sh.mu.Unlock()
+			return
+		}
+		e = &throttleEntry{}
+		sh.m[throttleKey{cloneString(peer), cloneString(typ)}] = e
+		t.keys.Add(1)
+	}
+	old := e.waiters
+	e.waiters = max(0, old+delta)
+	change := e.waiters - old
+	if e.waiters == 0 && e.win.n == 0 {
+		delete(sh.m, k)
+		t.keys.Add(-1)
+	}
+	sh.mu.Unlock()
+	t.waiters.Add(int64(change))
+	if delta > 0 {
+		t.delayed.Add(uint64(delta))
+	}
+}
+
+// Cleanup drops every expired timestamp (older than now − period) and
+// every key left with neither timestamps nor waiters, and returns how many
+// keys it removed. ar_rate_limiter never frees an idle key; call Cleanup
+// now and then (every period is plenty) so that peers seen once do not
+// stay tracked. It locks one shard at a time.
+func (t *Throttle) Cleanup(now time.Time) int {
+	cut := now.UnixMilli() - t.set.Load().period
+	removed := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			if d := e.win.dropBefore(cut); d > 0 {
+				t.timestamps.Add(-int64(d))
+			}
+			if e.win.n == 0 && e.waiters == 0 {
+				delete(sh.m, k)
+				removed++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	t.keys.Add(-int64(removed))
+	return removed
+}
+
+// Stats returns the counters and gauges. Each number is read atomically;
+// together they are not one consistent cut.
+func (t *Throttle) Stats() ThrottleStats {
+	return ThrottleStats{
+		Keys:       t.keys.Load(),
+		Timestamps: t.timestamps.Load(),
+		Waiters:    t.waiters.Load(),
+		Admitted:   t.admitted.Load(),
+		Refused:    t.refused.Load(),
+		Delayed:    t.delayed.Load(),
+		Exempt:     t.exempt.Load(),
+		Off:        t.off.Load(),
+	}
+}
+
+// Keys returns the tracked keys as of now, those with the most waiters
+// first, then the fullest, then by peer and type; at most limit of them
+// (limit ≤ 0: all). Expired timestamps are not counted (nor removed).
+func (t *Throttle) Keys(now time.Time, limit int) []ThrottleKeyView {
+	st := t.set.Load()
+	ms := now.UnixMilli()
+	cut := ms - st.period
+	var out []ThrottleKeyView
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			capacity, ok := st.typeCap[k.typ]
+			if !ok {
+				capacity = st.def.cap // a type no rule gives any more
+			}
+			n := int(e.win.countFrom(cut))
+			v := ThrottleKeyView{Peer: k.peer, Type: k.typ, Count: n, Capacity: capacity, Waiters: e.waiters}
+			if n >= capacity {
+				v.EarliestIn = earliest(&e.win, n, capacity, cut, st.period, ms)
+			}
+			out = append(out, v)
+		}
+		sh.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b ThrottleKeyView) int {
+		return cmp.Or(
+			cmp.Compare(b.Waiters, a.Waiters),
+			cmp.Compare(b.Count, a.Count),
+			cmp.Compare(a.Peer, b.Peer),
+			cmp.Compare(a.Type, b.Type),
+		)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit:limit]
+	}
+	return out
+}
+
+// Snapshot returns the switch and every key's unexpired timestamps as of
+// now, keys sorted by peer and type. It locks one shard at a time, so
+// evaluations go on while it runs; each key is copied consistently.
+func (t *Throttle) Snapshot(now time.Time) ThrottleSnapshot {
+	ms := now.UnixMilli()
+	cut := ms - t.set.Load().period
+	s := ThrottleSnapshot{TakenAt: ms, Enabled: t.Enabled(), Keys: []ThrottleKeyRecord{}}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			n := e.win.countFrom(cut)
+			if n == 0 {
+				continue
+			}
+			r := ThrottleKeyRecord{Peer: k.peer, Type: k.typ, Timestamps: make([]int64, n)}
+			for j, first := int32(0), e.win.n-n; j < n; j++ {
+				r.Timestamps[j] = e.win.at(first + j)
+			}
+			s.Keys = append(s.Keys, r)
+		}
+		sh.mu.Unlock()
+	}
+	slices.SortFunc(s.Keys, func(a, b ThrottleKeyRecord) int {
+		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Type, b.Type))
+	})
+	return s
+}
+
+// Restore replaces every key's timestamps with those of s and sets the
+// switch to s.Enabled; waiter counts are kept. Timestamps expired at now
+// are dropped. A snapshot taken "after" now (the clock went backwards)
+// counts as taken now: every timestamp is shifted back by the difference,
+// so no gap is invented. A timestamp later than its snapshot is taken as
+// the snapshot's time; empty peers or types are skipped.
+func (t *Throttle) Restore(now time.Time, s ThrottleSnapshot) {
+	ms := now.UnixMilli()
+	cut := ms - t.set.Load().period
+	shift := int64(0)
+	if s.TakenAt > ms {
+		shift = ms - s.TakenAt
+	}
+	ceiling := ms
+	if s.TakenAt != 0 {
+		ceiling = min(ms, s.TakenAt+shift)
+	}
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			t.timestamps.Add(-int64(e.win.n))
+			e.win = window{}
+			if e.waiters == 0 {
+				delete(sh.m, k)
+				t.keys.Add(-1)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for _, r := range s.Keys {
+		if r.Peer == "" || r.Type == "" {
+			continue
+		}
+		ts := make([]int64, 0, len(r.Timestamps))
+		for _, x := range r.Timestamps {
+			x = min(x+shift, ceiling)
+			if x >= cut {
+				ts = append(ts, x)
+			}
+		}
+		if len(ts) == 0 {
+			continue
+		}
+		slices.Sort(ts)
+		k := throttleKey{r.Peer, r.Type}
+		sh := t.shard(k)
+		sh.mu.Lock()
+		e := sh.m[k]
+		if e == nil {
+			e = &throttleEntry{}
+			sh.m[k] = e
+			t.keys.Add(1)
+		}
+		for _, x := range ts {
+			e.win.add(x, math.MaxInt32)
+		}
+		sh.mu.Unlock()
+		t.timestamps.Add(int64(len(ts)))
+	}
+	t.enabled.Store(s.Enabled)
+}
