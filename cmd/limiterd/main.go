@@ -71,13 +71,13 @@ type Main struct {
 	token      string
 	log        *slog.Logger
 
-	mu     sync.Mutex
-	src    config.Source
-	adj    adjust
-	cfg    *config.Config
-	live   *web.Live
-	lim    *limiter.Limiter
-	reload chan chan error
+	mu       sync.Mutex
+	src      config.Source
+	adj      adjust
+	cfg      *config.Config
+	live     *web.Live
+	lim      *limiter.Limiter
+	throttle *limiter.Throttle
 }
 
 // NewMain returns a Main on the process's streams and environment, with
@@ -120,8 +120,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		fmt.Fprintln(m.Stdout, "limiterd", Version)
 		return exitOK
 	case "snapshot":
-		fmt.Fprintln(m.Stderr, "limiterd snapshot: persistence (the bbolt store) is not in this build yet")
-		return exitRuntime
+		return m.snapshotCmd(ctx, args)
 	case "help", "-h", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return exitOK
@@ -134,6 +133,8 @@ const usage = `usage:
   limiterd [serve] [-config PATH] [-data-dir DIR]   run the proxy and the admin listener
   limiterd check-config [-config PATH]              validate and print the effective config
   limiterd demo [-duration D]                       run against a built-in node with synthetic peers
+  limiterd snapshot export [-o FILE]                the persisted state as JSON (daemon stopped)
+  limiterd snapshot import FILE                     replace the persisted state (daemon stopped)
   limiterd version
 `
 
@@ -254,13 +255,25 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err != nil {
 		return err
 	}
-	store := web.NewMemoryStore()
-	live, err := web.NewLive(ctx, lim, store, limCfg, now)
+	db, err := openDB(cfg.Server.DataDir, m.log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	snaps := &snapshotter{lim: lim, db: db, log: m.log, now: now}
+	if err := snaps.restore(ctx); err != nil {
+		return err
+	}
+	live, err := web.NewLive(ctx, lim, db, limCfg, now)
+	if err != nil {
+		return err
+	}
+	th, err := limiter.NewThrottle(cfg.ThrottleConfig(), now())
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.lim, m.live = lim, live
+	m.lim, m.live, m.throttle = lim, live, th
 	m.mu.Unlock()
 
 	reg := prometheus.NewRegistry()
@@ -271,11 +284,14 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		CheckLease: cfg.Admin.CheckLease,
 		Logger:     m.log,
 		Now:        now,
+		Ready:      db.Check,
+		Snapshot:   snaps.save,
+		Throttle:   th,
 	})
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		web.NewCollector(lim, &srv.Lat, &srv.Counts),
+		web.NewCollector(lim, &srv.Lat, &srv.Counts, snaps.metrics, throttleMetrics(th)),
 	)
 
 	publicLn, err := net.Listen("tcp", cfg.Server.Listen)
@@ -306,9 +322,10 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 			}
 		}()
 	}
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); _ = srv.Run(bg) }()
-	go func() { defer wg.Done(); m.tickLoop(bg, lim, now) }()
+	go func() { defer wg.Done(); snaps.loop(bg, cfg.Snapshot.Interval) }()
+	go func() { defer wg.Done(); m.tickLoop(bg, lim, th, now) }()
 	go func() { defer wg.Done(); m.hangupLoop(bg) }()
 
 	m.log.Info("limiterd serving", "version", Version, "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
@@ -321,6 +338,9 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		m.log.Info("shutting down: draining in-flight requests", "timeout", cfg.Server.ShutdownTimeout)
 	case runErr = <-errc:
 	}
+	// Outbound callers still waiting are told limiterd is going away (the
+	// client then goes on, as when limiterd is not running).
+	srv.Throttle.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.Server.ShutdownTimeout, time.Millisecond))
 	if err := public.Shutdown(sctx); err != nil {
 		m.log.Warn("drain ended before every request finished", "err", err)
@@ -332,12 +352,19 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	cancel()
 	stopBG()
 	wg.Wait()
+	if err := snaps.save(context.Background()); err != nil {
+		m.log.Error("final snapshot", "err", err)
+		runErr = errors.Join(runErr, err)
+	} else {
+		m.log.Info("final snapshot written", "entries", snaps.lastWritten.Load(), "file", db.Path())
+	}
 	m.log.Info("limiterd stopped")
 	return runErr
 }
 
-// tickLoop runs the limiter's sweeper once a second.
-func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, now func() time.Time) {
+// tickLoop runs the limiter's sweeper and frees idle throttle keys once a
+// second.
+func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *limiter.Throttle, now func() time.Time) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -346,6 +373,7 @@ func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, now func() ti
 			return
 		case <-t.C:
 			lim.Tick(now())
+			th.Cleanup(now())
 		}
 	}
 }
@@ -390,7 +418,14 @@ func (m *Main) Reload() error {
 	if err != nil {
 		return err
 	}
+	thCfg := cfg.ThrottleConfig()
+	if _, err := limiter.NewThrottle(thCfg, time.Now()); err != nil {
+		return err
+	}
 	if err := m.live.SetBase(limCfg); err != nil {
+		return err
+	}
+	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
 	}
 	if cfg.Server.Listen != m.cfg.Server.Listen || cfg.Admin.Listen != m.cfg.Admin.Listen || cfg.Server.Upstream != m.cfg.Server.Upstream {

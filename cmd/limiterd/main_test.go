@@ -584,3 +584,34 @@ func TestGracefulStopDrains(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+func TestOutboundThrottleThroughDaemon(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	d := startDaemon(t, up.URL, "")
+	// block_index allows C(2) = 1 call per 30 s per peer.
+	code, v := d.admin("POST", "/api/v1/throttle", `{"peer":"node-a:1984","path":"/block_index"}`)
+	if code != 200 || v["type"] != "block_index" {
+		t.Fatalf("first call: %d %v", code, v)
+	}
+	code, v = d.admin("GET", "/api/v1/throttle?peer=node-a:1984&path=/block_index", "")
+	if code != 200 || v["would_wait"] != true {
+		t.Fatalf("check: %d %v", code, v)
+	}
+	code, v = d.admin("POST", "/api/v1/throttle", `{"peer":"node-a:1984","path":"/block_index","timeout":"200ms"}`)
+	if code != 408 {
+		t.Fatalf("second call: %d %v, want 408", code, v)
+	}
+	// Another peer is independent.
+	if code, _ = d.admin("POST", "/api/v1/throttle", `{"peer":"node-b:1984","path":"/block_index"}`); code != 200 {
+		t.Fatalf("other peer: %d", code)
+	}
+	// The global switch off lets new calls through at once.
+	d.admin("POST", "/api/v1/limiter/off", "")
+	if code, v = d.admin("POST", "/api/v1/throttle", `{"peer":"node-a:1984","path":"/block_index","timeout":"200ms"}`); code != 200 {
+		t.Fatalf("switch off: %d %v", code, v)
+	}
+	d.admin("POST", "/api/v1/limiter/on", "")
+	if v := d.metric(`limiterd_throttle_calls_total{outcome="admitted"}`); v != "2" {
+		t.Fatalf("admitted calls %q", v)
+	}
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/store"
+	"github.com/limiterd/limiterd/web"
+)
+
+// The bbolt store is the web.Store of the daemon.
+var _ web.Store = (*store.DB)(nil)
+
+func dbPath(dataDir string) string { return filepath.Join(dataDir, "limiterd.db") }
+
+// snapshotter writes the limiter's changes to the store: every interval,
+// on demand and once more at shutdown. Safe for concurrent use.
+type snapshotter struct {
+	lim *limiter.Limiter
+	db  *store.DB
+	log *slog.Logger
+	now func() time.Time
+
+	mu       sync.Mutex
+	needFull bool
+
+	lastDuration atomic.Int64 // ns
+	lastWritten  atomic.Int64
+	written      atomic.Uint64
+	deleted      atomic.Uint64
+	errors       atomic.Uint64
+	taken        atomic.Uint64
+}
+
+// restore loads the stored state into the limiter, applying the ticks that
+// fell while the daemon was down, then rewrites the store whole so that it
+// holds exactly what was loaded.
+func (s *snapshotter) restore(ctx context.Context) error {
+	snap, rep, err := s.db.LoadSnapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("load the snapshot: %w", err)
+	}
+	if rep.Skipped > 0 {
+		s.log.Warn("snapshot records that did not decode were skipped", "skipped", rep.Skipped)
+	}
+	if snap.TakenAt == 0 {
+		s.log.Info("no snapshot yet: starting with no peer state")
+		s.needFull = true
+		return nil
+	}
+	r, err := s.lim.Restore(s.now(), snap)
+	if err != nil {
+		return fmt.Errorf("restore the snapshot: %w", err)
+	}
+	s.log.Info("restored peer state", "loaded", r.Loaded, "expired", r.Expired, "skipped", r.Skipped, "gap", r.Gap.Round(time.Millisecond), "switch_on", s.lim.Enabled())
+	s.needFull = true
+	return s.save(ctx)
+}
+
+// save writes one delta (or a full snapshot after a failure).
+func (s *snapshotter) save(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := time.Now()
+	d := s.lim.SnapshotDelta(s.now(), s.needFull)
+	st, err := s.db.SaveDelta(ctx, d)
+	s.taken.Add(1)
+	if err != nil {
+		// The delta's entries were marked saved: the next one must be whole.
+		s.needFull = true
+		s.errors.Add(1)
+		return fmt.Errorf("save the snapshot: %w", err)
+	}
+	s.needFull = false
+	s.lastDuration.Store(int64(time.Since(start)))
+	s.lastWritten.Store(int64(st.Written))
+	s.written.Add(uint64(st.Written))
+	s.deleted.Add(uint64(st.Deleted))
+	return nil
+}
+
+func (s *snapshotter) loop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.save(ctx); err != nil {
+				s.log.Error("snapshot", "err", err)
+			}
+		}
+	}
+}
+
+var (
+	descSnapDuration = prometheus.NewDesc("limiterd_snapshot_duration_seconds", "Duration of the last snapshot written to the database.", nil, nil)
+	descSnapBytes    = prometheus.NewDesc("limiterd_snapshot_database_bytes", "Size of the bbolt database file.", nil, nil)
+	descSnapTaken    = prometheus.NewDesc("limiterd_snapshots_total", "Snapshots attempted.", nil, nil)
+	descSnapErrors   = prometheus.NewDesc("limiterd_snapshot_errors_total", "Snapshots that failed to be written (the next one is written whole).", nil, nil)
+	descSnapWritten  = prometheus.NewDesc("limiterd_snapshot_entries_written_total", "(peer, group) entries written by snapshots.", nil, nil)
+	descSnapDeleted  = prometheus.NewDesc("limiterd_snapshot_entries_deleted_total", "(peer, group) entries deleted from the database by snapshots.", nil, nil)
+)
+
+// metrics sends the snapshot metrics (for web.NewCollector's extra).
+func (s *snapshotter) metrics(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descSnapDuration, prometheus.GaugeValue, time.Duration(s.lastDuration.Load()).Seconds())
+	ch <- prometheus.MustNewConstMetric(descSnapBytes, prometheus.GaugeValue, float64(s.db.Size()))
+	ch <- prometheus.MustNewConstMetric(descSnapTaken, prometheus.CounterValue, float64(s.taken.Load()))
+	ch <- prometheus.MustNewConstMetric(descSnapErrors, prometheus.CounterValue, float64(s.errors.Load()))
+	ch <- prometheus.MustNewConstMetric(descSnapWritten, prometheus.CounterValue, float64(s.written.Load()))
+	ch <- prometheus.MustNewConstMetric(descSnapDeleted, prometheus.CounterValue, float64(s.deleted.Load()))
+}
+
+// openDB opens <data_dir>/limiterd.db; the store's errors name the file
+// and say when another process holds it.
+func openDB(dataDir string, log *slog.Logger) (*store.DB, error) {
+	return store.Open(dbPath(dataDir), store.Options{Timeout: time.Second, Logger: log})
+}
+
+// snapshotCmd runs `limiterd snapshot export [-o FILE]` and
+// `limiterd snapshot import FILE`.
+func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
+	if len(args) == 0 || (args[0] != "export" && args[0] != "import") {
+		fmt.Fprintln(m.Stderr, "usage: limiterd snapshot export [-o FILE] | limiterd snapshot import FILE  [-config PATH] [-data-dir DIR]")
+		return exitUsage
+	}
+	verb := args[0]
+	var out string
+	src, err := m.commonFlags("snapshot "+verb, args[1:], func(fs *flag.FlagSet) {
+		if verb == "export" {
+			fs.StringVar(&out, "o", "", "write to FILE instead of standard output")
+		}
+	})
+	var in string
+	if err != nil && verb == "import" {
+		// The file comes first: `snapshot import FILE -config …`.
+		if len(args) > 1 {
+			in = args[1]
+			src, err = m.commonFlags("snapshot import", args[2:], nil)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "limiterd snapshot:", err)
+		return exitUsage
+	}
+	if verb == "import" && in == "" {
+		fmt.Fprintln(m.Stderr, "usage: limiterd snapshot import FILE")
+		return exitUsage
+	}
+	cfg, _, err := config.Load(src)
+	if err != nil {
+		m.printConfigErrors(err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(m.Stderr, nil))
+	db, err := openDB(cfg.Server.DataDir, log)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "limiterd snapshot:", err)
+		return exitRuntime
+	}
+	defer db.Close()
+	if verb == "export" {
+		var w io.Writer = m.Stdout
+		if out != "" {
+			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+			if err != nil {
+				fmt.Fprintln(m.Stderr, "limiterd snapshot export:", err)
+				return exitRuntime
+			}
+			defer f.Close()
+			w = f
+		}
+		if err := db.Export(ctx, w); err != nil {
+			fmt.Fprintln(m.Stderr, "limiterd snapshot export:", err)
+			return exitRuntime
+		}
+		return exitOK
+	}
+	f, err := os.Open(in)
+	if err != nil {
+		fmt.Fprintln(m.Stderr, "limiterd snapshot import:", err)
+		return exitRuntime
+	}
+	defer f.Close()
+	if err := db.Import(ctx, f); err != nil {
+		fmt.Fprintf(m.Stderr, "limiterd snapshot import %s: %v\n", in, err)
+		return exitRuntime
+	}
+	fmt.Fprintf(m.Stderr, "imported %s into %s\n", in, db.Path())
+	return exitOK
+}
+
+var (
+	descThrottleWaiters = prometheus.NewDesc("limiterd_throttle_waiters", "Outbound calls waiting in POST /api/v1/throttle.", nil, nil)
+	descThrottleKeys    = prometheus.NewDesc("limiterd_throttle_keys", "(peer, type) keys the outbound throttle tracks.", nil, nil)
+	descThrottleCalls   = prometheus.NewDesc("limiterd_throttle_calls_total", "Outbound throttle calls by outcome.", []string{"outcome"}, nil)
+)
+
+// throttleMetrics sends the outbound throttle's metrics.
+func throttleMetrics(th *limiter.Throttle) func(ch chan<- prometheus.Metric) {
+	return func(ch chan<- prometheus.Metric) {
+		st := th.Stats()
+		ch <- prometheus.MustNewConstMetric(descThrottleWaiters, prometheus.GaugeValue, float64(st.Waiters))
+		ch <- prometheus.MustNewConstMetric(descThrottleKeys, prometheus.GaugeValue, float64(st.Keys))
+		ch <- prometheus.MustNewConstMetric(descThrottleCalls, prometheus.CounterValue, float64(st.Admitted), "admitted")
+		ch <- prometheus.MustNewConstMetric(descThrottleCalls, prometheus.CounterValue, float64(st.Delayed), "delayed")
+		ch <- prometheus.MustNewConstMetric(descThrottleCalls, prometheus.CounterValue, float64(st.Exempt), "exempt")
+	}
+}

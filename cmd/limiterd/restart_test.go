@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds limiterd once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "limiterd-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "limiterd")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// proc is a limiterd process.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	public string
+	admin  string
+	exited chan error
+}
+
+var servingLine = regexp.MustCompile(`msg="limiterd serving".* public=(\S+) admin=(\S+)`)
+
+func startProc(t *testing.T, cfgPath string) *proc {
+	t.Helper()
+	p := &proc{t: t, stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	p.cmd = exec.Command(binary(t), "serve", "-config", cfgPath)
+	pr, pw := io.Pipe()
+	p.cmd.Stderr = pw
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan [2]string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.stderr.Write([]byte(line + "\n"))
+			if m := servingLine.FindStringSubmatch(line); m != nil {
+				found <- [2]string{m[1], m[2]}
+			}
+		}
+	}()
+	go func() { p.exited <- p.cmd.Wait(); pw.Close() }()
+	select {
+	case a := <-found:
+		p.public, p.admin = "http://"+a[0], "http://"+a[1]
+	case err := <-p.exited:
+		t.Fatalf("limiterd exited: %v\n%s", err, p.stderr)
+	case <-time.After(20 * time.Second):
+		p.cmd.Process.Kill()
+		t.Fatalf("limiterd did not start:\n%s", p.stderr)
+	}
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	return p
+}
+
+// stop sends sig and waits for the exit; it returns the exit code.
+func (p *proc) stop(sig syscall.Signal) int {
+	p.t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		p.t.Fatalf("limiterd did not exit on %v", sig)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func (p *proc) status(path string) int {
+	p.t.Helper()
+	resp, err := http.Get(p.public + path)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (p *proc) api(method, path, body string) (int, map[string]any) {
+	p.t.Helper()
+	req, _ := http.NewRequest(method, p.admin+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	json.NewDecoder(resp.Body).Decode(&v)
+	return resp.StatusCode, v
+}
+
+func writeProcConfig(t *testing.T, upstream, interval string) (cfgPath, dataDir string) {
+	dir := t.TempDir()
+	dataDir = filepath.Join(dir, "data")
+	cfgPath = filepath.Join(dir, "config.toml")
+	cfg := testConfig(upstream, dataDir, fmt.Sprintf("[snapshot]\ninterval = %q\n", interval))
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, dataDir
+}
+
+func exhaust(t *testing.T, p *proc) {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		if s := p.status("/info"); s != 200 {
+			t.Fatalf("request %d: %d", i, s)
+		}
+	}
+	if s := p.status("/info"); s != 429 {
+		t.Fatalf("at the limit: %d", s)
+	}
+}
+
+func nextTick(t *testing.T, p *proc) string {
+	t.Helper()
+	_, v := p.api("GET", "/api/v1/groups/general", "")
+	s, _ := v["next_leaky_tick"].(string)
+	if s == "" {
+		t.Fatalf("no next_leaky_tick: %v", v)
+	}
+	return s
+}
+
+func TestRestartAfterSIGTERM(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	cfg, _ := writeProcConfig(t, up.URL, "1h") // only the final snapshot
+	p := startProc(t, cfg)
+	exhaust(t, p)
+	if code, v := p.api("PATCH", "/api/v1/groups/chunk", `{"leaky_limit": 7}`); code != 200 {
+		t.Fatalf("%d %v", code, v)
+	}
+	tick := nextTick(t, p)
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.stderr)
+	}
+
+	p = startProc(t, cfg)
+	if s := p.status("/info"); s != 429 {
+		t.Fatalf("after a restart the exhausted peer got %d, want 429", s)
+	}
+	_, v := p.api("GET", "/api/v1/groups/chunk", "")
+	if eff, _ := v["effective"].(map[string]any); eff["leaky_limit"] != 7.0 {
+		t.Fatalf("the live edit is gone: %v", v)
+	}
+	if got := nextTick(t, p); got != tick {
+		t.Fatalf("tick phase moved: next tick %s before the restart, %s after", tick, got)
+	}
+}
+
+func TestRestartAfterKill9(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	cfg, _ := writeProcConfig(t, up.URL, "200ms")
+	p := startProc(t, cfg)
+	exhaust(t, p)
+	time.Sleep(700 * time.Millisecond) // a few snapshot intervals
+	// A live edit just before the kill: acknowledged means durable.
+	if code, v := p.api("POST", "/api/v1/exemptions", `{"kind":"deny_peer","value":"192.0.2.99"}`); code != 201 {
+		t.Fatalf("%d %v", code, v)
+	}
+	p.stop(syscall.SIGKILL)
+
+	p = startProc(t, cfg)
+	if s := p.status("/info"); s != 429 {
+		t.Fatalf("after kill -9 the exhausted peer got %d, want 429", s)
+	}
+	_, v := p.api("GET", "/api/v1/exemptions", "")
+	b, _ := json.Marshal(v["exemptions"])
+	if !bytes.Contains(b, []byte("192.0.2.99")) {
+		t.Fatalf("the deny entry made just before kill -9 is gone: %s", b)
+	}
+	_, v = p.api("GET", "/api/v1/audit", "")
+	if len(v["entries"].([]any)) == 0 {
+		t.Fatal("the audit log is empty")
+	}
+}
+
+func TestCorruptDatabaseRefused(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	cfg, dataDir := writeProcConfig(t, up.URL, "1h")
+	os.MkdirAll(dataDir, 0o700)
+	path := filepath.Join(dataDir, "limiterd.db")
+	garbage := bytes.Repeat([]byte("not a bbolt database. "), 500)
+	os.WriteFile(path, garbage, 0o600)
+	out, err := exec.Command(binary(t), "serve", "-config", cfg).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), path) {
+		t.Fatalf("the error does not name the file:\n%s", out)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, garbage) {
+		t.Fatal("the corrupt file was modified")
+	}
+}
+
+func TestSnapshotExportRefusesWhileRunning(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	cfg, _ := writeProcConfig(t, up.URL, "1h")
+	p := startProc(t, cfg)
+	exhaust(t, p)
+	out, err := exec.Command(binary(t), "snapshot", "export", "-config", cfg).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another process (a running limiterd?) holds") {
+		t.Fatalf("export while running: %v\n%s", err, out)
+	}
+	p.stop(syscall.SIGTERM)
+	out, err = exec.Command(binary(t), "snapshot", "export", "-config", cfg).Output()
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	var exp map[string]any
+	if err := json.Unmarshal(out, &exp); err != nil {
+		t.Fatalf("export is not JSON: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte(`"127.0.0.1"`)) {
+		t.Fatalf("the exhausted peer is not in the export:\n%.2000s", out)
+	}
+}

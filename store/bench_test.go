@@ -1,0 +1,176 @@
+package store_test
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/store"
+)
+
+// benchN is the population of the benchmarks: limiterd's default
+// peers.max_tracked.
+const benchN = 1_000_000
+
+// benchEntries returns n token-only entries of the general group (what a
+// busy node's limiter mostly holds), random IPv4 peers, in random order as
+// limiter.SnapshotDelta produces them.
+func benchEntries(n int) []limiter.EntrySnapshot {
+	rng := rand.New(rand.NewPCG(7, 7))
+	seen := make(map[uint32]bool, n)
+	out := make([]limiter.EntrySnapshot, 0, n)
+	now := t0.Unix()
+	for len(out) < n {
+		ip := rng.Uint32()
+		if seen[ip] {
+			continue
+		}
+		seen[ip] = true
+		p := limiter.KeyFromAddr(netip.AddrFrom4([4]byte{byte(ip >> 24), byte(ip >> 16), byte(ip >> 8), byte(ip)}), 64)
+		out = append(out, limiter.EntrySnapshot{
+			Peer: p, Group: "general", InTokens: true,
+			Tokens: 1 + rng.Int64N(450), LeakyTick: 59_000 + rng.Int64N(2),
+			Requests: uint64(1 + rng.IntN(5000)), LastSeen: now - rng.Int64N(3600),
+		})
+	}
+	return out
+}
+
+// benchDB opens a new database (not checked at cleanup: the benchmarks
+// close it themselves).
+func benchDB(b *testing.B) (*store.DB, string) {
+	path := filepath.Join(b.TempDir(), "limiterd.db")
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db, path
+}
+
+// BenchmarkSaveDeltaFull saves a full delta of a million entries: into an
+// empty database (the first save), and over a stored million whose every
+// value changed (the worst case of the full save after a restart).
+func BenchmarkSaveDeltaFull(b *testing.B) {
+	entries := benchEntries(benchN)
+	b.Run("empty", func(b *testing.B) {
+		var size int64
+		for b.Loop() {
+			b.StopTimer()
+			db, path := benchDB(b)
+			b.StartTimer()
+			if _, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Enabled: true, Groups: groups(), Changed: entries}); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			size = db.Size()
+			db.Close()
+			os.Remove(path)
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(size)/benchN, "bytes/entry")
+	})
+	b.Run("rewrite", func(b *testing.B) {
+		db, _ := benchDB(b)
+		defer db.Close()
+		d := limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Enabled: true, Groups: groups(), Changed: entries}
+		if _, err := db.SaveDelta(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			b.StopTimer()
+			for i := range entries {
+				entries[i].LeakyTick++
+			}
+			b.StartTimer()
+			st, err := db.SaveDelta(ctx, d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if st.Written != benchN {
+				b.Fatalf("%d written", st.Written)
+			}
+		}
+		b.ReportMetric(float64(db.Size())/benchN, "bytes/entry")
+	})
+}
+
+// BenchmarkSaveDeltaChurn saves 1 % churn over a stored million: 10 000
+// entries changed (of which 1 000 new) and 1 000 deleted per delta.
+func BenchmarkSaveDeltaChurn(b *testing.B) {
+	const changed, deleted = 10_000, 1_000
+	all := benchEntries(benchN + deleted)
+	stored := all[:benchN]
+	spare := all[benchN:] // entries not stored, to create
+	db, path := benchDB(b)
+	defer MustCheckFile(b, path)
+	defer db.Close()
+	if _, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Groups: groups(), Changed: stored}); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	var written, bytes int
+	for b.Loop() {
+		b.StopTimer()
+		d := limiter.Delta{TakenAt: t0.UnixMilli(), Groups: groups()}
+		// Delete some stored entries, and create as many from the spares.
+		for i := range deleted {
+			j := rng.IntN(len(stored))
+			d.Deleted = append(d.Deleted, limiter.EntryRef{Peer: stored[j].Peer, Group: stored[j].Group})
+			stored[j], spare[i] = spare[i], stored[j]
+			d.Changed = append(d.Changed, stored[j])
+		}
+		for range changed - deleted {
+			e := &stored[rng.IntN(len(stored))]
+			e.Tokens = 1 + rng.Int64N(450)
+			e.Requests++
+			d.Changed = append(d.Changed, *e)
+		}
+		b.StartTimer()
+		st, err := db.SaveDelta(ctx, d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		written += st.Written
+		bytes = int(st.Bytes)
+	}
+	b.ReportMetric(float64(bytes)/benchN, "bytes/entry")
+	_ = written
+}
+
+func BenchmarkLoadSnapshot(b *testing.B) {
+	db, _ := benchDB(b)
+	defer db.Close()
+	if _, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Groups: groups(), Changed: benchEntries(benchN)}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		snap, rep, err := db.LoadSnapshot(ctx)
+		if err != nil || rep.Entries != benchN || len(snap.Entries) != benchN {
+			b.Fatalf("%d entries, %+v, %v", len(snap.Entries), rep, err)
+		}
+	}
+	b.ReportMetric(float64(db.Size())/benchN, "bytes/entry")
+}
+
+// BenchmarkOpen is the cost of opening (and verifying) a stored million.
+func BenchmarkOpen(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "limiterd.db")
+	db, err := store.Open(path, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Groups: groups(), Changed: benchEntries(benchN)}); err != nil {
+		b.Fatal(err)
+	}
+	db.Close()
+	for b.Loop() {
+		db, err := store.Open(path, store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.Close()
+	}
+}

@@ -1,0 +1,307 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// One codec pair per stored value type. Decoders never keep the slice they
+// are given: bbolt's bytes are valid only inside their transaction.
+
+// ---- entries: key ----
+
+// peerLen is the length of a limiter.PeerKey.
+const peerLen = len(limiter.PeerKey{})
+
+// checkGroupName refuses the group names a key cannot hold.
+func checkGroupName(g string) error {
+	switch {
+	case g == "":
+		return errors.New("empty group name")
+	case strings.IndexByte(g, 0) >= 0:
+		return fmt.Errorf("group name %q holds a NUL byte", g)
+	case len(g) > 1024:
+		return fmt.Errorf("group name of %d bytes (at most 1024)", len(g))
+	}
+	return nil
+}
+
+// appendEntryKey appends the key of (group, peer): group, 0x00, the 17
+// bytes of the peer key. Keys sort by group, then peer.
+func appendEntryKey(dst []byte, group string, peer limiter.PeerKey) []byte {
+	dst = append(dst, group...)
+	dst = append(dst, 0)
+	return append(dst, peer[:]...)
+}
+
+// parseEntryKey splits a key made by appendEntryKey; group aliases k.
+func parseEntryKey(k []byte) (group []byte, peer limiter.PeerKey, err error) {
+	if len(k) < peerLen+2 || k[len(k)-peerLen-1] != 0 {
+		return nil, peer, fmt.Errorf("malformed entry key of %d bytes", len(k))
+	}
+	group = k[:len(k)-peerLen-1]
+	if bytes.IndexByte(group, 0) >= 0 {
+		return nil, peer, errors.New("malformed entry key: NUL in the group name")
+	}
+	copy(peer[:], k[len(k)-peerLen:])
+	return group, peer, nil
+}
+
+// ---- entries: value ----
+
+// entryV1 is the first (and current) version of the entry encoding:
+//
+//	byte     version (1)
+//	byte     flags (entryTokens, entryTokenFields, entryWindow, entryRejConc, entryRejRate)
+//	varint   LastSeen (Unix s)
+//	uvarint  Requests
+//	uvarint  RejectedConcurrency        if entryRejConc
+//	uvarint  RejectedRateLimit          if entryRejRate
+//	varint   Tokens, varint LeakyTick   if entryTokenFields
+//	uvarint  n, varint CleanupTick      if entryWindow
+//	varint   Window[0] − LastSeen·1000, then Window[i] − Window[i−1]: n values
+//
+// (varint is zig-zag.) A token-only entry, the common case, is 10 to 14
+// bytes; each window timestamp adds 1 to 3.
+const entryV1 = 1
+
+const (
+	entryTokens      = 1 << iota // InTokens
+	entryTokenFields             // Tokens, LeakyTick follow
+	entryWindow                  // the window follows
+	entryRejConc
+	entryRejRate
+	entryFlags = entryTokens | entryTokenFields | entryWindow | entryRejConc | entryRejRate
+)
+
+// appendEntry appends the encoding of e (its Peer and Group are the key's).
+func appendEntry(dst []byte, e *limiter.EntrySnapshot) []byte {
+	var flags byte
+	if e.InTokens {
+		flags |= entryTokens
+	}
+	if e.InTokens || e.Tokens != 0 || e.LeakyTick != 0 {
+		flags |= entryTokenFields
+	}
+	if len(e.Window) > 0 || e.CleanupTick != 0 {
+		flags |= entryWindow
+	}
+	if e.RejectedConcurrency != 0 {
+		flags |= entryRejConc
+	}
+	if e.RejectedRateLimit != 0 {
+		flags |= entryRejRate
+	}
+	dst = append(dst, entryV1, flags)
+	dst = binary.AppendVarint(dst, e.LastSeen)
+	dst = binary.AppendUvarint(dst, e.Requests)
+	if flags&entryRejConc != 0 {
+		dst = binary.AppendUvarint(dst, e.RejectedConcurrency)
+	}
+	if flags&entryRejRate != 0 {
+		dst = binary.AppendUvarint(dst, e.RejectedRateLimit)
+	}
+	if flags&entryTokenFields != 0 {
+		dst = binary.AppendVarint(dst, e.Tokens)
+		dst = binary.AppendVarint(dst, e.LeakyTick)
+	}
+	if flags&entryWindow != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(e.Window)))
+		dst = binary.AppendVarint(dst, e.CleanupTick)
+		prev := e.LastSeen * 1000 // wraps consistently with the decoder
+		for _, t := range e.Window {
+			dst = binary.AppendVarint(dst, t-prev)
+			prev = t
+		}
+	}
+	return dst
+}
+
+// entryReader reads the fields of an encoded entry.
+type entryReader struct {
+	b   []byte
+	err error
+}
+
+func (r *entryReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errors.New("truncated or overlong varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *entryReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errors.New("truncated or overlong varint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// decodeEntry decodes v into e, all fields but Peer and Group.
+func decodeEntry(v []byte, e *limiter.EntrySnapshot) error {
+	if len(v) < 2 {
+		return fmt.Errorf("entry of %d bytes", len(v))
+	}
+	if v[0] != entryV1 {
+		return fmt.Errorf("unknown entry encoding version %d", v[0])
+	}
+	flags := v[1]
+	if flags&^entryFlags != 0 {
+		return fmt.Errorf("unknown entry flags %#x", flags&^entryFlags)
+	}
+	r := entryReader{b: v[2:]}
+	*e = limiter.EntrySnapshot{Peer: e.Peer, Group: e.Group}
+	e.InTokens = flags&entryTokens != 0
+	e.LastSeen = r.varint()
+	e.Requests = r.uvarint()
+	if flags&entryRejConc != 0 {
+		e.RejectedConcurrency = r.uvarint()
+	}
+	if flags&entryRejRate != 0 {
+		e.RejectedRateLimit = r.uvarint()
+	}
+	if flags&entryTokenFields != 0 {
+		e.Tokens = r.varint()
+		e.LeakyTick = r.varint()
+	}
+	if flags&entryWindow != 0 {
+		n := r.uvarint()
+		e.CleanupTick = r.varint()
+		if r.err == nil && n > uint64(len(r.b)) {
+			return fmt.Errorf("window of %d timestamps in %d bytes", n, len(r.b))
+		}
+		if n > 0 && r.err == nil {
+			e.Window = make([]int64, n)
+			prev := e.LastSeen * 1000
+			for i := range e.Window {
+				prev += r.varint()
+				e.Window[i] = prev
+			}
+		}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("%d bytes past the end of the entry", len(r.b))
+	}
+	return nil
+}
+
+// ---- groups, snapshot header ----
+
+func encodeGroup(g *limiter.GroupSnapshot) ([]byte, error) { return json.Marshal(g) }
+
+func decodeGroup(v []byte) (limiter.GroupSnapshot, error) {
+	var g limiter.GroupSnapshot
+	err := json.Unmarshal(v, &g)
+	return g, err
+}
+
+// header is the snapshot's own fields.
+type header struct {
+	TakenAt int64 `json:"taken_at_ms"`
+	Enabled bool  `json:"enabled"`
+}
+
+func encodeHeader(h header) ([]byte, error) { return json.Marshal(h) }
+
+func decodeHeader(v []byte) (header, error) {
+	var h header
+	err := json.Unmarshal(v, &h)
+	return h, err
+}
+
+// ---- live state and audit ----
+
+// decodeJSON decodes v with numbers kept exact (json.Number).
+func decodeJSON(v []byte, dst any) error {
+	d := json.NewDecoder(bytes.NewReader(v))
+	d.UseNumber()
+	if err := d.Decode(dst); err != nil {
+		return err
+	}
+	if d.More() {
+		return errors.New("data past the end of the JSON value")
+	}
+	return nil
+}
+
+func encodeOverride(o limiter.Override) ([]byte, error) { return json.Marshal(o) }
+
+// decodeOverride returns integers as int64 (as limiter.ParseOverride
+// does), booleans and strings as such.
+func decodeOverride(v []byte) (limiter.Override, error) {
+	var o limiter.Override
+	if err := decodeJSON(v, &o); err != nil {
+		return nil, err
+	}
+	return normalizeOverride(o), nil
+}
+
+// normalizeOverride turns the json.Number values of o into int64 (or
+// float64 when not an integer, which Override.Partial then refuses).
+func normalizeOverride(o limiter.Override) limiter.Override {
+	for k, x := range o {
+		if n, ok := x.(json.Number); ok {
+			if i, err := n.Int64(); err == nil {
+				o[k] = i
+			} else if f, err := n.Float64(); err == nil {
+				o[k] = f
+			}
+		}
+	}
+	return o
+}
+
+func encodeExemption(e limiter.Exemption) ([]byte, error) { return json.Marshal(e) }
+
+func decodeExemption(v []byte) (limiter.Exemption, error) {
+	var e limiter.Exemption
+	err := decodeJSON(v, &e)
+	return e, err
+}
+
+func encodeDisabled(b bool) []byte {
+	if b {
+		return []byte("true")
+	}
+	return []byte("false")
+}
+
+func decodeDisabled(v []byte) (bool, error) {
+	var b bool
+	err := json.Unmarshal(v, &b)
+	return b, err
+}
+
+func encodeAudit(a limiter.AuditEntry) ([]byte, error) { return json.Marshal(a) }
+
+// decodeAudit keeps the numbers of Old and New exact (json.Number).
+func decodeAudit(v []byte) (limiter.AuditEntry, error) {
+	var a limiter.AuditEntry
+	err := decodeJSON(v, &a)
+	return a, err
+}
+
+// ---- integer keys ----
+
+func u64key(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), v) }

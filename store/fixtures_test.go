@@ -1,0 +1,216 @@
+package store_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/migrations"
+	"github.com/limiterd/limiterd/store"
+)
+
+// Fixtures are databases as an older limiterd wrote them, checked in under
+// testdata/schema-v<N>.db, one per schema version before the current one.
+// Regenerate (a released version's fixture should never need it) with
+//
+//	LIMITERD_WRITE_FIXTURES=1 go test ./store -run TestWriteFixtures
+
+// fixture is what every fixture holds, in its own version's layout.
+type fixture struct {
+	live     limiter.LiveState
+	audit    []limiter.AuditEntry // oldest first, IDs from 1
+	snapshot limiter.Snapshot     // entries in key order
+}
+
+func fixtureData() fixture {
+	f := fixture{
+		live: limiter.LiveState{
+			Overrides: map[string]limiter.Override{
+				"chunk":   {"leaky_limit": int64(9000), "mode": "dry_run"},
+				"metrics": {"concurrency_limit": int64(1), "is_manual_reduction_disabled": true},
+			},
+			Exemptions: []limiter.Exemption{
+				{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8", Note: "office"},
+				{Kind: limiter.DenyPeer, Value: "203.0.113.7"},
+				{Kind: limiter.ExemptPath, Value: "/health/**"},
+			},
+			Disabled: true,
+		},
+		snapshot: limiter.Snapshot{
+			TakenAt: t0.UnixMilli(), Enabled: false,
+			Groups: groups(),
+			Entries: sortEntries([]limiter.EntrySnapshot{
+				tokenEntry(peer("198.51.100.1"), "general", 17),
+				tokenEntry(peer("2001:db8:5::1"), "general", 450),
+				windowEntry(peer("198.51.100.1"), "chunk"),
+				tokenEntry(limiter.OpaqueKey("pipe"), "general", 1),
+			}),
+		},
+	}
+	for i, act := range []string{"group.patch", "group.patch", "exemption.add", "exemption.add", "exemption.add", "limiter.switch", "peer.forget"} {
+		a := audit(act, fmt.Sprint("target-", i), map[string]any{"n": json.Number(strconv.Itoa(i))}, "new")
+		a.ID = uint64(i) + 1
+		f.audit = append(f.audit, a)
+	}
+	return f
+}
+
+// fixtureWriters write the fixture of each old version with that version's
+// layout, frozen: never change one once its version is released.
+var fixtureWriters = map[int]func(tx *bbolt.Tx, f fixture) error{
+	1: func(tx *bbolt.Tx, f fixture) error {
+		// Version 1: the live state was one JSON document, live/state.
+		v, err := json.Marshal(f.live)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket([]byte("live")).Put([]byte("state"), v); err != nil {
+			return err
+		}
+		return writeCommon(tx, f)
+	},
+}
+
+// writeCommon writes the audit and snapshot buckets, unchanged since
+// version 1.
+func writeCommon(tx *bbolt.Tx, f fixture) error {
+	ab := tx.Bucket([]byte("audit"))
+	for _, a := range f.audit {
+		id, _ := ab.NextSequence()
+		a.ID = id
+		v, _ := json.Marshal(a)
+		if err := ab.Put(binary.BigEndian.AppendUint64(nil, id), v); err != nil {
+			return err
+		}
+	}
+	eb := tx.Bucket([]byte("entries"))
+	for i := range f.snapshot.Entries {
+		e := &f.snapshot.Entries[i]
+		if err := eb.Put(store.AppendEntryKey(nil, e.Group, e.Peer), store.AppendEntry(nil, e)); err != nil {
+			return err
+		}
+	}
+	gb := tx.Bucket([]byte("groups"))
+	for _, g := range f.snapshot.Groups {
+		v, _ := json.Marshal(g)
+		if err := gb.Put([]byte(g.Name), v); err != nil {
+			return err
+		}
+	}
+	h, _ := json.Marshal(map[string]any{"taken_at_ms": f.snapshot.TakenAt, "enabled": f.snapshot.Enabled})
+	return tx.Bucket([]byte("snapshot")).Put([]byte("header"), h)
+}
+
+// writeFixture writes testdata/schema-v<version>.db.
+func writeFixture(path string, version int) error {
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	b, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	for i := range version {
+		err := b.Update(func(tx *bbolt.Tx) error {
+			if err := migrations.All[i].Up(tx); err != nil {
+				return err
+			}
+			return tx.Bucket([]byte("meta")).Put([]byte("schema_version"), binary.BigEndian.AppendUint64(nil, uint64(i+1)))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return b.Update(func(tx *bbolt.Tx) error { return fixtureWriters[version](tx, fixtureData()) })
+}
+
+func TestWriteFixtures(t *testing.T) {
+	if os.Getenv("LIMITERD_WRITE_FIXTURES") != "1" {
+		t.Skip("set LIMITERD_WRITE_FIXTURES=1 to rewrite testdata/schema-v*.db")
+	}
+	for v := range fixtureWriters {
+		path := filepath.Join("testdata", fmt.Sprintf("schema-v%d.db", v))
+		if err := writeFixture(path, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		t.Logf("wrote %s", path)
+	}
+}
+
+// Every older schema has its fixture, and each opens, migrates to the
+// current version and still holds all its data.
+func TestMigrateFixtures(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/schema-v*.db")
+	have := map[int]string{}
+	for _, p := range paths {
+		m := regexp.MustCompile(`schema-v(\d+)\.db$`).FindStringSubmatch(p)
+		v, _ := strconv.Atoi(m[1])
+		have[v] = p
+	}
+	for v := 1; v < len(migrations.All); v++ {
+		if have[v] == "" {
+			t.Errorf("no fixture for schema version %d: write its writer and run TestWriteFixtures", v)
+		}
+	}
+	want := fixtureData()
+	for v, src := range have {
+		t.Run(filepath.Base(src), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "limiterd.db")
+			writeFile(t, path, readFile(t, src))
+			var logs bytes.Buffer
+			db := MustOpenDBAt(t, path, store.Options{Logger: logTo(&logs)})
+			if err := db.Check(ctx); err != nil {
+				t.Fatalf("Check after migrating from %d: %v", v, err)
+			}
+			if n := bytes.Count(logs.Bytes(), []byte("database migrated")); n != len(migrations.All)-v {
+				t.Errorf("%d migrations logged, want %d:\n%s", n, len(migrations.All)-v, logs.String())
+			}
+			live, err := db.LoadLive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(live, want.live) {
+				t.Errorf("live state:\n got %#v\nwant %#v", live, want.live)
+			}
+			audit, err := db.Audit(ctx, 100, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Reverse(audit)
+			mustEqualJSON(t, "audit", audit, want.audit)
+			snap, rep, err := db.LoadSnapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Skipped != 0 || !reflect.DeepEqual(snap, want.snapshot) {
+				t.Errorf("snapshot (%+v):\n got %+v\nwant %+v", rep, snap, want.snapshot)
+			}
+			// The migrated database takes writes, ids following on.
+			if err := db.RemoveExemption(ctx, want.live.Exemptions[0], audit[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.AddExemption(ctx, want.live.Exemptions[0], audit[0]); err != nil {
+				t.Fatal(err)
+			}
+			live, _ = db.LoadLive(ctx)
+			if got := live.Exemptions; len(got) != 3 || got[2] != want.live.Exemptions[0] {
+				t.Errorf("exemptions after remove and add: %+v", got)
+			}
+			if last, _ := db.Audit(ctx, 1, 0); last[0].ID != uint64(len(want.audit)+2) {
+				t.Errorf("next audit id %d, want %d", last[0].ID, len(want.audit)+2)
+			}
+		})
+	}
+}

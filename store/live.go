@@ -1,0 +1,272 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"maps"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// bucket returns a bucket of the current schema; a missing one means the
+// file was changed behind limiterd's back.
+func bucket(tx *bbolt.Tx, name []byte) (*bbolt.Bucket, error) {
+	b := tx.Bucket(name)
+	if b == nil {
+		return nil, fmt.Errorf("bucket %s is missing", name)
+	}
+	return b, nil
+}
+
+// update runs fn in one write transaction, committed (fsync) on return.
+func (db *DB) update(ctx context.Context, what string, fn func(tx *bbolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := db.bolt.Update(fn); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+func (db *DB) view(ctx context.Context, what string, fn func(tx *bbolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := db.bolt.View(fn); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// appendAudit stores a with the next audit id.
+func appendAudit(tx *bbolt.Tx, a limiter.AuditEntry) error {
+	b, err := bucket(tx, bucketAudit)
+	if err != nil {
+		return err
+	}
+	id, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	a.ID = id
+	v, err := encodeAudit(a)
+	if err != nil {
+		return fmt.Errorf("audit entry: %w", err)
+	}
+	return b.Put(u64key(id), v)
+}
+
+// LoadLive returns the operators' live state: the overrides by group, the
+// exemptions in the order they were added, the switch.
+func (db *DB) LoadLive(ctx context.Context) (limiter.LiveState, error) {
+	st := limiter.LiveState{Overrides: map[string]limiter.Override{}}
+	err := db.view(ctx, "load the live settings", func(tx *bbolt.Tx) error {
+		st = limiter.LiveState{Overrides: map[string]limiter.Override{}}
+		return readLive(tx, &st)
+	})
+	return st, err
+}
+
+// readLive reads the live state. A value that does not decode is an
+// error: a live setting silently dropped could lift a limit or a block.
+func readLive(tx *bbolt.Tx, st *limiter.LiveState) error {
+	ob, err := bucket(tx, bucketOverrides)
+	if err != nil {
+		return err
+	}
+	err = ob.ForEach(func(k, v []byte) error {
+		o, err := decodeOverride(v)
+		if err != nil {
+			return fmt.Errorf("override of group %q: %w", k, err)
+		}
+		st.Overrides[string(k)] = o
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	eb, err := bucket(tx, bucketExemptions)
+	if err != nil {
+		return err
+	}
+	err = eb.ForEach(func(k, v []byte) error {
+		e, err := decodeExemption(v)
+		if err != nil {
+			return fmt.Errorf("exemption %s: %w", hex.EncodeToString(k), err)
+		}
+		st.Exemptions = append(st.Exemptions, e)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	lb, err := bucket(tx, bucketLive)
+	if err != nil {
+		return err
+	}
+	if v := lb.Get(keyDisabled); v != nil {
+		if st.Disabled, err = decodeDisabled(v); err != nil {
+			return fmt.Errorf("live/disabled: %w", err)
+		}
+	}
+	return nil
+}
+
+// SetOverride stores o as group's override (a nil o deletes it) and a, in
+// one transaction.
+func (db *DB) SetOverride(ctx context.Context, group string, o limiter.Override, a limiter.AuditEntry) error {
+	if group == "" {
+		return fmt.Errorf("set override: empty group name")
+	}
+	var v []byte
+	if o != nil {
+		var err error
+		if v, err = encodeOverride(maps.Clone(o)); err != nil {
+			return fmt.Errorf("set override of %s: %w", group, err)
+		}
+	}
+	return db.update(ctx, "set override of "+group, func(tx *bbolt.Tx) error {
+		b, err := bucket(tx, bucketOverrides)
+		if err != nil {
+			return err
+		}
+		if o == nil {
+			err = b.Delete([]byte(group))
+		} else {
+			err = b.Put([]byte(group), v)
+		}
+		if err != nil {
+			return err
+		}
+		return appendAudit(tx, a)
+	})
+}
+
+// findExemption returns the key of the exemption of e's kind and value, or
+// nil.
+func findExemption(b *bbolt.Bucket, e limiter.Exemption) ([]byte, error) {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		x, err := decodeExemption(v)
+		if err != nil {
+			return nil, fmt.Errorf("exemption %s: %w", hex.EncodeToString(k), err)
+		}
+		if x.Kind == e.Kind && x.Value == e.Value {
+			return append([]byte(nil), k...), nil
+		}
+	}
+	return nil, nil
+}
+
+// AddExemption stores e and a in one transaction. An exemption of the same
+// kind and value is replaced in place (its note updated), never doubled.
+func (db *DB) AddExemption(ctx context.Context, e limiter.Exemption, a limiter.AuditEntry) error {
+	v, err := encodeExemption(e)
+	if err != nil {
+		return fmt.Errorf("add exemption: %w", err)
+	}
+	return db.update(ctx, fmt.Sprintf("add %s %q", e.Kind, e.Value), func(tx *bbolt.Tx) error {
+		b, err := bucket(tx, bucketExemptions)
+		if err != nil {
+			return err
+		}
+		k, err := findExemption(b, e)
+		if err != nil {
+			return err
+		}
+		if k == nil {
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			k = u64key(seq)
+		}
+		if err := b.Put(k, v); err != nil {
+			return err
+		}
+		return appendAudit(tx, a)
+	})
+}
+
+// RemoveExemption removes the exemption of e's kind and value (absent: a
+// no-op) and stores a, in one transaction.
+func (db *DB) RemoveExemption(ctx context.Context, e limiter.Exemption, a limiter.AuditEntry) error {
+	return db.update(ctx, fmt.Sprintf("remove %s %q", e.Kind, e.Value), func(tx *bbolt.Tx) error {
+		b, err := bucket(tx, bucketExemptions)
+		if err != nil {
+			return err
+		}
+		k, err := findExemption(b, e)
+		if err != nil {
+			return err
+		}
+		if k != nil {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return appendAudit(tx, a)
+	})
+}
+
+// SetDisabled stores the global switch and a, in one transaction.
+func (db *DB) SetDisabled(ctx context.Context, disabled bool, a limiter.AuditEntry) error {
+	return db.update(ctx, "set the global switch", func(tx *bbolt.Tx) error {
+		b, err := bucket(tx, bucketLive)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(keyDisabled, encodeDisabled(disabled)); err != nil {
+			return err
+		}
+		return appendAudit(tx, a)
+	})
+}
+
+// Record stores an audit entry for an action that changes no setting. Its
+// ID is assigned by the store (a.ID is ignored).
+func (db *DB) Record(ctx context.Context, a limiter.AuditEntry) error {
+	return db.update(ctx, "record audit entry", func(tx *bbolt.Tx) error { return appendAudit(tx, a) })
+}
+
+// Audit returns up to limit audit entries with IDs below before (0: from
+// the newest), newest first. An entry that does not decode is skipped and
+// logged.
+func (db *DB) Audit(ctx context.Context, limit int, before uint64) ([]limiter.AuditEntry, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []limiter.AuditEntry
+	err := db.view(ctx, "read the audit log", func(tx *bbolt.Tx) error {
+		out = out[:0]
+		b, err := bucket(tx, bucketAudit)
+		if err != nil {
+			return err
+		}
+		c := b.Cursor()
+		var k, v []byte
+		if before == 0 {
+			k, v = c.Last()
+		} else if k, v = c.Seek(u64key(before)); k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		for ; k != nil && len(out) < limit; k, v = c.Prev() {
+			a, err := decodeAudit(v)
+			if err != nil || len(k) != 8 {
+				db.log.Warn("audit entry does not decode: skipped", "path", db.path, "key", hex.EncodeToString(k), "err", err)
+				continue
+			}
+			a.ID = binary.BigEndian.Uint64(k)
+			out = append(out, a)
+		}
+		return nil
+	})
+	return out, err
+}
