@@ -260,15 +260,15 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		return err
 	}
 	defer db.Close()
-	snaps := &snapshotter{lim: lim, db: db, log: m.log, now: now}
+	th, err := limiter.NewThrottle(cfg.ThrottleConfig(), now())
+	if err != nil {
+		return err
+	}
+	snaps := &snapshotter{lim: lim, th: th, db: db, log: m.log, now: now}
 	if err := snaps.restore(ctx); err != nil {
 		return err
 	}
 	live, err := web.NewLive(ctx, lim, db, limCfg, now)
-	if err != nil {
-		return err
-	}
-	th, err := limiter.NewThrottle(cfg.ThrottleConfig(), now())
 	if err != nil {
 		return err
 	}

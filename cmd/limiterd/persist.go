@@ -29,6 +29,7 @@ func dbPath(dataDir string) string { return filepath.Join(dataDir, "limiterd.db"
 // on demand and once more at shutdown. Safe for concurrent use.
 type snapshotter struct {
 	lim *limiter.Limiter
+	th  *limiter.Throttle
 	db  *store.DB
 	log *slog.Logger
 	now func() time.Time
@@ -54,6 +55,11 @@ func (s *snapshotter) restore(ctx context.Context) error {
 	}
 	if rep.Skipped > 0 {
 		s.log.Warn("snapshot records that did not decode were skipped", "skipped", rep.Skipped)
+	}
+	if ts, ok, err := s.db.LoadThrottle(ctx); err != nil {
+		s.log.Warn("the outbound throttle's saved state is unreadable: starting it empty", "err", err)
+	} else if ok {
+		s.th.Restore(s.now(), ts)
 	}
 	if snap.TakenAt == 0 {
 		s.log.Info("no snapshot yet: starting with no peer state")
@@ -84,6 +90,10 @@ func (s *snapshotter) save(ctx context.Context) error {
 		return fmt.Errorf("save the snapshot: %w", err)
 	}
 	s.needFull = false
+	if err := s.db.SaveThrottle(ctx, s.th.Snapshot(s.now())); err != nil {
+		s.errors.Add(1)
+		return fmt.Errorf("save the throttle: %w", err)
+	}
 	s.lastDuration.Store(int64(time.Since(start)))
 	s.lastWritten.Store(int64(st.Written))
 	s.written.Add(uint64(st.Written))

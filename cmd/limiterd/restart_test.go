@@ -255,3 +255,18 @@ func TestSnapshotExportRefusesWhileRunning(t *testing.T) {
 		t.Fatalf("the exhausted peer is not in the export:\n%.2000s", out)
 	}
 }
+
+func TestThrottleStateSurvivesRestart(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	cfg, _ := writeProcConfig(t, up.URL, "1h")
+	p := startProc(t, cfg)
+	// block_index: one call per 30 s per peer.
+	if code, v := p.api("POST", "/api/v1/throttle", `{"peer":"node-a:1984","path":"/block_index"}`); code != 200 {
+		t.Fatalf("%d %v", code, v)
+	}
+	p.stop(syscall.SIGTERM)
+	p = startProc(t, cfg)
+	if code, v := p.api("GET", "/api/v1/throttle?peer=node-a:1984&path=/block_index", ""); code != 200 || v["would_wait"] != true {
+		t.Fatalf("after a restart the throttle forgot the call: %d %v", code, v)
+	}
+}
