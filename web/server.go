@@ -136,6 +136,7 @@ func (s *Server) AdminHandler() http.Handler {
 		r.Post("/api/v1/limiter/off", s.handleSwitch(false))
 		r.Post("/api/v1/limiter/on", s.handleSwitch(true))
 		r.Post("/api/v1/check", s.handleCheck)
+		r.Get("/api/v1/check/auth", s.handleAuthRequest)
 		r.Post("/api/v1/release", s.handleRelease)
 		r.Get("/api/v1/audit", s.handleAudit)
 		r.Post("/api/v1/snapshot", s.handleSnapshot)
@@ -252,9 +253,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func writeError(w http.ResponseWriter, status int, msg, field string) {

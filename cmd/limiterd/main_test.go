@@ -387,8 +387,9 @@ func TestAdminAuth(t *testing.T) {
 		{"DELETE", "/api/v1/groups/general/overrides"}, {"GET", "/api/v1/peers"}, {"GET", "/api/v1/peers/1.2.3.4"},
 		{"DELETE", "/api/v1/peers/1.2.3.4"}, {"POST", "/api/v1/peers/1.2.3.4/reduce"},
 		{"GET", "/api/v1/exemptions"}, {"POST", "/api/v1/exemptions"}, {"DELETE", "/api/v1/exemptions"},
-		{"POST", "/api/v1/limiter/off"}, {"POST", "/api/v1/limiter/on"}, {"POST", "/api/v1/check"},
+		{"POST", "/api/v1/limiter/off"}, {"POST", "/api/v1/limiter/on"}, {"POST", "/api/v1/check"}, {"GET", "/api/v1/check/auth"},
 		{"POST", "/api/v1/release"}, {"GET", "/api/v1/audit"}, {"POST", "/api/v1/snapshot"},
+		{"GET", "/api/v1/throttle"}, {"POST", "/api/v1/throttle"},
 	} {
 		for _, auth := range []string{"", "Bearer wrong", "Basic dGVzdC10b2tlbg==", "Bearer "} {
 			req, _ := http.NewRequest(r.method, d.AdminURL()+r.path, strings.NewReader("{}"))
