@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
-	"net/http"
 	"net/netip"
 	"sort"
 	"sync"
@@ -296,7 +295,7 @@ func (l *Limiter) Classify(method, path string) Route {
 }
 
 // PeerOf identifies the peer of a request (SPEC §4).
-func (l *Limiter) PeerOf(remoteAddr string, h http.Header) Peer {
+func (l *Limiter) PeerOf(remoteAddr string, h Header) Peer {
 	return l.set.Load().ident.PeerOf(remoteAddr, h)
 }
 

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"fmt"
-	"net/http"
 	"net/netip"
 	"strings"
 )
@@ -61,6 +60,13 @@ func (id *Identifier) ParsePeer(s string) (Peer, error) {
 	return id.PeerFromAddr(a), nil
 }
 
+// Header is the read side of a request's header fields: http.Header
+// satisfies it. (The core does not import net/http.)
+type Header interface {
+	// Values returns every value of the canonical header key.
+	Values(key string) []string
+}
+
 // PeerOf returns the peer of a request whose http.Request.RemoteAddr is
 // remoteAddr and whose headers are h. It never panics and always returns a
 // valid Key.
@@ -90,13 +96,13 @@ func (id *Identifier) ParsePeer(s string) (Peer, error) {
 // PeerOf does not allocate for a well-formed source, with or without a
 // trusted proxy's chain; only malformed text that looks like an address
 // costs the allocation of netip's parse error.
-func (id *Identifier) PeerOf(remoteAddr string, h http.Header) Peer {
+func (id *Identifier) PeerOf(remoteAddr string, h Header) Peer {
 	a, ok := parseHostPort(remoteAddr, false)
 	if !ok {
 		return Peer{Key: OpaqueKey(remoteAddr)}
 	}
 	a = a.Unmap().WithZone("")
-	if id.trusted.Len() > 0 && id.trusted.Contains(a) && len(h) > 0 {
+	if id.trusted.Len() > 0 && id.trusted.Contains(a) && h != nil {
 		a = id.forwardedPeer(a, h)
 	}
 	return Peer{Addr: a, Key: KeyFromAddr(a, id.ipv6Prefix)}
@@ -104,7 +110,7 @@ func (id *Identifier) PeerOf(remoteAddr string, h http.Header) Peer {
 
 // forwardedPeer walks the forwarding chain of a request received from the
 // trusted proxy at proxy.
-func (id *Identifier) forwardedPeer(proxy netip.Addr, h http.Header) netip.Addr {
+func (id *Identifier) forwardedPeer(proxy netip.Addr, h Header) netip.Addr {
 	w := chainWalk{trusted: id.trusted, last: proxy}
 	if lines := h.Values("Forwarded"); len(lines) > 0 {
 		for i := len(lines) - 1; i >= 0 && !w.done; i-- {
