@@ -84,13 +84,13 @@ type Limiter struct {
 	leakyTicks [MaxGroups]atomic.Uint64
 	evictions  atomic.Uint64
 
-	shards [nShards]shard
+	shards *[nShards]shard
 }
 
 // New returns a Limiter for cfg whose group schedules start at now, with
 // the global switch on.
 func New(now time.Time, cfg Config) (*Limiter, error) {
-	l := &Limiter{ids: map[string]GroupID{GroupLocalPeers: LocalPeers}}
+	l := &Limiter{ids: map[string]GroupID{GroupLocalPeers: LocalPeers}, shards: new([nShards]shard)}
 	l.names[LocalPeers] = GroupLocalPeers
 	l.hash.seed = maphash.MakeSeed()
 	l.enabled.Store(true)
@@ -212,6 +212,14 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 		}
 	}
 	return st, nil
+}
+
+// CheckConfig reports whether New would accept cfg, without building the
+// tables: the cheap validation of a live edit before it is stored.
+func CheckConfig(cfg Config) error {
+	l := &Limiter{ids: map[string]GroupID{GroupLocalPeers: LocalPeers}}
+	_, err := l.build(0, cfg, nil, nil)
+	return err
 }
 
 // Config returns the configuration in force.

@@ -65,8 +65,8 @@ func NewLive(ctx context.Context, lim *limiter.Limiter, store Store, base limite
 	c := &Live{lim: lim, store: store, base: base, state: st, now: now}
 	cfg, err := c.effective(base, st)
 	if err != nil {
-		// A stored edit that no longer fits the file (a group removed, a
-		// limit now invalid) must not stop the daemon: apply what fits.
+		// Overrides of groups the file no longer has wait unused; a stored
+		// value that does not decode is an error worth stopping for.
 		return nil, fmt.Errorf("live settings over the file config: %w", err)
 	}
 	if err := lim.Apply(now(), cfg); err != nil {
@@ -126,7 +126,7 @@ func (c *Live) commit(next limiter.LiveState, store func() error) error {
 		return err
 	}
 	// Validate the whole configuration before anything is stored.
-	if _, err := limiter.New(c.now(), cfg); err != nil {
+	if err := limiter.CheckConfig(cfg); err != nil {
 		return err
 	}
 	if err := store(); err != nil {
