@@ -12,14 +12,24 @@ import (
 )
 
 // leases hold the in-flight slots of /api/v1/check admissions until the
-// caller releases them or the lease ends. Safe for concurrent use.
+// caller releases them or the lease ends. Every lease lasts the same
+// CheckLease, so expiries come in the order leases were made: a FIFO of
+// (id, expiry) lets expire visit only what expired (released leases leave
+// a stale item, skipped when its turn comes). Safe for concurrent use.
 type leases struct {
-	mu sync.Mutex
-	m  map[string]*lease
+	mu   sync.Mutex
+	m    map[string]*lease
+	q    []leaseItem
+	head int
 }
 
 type lease struct {
 	d       limiter.Decision
+	expires time.Time
+}
+
+type leaseItem struct {
+	id      string
 	expires time.Time
 }
 
@@ -31,6 +41,7 @@ func (l *leases) add(d limiter.Decision, expires time.Time) string {
 	id := hex.EncodeToString(b[:])
 	l.mu.Lock()
 	l.m[id] = &lease{d: d, expires: expires}
+	l.q = append(l.q, leaseItem{id: id, expires: expires})
 	l.mu.Unlock()
 	return id
 }
@@ -46,14 +57,22 @@ func (l *leases) release(id string) bool {
 	return ok
 }
 
+// expire releases the leases ended at now.
 func (l *leases) expire(now time.Time) {
 	l.mu.Lock()
 	var due []*lease
-	for id, x := range l.m {
-		if !now.Before(x.expires) {
+	for l.head < len(l.q) && !now.Before(l.q[l.head].expires) {
+		id := l.q[l.head].id
+		l.q[l.head] = leaseItem{}
+		l.head++
+		if x, ok := l.m[id]; ok {
 			due = append(due, x)
 			delete(l.m, id)
 		}
+	}
+	if l.head > 1024 && l.head*2 > len(l.q) {
+		l.q = append(l.q[:0], l.q[l.head:]...)
+		l.head = 0
 	}
 	l.mu.Unlock()
 	for _, x := range due {
@@ -61,7 +80,19 @@ func (l *leases) expire(now time.Time) {
 	}
 }
 
-func (l *leases) releaseAll() { l.expire(time.Unix(1<<62, 0)) }
+// releaseAll releases every lease (at shutdown).
+func (l *leases) releaseAll() {
+	l.mu.Lock()
+	all := make([]*lease, 0, len(l.m))
+	for _, x := range l.m {
+		all = append(all, x)
+	}
+	l.m, l.q, l.head = map[string]*lease{}, nil, 0
+	l.mu.Unlock()
+	for _, x := range all {
+		x.d.Release()
+	}
+}
 
 // checkRequest is the body of POST /api/v1/check.
 type checkRequest struct {
