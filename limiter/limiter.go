@@ -391,6 +391,11 @@ func (d *Decision) Release() {
 	d.l = nil
 	sh := &l.shards[d.shard]
 	sh.mu.Lock()
+	if int(d.slot>>pageBits) >= len(sh.pages) {
+		// The tables were replaced (Restore) since the decision.
+		sh.mu.Unlock()
+		return
+	}
 	e := sh.at(d.slot)
 	if e.gen == d.gen && e.key[1] != 0 && e.inflight > 0 {
 		st := &sh.stats[e.key.group()]

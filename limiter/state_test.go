@@ -393,3 +393,16 @@ func TestSnapshotDelta(t *testing.T) {
 		t.Fatalf("after the ticks: %+v", delta.Deleted)
 	}
 }
+
+func TestReleaseAfterRestore(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
+	g, _ := l.GroupID("test")
+	d := l.Decide(at(0), peer(A), g)
+	if _, err := l.Restore(at(1), limiter.Snapshot{TakenAt: at(1).UnixMilli(), Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	d.Release() // the tables are new: nothing to release, and no panic
+	if l.Tracked() != 0 {
+		t.Fatalf("tracked %d", l.Tracked())
+	}
+}
