@@ -365,6 +365,7 @@ type Decision struct {
 	shard uint16
 	slot  uint32
 	gen   uint32
+	epoch uint32 // the shard's epoch: Restore replaces the tables
 }
 
 // Quota is the state of a (peer, group) after a decision, for the
@@ -391,7 +392,7 @@ func (d *Decision) Release() {
 	d.l = nil
 	sh := &l.shards[d.shard]
 	sh.mu.Lock()
-	if int(d.slot>>pageBits) >= len(sh.pages) {
+	if sh.epoch != d.epoch || int(d.slot>>pageBits) >= len(sh.pages) {
 		// The tables were replaced (Restore) since the decision.
 		sh.mu.Unlock()
 		return
@@ -541,7 +542,7 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 		}
 		e.inflight++
 		stats.ItemsConcurrency++
-		d.l, d.shard, d.slot, d.gen = l, si, slot, e.gen
+		d.l, d.shard, d.slot, d.gen, d.epoch = l, si, slot, e.gen, sh.epoch
 	} else {
 		if d.Reason == ReasonConcurrency {
 			satInc(&e.rejConc)

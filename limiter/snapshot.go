@@ -144,6 +144,7 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		sh.idx, sh.mask, sh.pages = nil, 0, nil
 		sh.used, sh.free, sh.n, sh.head, sh.tail = 0, 0, 0, 0, 0
 		sh.deleted = nil
+		sh.epoch++
 		for g := range sh.stats {
 			s := &sh.stats[g]
 			s.PeersConcurrency, s.PeersTokens, s.PeersWindow = 0, 0, 0

@@ -401,8 +401,10 @@ func TestReleaseAfterRestore(t *testing.T) {
 	if _, err := l.Restore(at(1), limiter.Snapshot{TakenAt: at(1).UnixMilli(), Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
-	d.Release() // the tables are new: nothing to release, and no panic
-	if l.Tracked() != 0 {
-		t.Fatalf("tracked %d", l.Tracked())
+	d2 := l.Decide(at(2), peer(A), g) // a new entry, likely in the same slot and generation
+	d.Release()                       // stale: must neither panic nor release d2's slot
+	if v := l.Peer(at(2), peer(A).Key); len(v) != 1 || v[0].Inflight != 1 {
+		t.Fatalf("%+v", v)
 	}
+	d2.Release()
 }

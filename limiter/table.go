@@ -63,6 +63,7 @@ type shard struct {
 	used  uint32 // slots handed out so far (high-water mark)
 	free  uint32 // free list head, slot+1
 	n     int    // live entries
+	epoch uint32 // bumped when Restore replaces the tables
 	head  uint32 // most recently seen, slot+1
 	tail  uint32 // least recently seen, slot+1
 	stats [MaxGroups]GroupStats
