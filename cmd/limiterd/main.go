@@ -209,9 +209,6 @@ func (m *Main) serve(ctx context.Context, args []string) int {
 func (m *Main) start(ctx context.Context, src config.Source, adj adjust) int {
 	m.log = slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg, info, err := config.Load(src)
-	if err == nil && src.DataDir != "" {
-		cfg.Server.DataDir = src.DataDir
-	}
 	var limCfg limiter.Config
 	if err == nil {
 		if adj != nil {
@@ -407,9 +404,6 @@ func (m *Main) Reload() error {
 	cfg, _, err := config.Load(m.src)
 	if err != nil {
 		return err
-	}
-	if m.src.DataDir != "" {
-		cfg.Server.DataDir = m.src.DataDir
 	}
 	if m.adj != nil {
 		m.adj(cfg)

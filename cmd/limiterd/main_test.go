@@ -616,3 +616,28 @@ func TestOutboundThrottleThroughDaemon(t *testing.T) {
 		t.Fatalf("admitted calls %q", v)
 	}
 }
+
+func TestDataDirFlag(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.toml")
+	os.WriteFile(path, []byte(testConfig(up.URL, filepath.Join(dir, "from-file"), "")), 0o600)
+	m := &Main{Stdout: io.Discard, Stderr: io.Discard, Hangup: make(chan os.Signal, 1), ready: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	flagDir := filepath.Join(dir, "from-flag")
+	go func() { done <- m.Run(ctx, []string{"serve", "-config", path, "-data-dir", flagDir}) }()
+	select {
+	case <-m.Ready():
+	case code := <-done:
+		t.Fatalf("exit %d", code)
+	}
+	cancel()
+	<-done
+	if _, err := os.Stat(filepath.Join(flagDir, "limiterd.db")); err != nil {
+		t.Fatalf("-data-dir not used: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "from-file")); err == nil {
+		t.Fatal("the file's data_dir was used despite -data-dir")
+	}
+}
