@@ -120,6 +120,7 @@ func (s *Server) AdminHandler() http.Handler {
 	if s.opts.Gatherer != nil {
 		r.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	}
+	s.mountDashboard(r)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken)
 		r.Get("/api/v1/groups", s.handleGroups)

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// browser starts Debian's Chromium headless for one test. Without it the
+// test is skipped, except in CI, where it fails.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI needs %s (apt-get install chromium): %v", chromiumPath, err)
+		}
+		t.Skipf("no %s: %v", chromiumPath, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// shot saves a full-page screenshot to artifacts/dashboard/<name>.png.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	dir := filepath.Join("..", "..", "artifacts", "dashboard")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitText polls the text of sel until ok accepts it.
+func waitText(t *testing.T, ctx context.Context, what string, sel chromedp.CSS, ok func(string) bool) string {
+	t.Helper()
+	var last string
+	var lastErr error
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last, lastErr = chromedp.Run(qctx, chromedp.Text(sel))
+		cancel()
+		if lastErr == nil && ok(last) {
+			return last
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	t.Fatalf("waiting for %s: last text %q, err %v", what, last, lastErr)
+	return ""
+}
+
+// checkLabels fails when an input or select of the current page has no
+// <label for>, and when htmx did not load (a CSP or embedding problem).
+func checkLabels(t *testing.T, ctx context.Context, page string) {
+	t.Helper()
+	unlabelled, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+		.filter(e => !e.id || !document.querySelector('label[for="' + CSS.escape(e.id) + '"]'))
+		.map(e => e.name || e.outerHTML)`))
+	if err != nil {
+		t.Fatalf("%s: %v", page, err)
+	}
+	if len(unlabelled) > 0 {
+		t.Errorf("%s: inputs without a label: %v", page, unlabelled)
+	}
+	if page == "login" {
+		return
+	}
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`typeof htmx === "object" ? htmx.version : "missing"`))
+	if err != nil || v != "2.0.11" {
+		t.Errorf("%s: htmx %q, %v", page, v, err)
+	}
+}
+
+func TestDashboardInBrowser(t *testing.T) {
+	ctx := browser(t)
+	up, _ := countingUpstream(t, nil)
+	d := startDaemon(t, up.URL, "")
+	admin := d.AdminURL()
+
+	// Log in through the form.
+	if err := chromedp.Do(ctx, chromedp.Navigate(admin+"/")); err != nil {
+		t.Fatal(err)
+	}
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || !strings.HasSuffix(loc, "/login") {
+		t.Fatalf("not sent to the login page: %q %v", loc, err)
+	}
+	checkLabels(t, ctx, "login")
+	shot(t, ctx, "01-login")
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("token"), "test-token"),
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button`)),
+		chromedp.WaitVisible(chromedp.ID("stats")),
+	); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	checkLabels(t, ctx, "overview")
+
+	// An abusive peer: 127.0.0.1 exhausts general (leaky_limit 20).
+	var rejected int
+	for range 30 {
+		if d.get("/info").StatusCode == 429 {
+			rejected++
+		}
+	}
+	if rejected != 10 {
+		t.Fatalf("%d of 30 rejected, want 10", rejected)
+	}
+	// The overview picks it up by itself (htmx polls every 3 s).
+	waitText(t, ctx, "rejections on the overview", `tr[data-group="general"] td[data-col="rejected_rate_limit"]`,
+		func(s string) bool { return s == "10" })
+	waitText(t, ctx, "the peer in the top list", `#top-peers tbody tr td code`,
+		func(s string) bool { return s == "127.0.0.1" })
+	shot(t, ctx, "02-overview")
+
+	// The peers page lists it; its page shows its state in general.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(admin+"/peers"),
+		chromedp.WaitVisible(chromedp.ID("peers")),
+	); err != nil {
+		t.Fatalf("peers: %v", err)
+	}
+	waitText(t, ctx, "the peer on the peers page", `#peers tbody tr td code`, func(s string) bool { return s == "127.0.0.1" })
+	checkLabels(t, ctx, "peers")
+	shot(t, ctx, "03-peers")
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#peers tbody tr td a`)),
+		chromedp.WaitVisible(chromedp.ID("peer-state")),
+	); err != nil {
+		t.Fatalf("peer page: %v", err)
+	}
+	waitText(t, ctx, "the peer's tokens", `#peer-state tr[data-group="general"] td[data-col="tokens"]`, func(s string) bool { return s == "20" })
+	checkLabels(t, ctx, "peer")
+	shot(t, ctx, "04-peer")
+	if d.get("/info").StatusCode != 429 {
+		t.Fatal("the peer is not limited before the edit")
+	}
+
+	// Raise general's leaky_limit in the groups form.
+	field := chromedp.ID("g-general-leaky_limit")
+	save := chromedp.CSS(`#group-general form.group-form button[type="submit"]`)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(admin+"/groups"),
+		chromedp.Clear(field),
+		chromedp.SendKeys(field, "100"),
+		chromedp.Click(save),
+		chromedp.WaitVisible(chromedp.CSS(`#group-general p.flash`)),
+	); err != nil {
+		t.Fatalf("edit: %v", err)
+	}
+	checkLabels(t, ctx, "groups")
+	if resp := d.get("/info"); resp.StatusCode != 200 {
+		t.Fatalf("after raising leaky_limit: %d", resp.StatusCode)
+	}
+
+	// A bad value shows the message next to the field and changes nothing.
+	if err := chromedp.Do(ctx,
+		chromedp.Clear(field),
+		chromedp.SendKeys(field, "-5"),
+		chromedp.Click(save),
+	); err != nil {
+		t.Fatalf("bad edit: %v", err)
+	}
+	msg := waitText(t, ctx, "the validation message", `#group-general [data-field="leaky_limit"]`,
+		func(s string) bool { return s != "" })
+	t.Logf("validation message: %q", msg)
+	shot(t, ctx, "05-groups-invalid")
+	if code, v := d.admin("GET", "/api/v1/groups/general", ""); code != 200 || v["effective"].(map[string]any)["leaky_limit"] != float64(100) {
+		t.Fatalf("after the bad value: %d %v", code, v["effective"])
+	}
+
+	// Add an exemption.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(admin+"/exemptions"),
+		chromedp.SendKeys(chromedp.ID("ex-value"), "198.51.100.0/24"),
+		chromedp.SendKeys(chromedp.ID("ex-note"), "<b>browser test</b>"),
+		chromedp.Click(chromedp.CSS(`#add-exemption button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.ID("live-exemptions")),
+	); err != nil {
+		t.Fatalf("exemption: %v", err)
+	}
+	checkLabels(t, ctx, "exemptions")
+	shot(t, ctx, "06-exemptions")
+
+	// Both edits, by this session, in the audit log.
+	if err := chromedp.Do(ctx, chromedp.Navigate(admin+"/audit"), chromedp.WaitVisible(chromedp.ID("audit"))); err != nil {
+		t.Fatal(err)
+	}
+	audit := waitText(t, ctx, "the audit log", "#audit tbody", func(s string) bool {
+		return strings.Contains(s, "group.patch") && strings.Contains(s, "exemption.add")
+	})
+	if strings.Count(audit, "group.patch") != 1 || !strings.Contains(audit, "session:") {
+		t.Fatalf("audit: %q", audit)
+	}
+	checkLabels(t, ctx, "audit")
+	shot(t, ctx, "07-audit")
+
+	// The outbound throttle's page shows a call made through the API.
+	if code, _ := d.admin("POST", "/api/v1/throttle", `{"peer":"node-a:1984","path":"/info"}`); code != 200 {
+		t.Fatalf("throttle: %d", code)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(admin+"/outbound"), chromedp.WaitVisible(chromedp.ID("outbound-keys"))); err != nil {
+		t.Fatalf("outbound: %v", err)
+	}
+	waitText(t, ctx, "the outbound peer", `#outbound-keys tbody tr td code`, func(s string) bool { return s == "node-a:1984" })
+	checkLabels(t, ctx, "outbound")
+	shot(t, ctx, "08-outbound")
+
+	// Log out: the overview asks for the token again.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(admin+"/"),
+		chromedp.Click(chromedp.CSS(`form[action="/logout"] button`)),
+		chromedp.WaitVisible(chromedp.ID("token")),
+	); err != nil {
+		t.Fatalf("logout: %v", err)
+	}
+}

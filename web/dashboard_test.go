@@ -1,0 +1,777 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/html"
+
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/web"
+)
+
+// clock is a settable fake clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type dash struct {
+	t     *testing.T
+	h     http.Handler
+	lim   *limiter.Limiter
+	live  *web.Live
+	clock *clock
+}
+
+const dashToken = "s3cret-token"
+
+func newDash(t *testing.T) *dash {
+	t.Helper()
+	c := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	groups := limiter.ArweaveGroups()
+	g := groups["general"]
+	g.LeakyLimit, g.LeakyTickReduction = 3, 3
+	groups["general"] = g
+	cfg := limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
+	lim, err := limiter.New(c.Now(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := web.NewLive(context.Background(), lim, web.NewMemoryStore(), cfg, c.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := web.NewServer(lim, live, web.Options{Token: dashToken, Now: c.Now})
+	return &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}
+}
+
+// do sends one request; form is POSTed url-encoded when not nil.
+func (d *dash) do(method, path string, form url.Values, hdr ...string) *http.Response {
+	d.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	r := httptest.NewRequest(method, path, body)
+	r.RemoteAddr = "192.0.2.1:4000"
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	d.h.ServeHTTP(w, r)
+	return w.Result()
+}
+
+// login logs in through the form and returns the session cookie header
+// and the session's CSRF token (read from the overview's forms).
+func (d *dash) login() (cookie, csrf string) {
+	d.t.Helper()
+	resp := d.do("POST", "/login", url.Values{"token": {dashToken}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		d.t.Fatalf("login: %d %v", resp.StatusCode, resp.Header)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == "limiterd_session" {
+			cookie = c.Name + "=" + c.Value
+		}
+	}
+	if cookie == "" {
+		d.t.Fatal("no session cookie")
+	}
+	doc := d.page("/", cookie)
+	in := find(doc, func(n *html.Node) bool { return n.Data == "input" && attr(n, "name") == "csrf" })
+	if len(in) == 0 {
+		d.t.Fatal("no CSRF field on the overview")
+	}
+	return cookie, attr(in[0], "value")
+}
+
+// page GETs path with the cookie, wants 200 and returns the parsed page.
+func (d *dash) page(path, cookie string) *html.Node {
+	d.t.Helper()
+	resp := d.do("GET", path, nil, "Cookie", cookie)
+	if resp.StatusCode != http.StatusOK {
+		d.t.Fatalf("GET %s: %d", path, resp.StatusCode)
+	}
+	return parse(d.t, resp)
+}
+
+func parse(t *testing.T, resp *http.Response) *html.Node {
+	t.Helper()
+	defer resp.Body.Close()
+	doc, err := html.Parse(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+func hasAttr(n *html.Node, key string) bool {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// find returns every element under n that match accepts, in document
+// order.
+func find(n *html.Node, match func(*html.Node) bool) []*html.Node {
+	var out []*html.Node
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode && match(n) {
+			out = append(out, n)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(n)
+	return out
+}
+
+func byTag(tag string) func(*html.Node) bool { return func(n *html.Node) bool { return n.Data == tag } }
+
+func text(n *html.Node) string {
+	var b strings.Builder
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			b.WriteString(n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(n)
+	return strings.TrimSpace(b.String())
+}
+
+// checkPage asserts the structure every dashboard page must have: every
+// visible input and every select has a <label for> naming its id, ids are
+// unique, every POST form carries the CSRF token (but the login form),
+// and nothing inline would trip the Content-Security-Policy.
+func checkPage(t *testing.T, path string, doc *html.Node, csrf string) {
+	t.Helper()
+	ids := map[string]int{}
+	for _, n := range find(doc, func(n *html.Node) bool { return hasAttr(n, "id") }) {
+		ids[attr(n, "id")]++
+	}
+	for id, k := range ids {
+		if k > 1 {
+			t.Errorf("%s: id %q used %d times", path, id, k)
+		}
+	}
+	labels := map[string]bool{}
+	for _, l := range find(doc, byTag("label")) {
+		labels[attr(l, "for")] = true
+	}
+	for _, n := range find(doc, func(n *html.Node) bool {
+		return (n.Data == "input" && attr(n, "type") != "hidden") || n.Data == "select" || n.Data == "textarea"
+	}) {
+		id := attr(n, "id")
+		if id == "" || !labels[id] {
+			t.Errorf("%s: <%s name=%q id=%q> has no <label for>", path, n.Data, attr(n, "name"), id)
+		}
+	}
+	for _, f := range find(doc, byTag("form")) {
+		switch strings.ToLower(attr(f, "method")) {
+		case "get":
+			if attr(f, "action") != "/peers" {
+				t.Errorf("%s: form %q is method=get", path, attr(f, "action"))
+			}
+			continue
+		case "post":
+		default:
+			t.Errorf("%s: form %q has method %q", path, attr(f, "action"), attr(f, "method"))
+		}
+		if attr(f, "action") == "/login" {
+			continue
+		}
+		tok := find(f, func(n *html.Node) bool {
+			return n.Data == "input" && attr(n, "type") == "hidden" && attr(n, "name") == "csrf"
+		})
+		if len(tok) != 1 || attr(tok[0], "value") != csrf || csrf == "" {
+			t.Errorf("%s: form %q lacks the session's CSRF field", path, attr(f, "action"))
+		}
+	}
+	for _, s := range find(doc, byTag("script")) {
+		if attr(s, "src") == "" || text(s) != "" {
+			t.Errorf("%s: inline script", path)
+		}
+	}
+	if n := find(doc, byTag("style")); len(n) > 0 {
+		t.Errorf("%s: inline <style>", path)
+	}
+	for _, n := range find(doc, func(n *html.Node) bool { return hasAttr(n, "style") || strings.HasPrefix(firstOn(n), "on") }) {
+		t.Errorf("%s: <%s> has an inline style or event handler", path, n.Data)
+	}
+}
+
+func firstOn(n *html.Node) string {
+	for _, a := range n.Attr {
+		if strings.HasPrefix(a.Key, "on") || strings.HasPrefix(a.Key, "hx-on") {
+			return "on"
+		}
+	}
+	return ""
+}
+
+func TestDashboardPagesStructure(t *testing.T) {
+	d := newDash(t)
+	cookie, csrf := d.login()
+	// Give the pages something to list.
+	if _, err := d.live.AddExemption(context.Background(), "test", limiter.Exemption{Kind: limiter.DenyPeer, Value: "198.51.100.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := d.lim.GroupID("general")
+	for _, ip := range []string{"203.0.113.9", "2001:db8::1"} {
+		a := mustAddr(t, ip)
+		dec := d.lim.Decide(d.clock.Now(), limiter.Peer{Addr: a, Key: limiter.KeyFromAddr(a, 64)}, g)
+		dec.Release()
+	}
+	for _, path := range []string{"/", "/groups", "/exemptions", "/audit", "/peers", "/peers?q=bogus", "/peer?key=203.0.113.9", "/peer?key=2001:db8::/64", "/outbound"} {
+		resp := d.do("GET", path, nil, "Cookie", cookie)
+		if resp.StatusCode != 200 && !(path == "/peers?q=bogus" && resp.StatusCode == http.StatusUnprocessableEntity) {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+		doc := parse(t, resp)
+		checkPage(t, path, doc, csrf)
+		if len(find(doc, byTag("h1"))) != 1 {
+			t.Errorf("%s: want one h1", path)
+		}
+	}
+	// The login page, without a session.
+	resp := d.do("GET", "/login", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("login page: %d", resp.StatusCode)
+	}
+	checkPage(t, "/login", parse(t, resp), "")
+	// Groups: one form per group with every key of SPEC §3.
+	doc := d.page("/groups", cookie)
+	forms := find(doc, func(n *html.Node) bool { return n.Data == "form" && strings.HasPrefix(attr(n, "action"), "/groups/") })
+	if len(forms) != len(d.live.Groups()) {
+		t.Fatalf("%d group forms for %d groups", len(forms), len(d.live.Groups()))
+	}
+	for _, f := range forms {
+		for _, k := range limiter.GroupKeys {
+			if len(find(f, func(n *html.Node) bool { return attr(n, "name") == k })) != 1 {
+				t.Errorf("form %s: no field %s", attr(f, "action"), k)
+			}
+		}
+		if attr(f, "hx-post") != attr(f, "action") {
+			t.Errorf("form %s: hx-post %q", attr(f, "action"), attr(f, "hx-post"))
+		}
+	}
+	// The overview polls its stats partial.
+	doc = d.page("/", cookie)
+	poll := find(doc, func(n *html.Node) bool { return attr(n, "id") == "stats" })
+	if len(poll) != 1 || attr(poll[0], "hx-get") != "/stats" || attr(poll[0], "hx-trigger") != "every 3s" {
+		t.Fatalf("stats poll: %v", poll)
+	}
+}
+
+func TestDashboardSecurityHeaders(t *testing.T) {
+	d := newDash(t)
+	cookie, _ := d.login()
+	want := map[string]string{
+		"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+		"X-Frame-Options":         "DENY",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "same-origin",
+	}
+	for _, path := range []string{"/", "/stats", "/groups", "/exemptions", "/audit", "/login", "/static/app.js"} {
+		c := cookie
+		if path == "/login" {
+			c = "" // a session is sent on to the overview
+		}
+		resp := d.do("GET", path, nil, "Cookie", c)
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", path, resp.StatusCode)
+		}
+		for k, v := range want {
+			if got := resp.Header.Get(k); got != v {
+				t.Errorf("%s: %s = %q", path, k, got)
+			}
+		}
+	}
+	// Unauthenticated pages redirect to the login, and carry the headers too.
+	resp := d.do("GET", "/groups", nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login" || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Fatalf("no session: %d %v", resp.StatusCode, resp.Header)
+	}
+}
+
+func TestDashboardStatic(t *testing.T) {
+	d := newDash(t)
+	for path, ctype := range map[string]string{
+		"/static/htmx.min.js":       "text/javascript",
+		"/static/uPlot.iife.min.js": "text/javascript",
+		"/static/uPlot.min.css":     "text/css",
+		"/static/app.css":           "text/css",
+		"/static/htmx.LICENSE":      "",
+	} {
+		resp := d.do("GET", path, nil)
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), ctype) {
+			t.Errorf("%s: %d %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if cc := resp.Header.Get("Cache-Control"); !strings.Contains(cc, "max-age=31536000") {
+			t.Errorf("%s: Cache-Control %q", path, cc)
+		}
+	}
+	if resp := d.do("GET", "/static/", nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("directory listing: %d", resp.StatusCode)
+	}
+}
+
+func TestDashboardLogin(t *testing.T) {
+	d := newDash(t)
+	resp := d.do("POST", "/login", url.Values{"token": {dashToken}})
+	var c *http.Cookie
+	for _, x := range resp.Cookies() {
+		if x.Name == "limiterd_session" {
+			c = x
+		}
+	}
+	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || len(c.Value) != 64 {
+		t.Fatalf("cookie %+v", c)
+	}
+	cookie := c.Name + "=" + c.Value
+	d.page("/", cookie)
+	// Five failures from one address, then 429 even for the right token.
+	for i := 0; i < 5; i++ {
+		resp := d.do("POST", "/login", url.Values{"token": {"wrong"}})
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d", i, resp.StatusCode)
+		}
+		errs := find(parse(t, resp), func(n *html.Node) bool { return attr(n, "id") == "login-error" })
+		if len(errs) != 1 {
+			t.Fatalf("failure %d: no message", i)
+		}
+	}
+	resp = d.do("POST", "/login", url.Values{"token": {dashToken}})
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("sixth login: %d", resp.StatusCode)
+	}
+	if len(resp.Cookies()) != 0 {
+		t.Fatal("a blocked login set a cookie")
+	}
+	// Another address may still log in; a minute later this one may too.
+	r := httptest.NewRequest("POST", "/login", strings.NewReader("token="+dashToken))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.RemoteAddr = "192.0.2.2:5000"
+	w := httptest.NewRecorder()
+	d.h.ServeHTTP(w, r)
+	if w.Code != http.StatusSeeOther {
+		t.Fatalf("other address: %d", w.Code)
+	}
+	d.clock.Add(time.Minute)
+	if resp := d.do("POST", "/login", url.Values{"token": {dashToken}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("after a minute: %d", resp.StatusCode)
+	}
+	// Logout ends the session.
+	doc := d.page("/", cookie)
+	csrf := attr(find(doc, func(n *html.Node) bool { return attr(n, "name") == "csrf" })[0], "value")
+	if resp := d.do("POST", "/logout", url.Values{"csrf": {csrf}}, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	if resp := d.do("GET", "/", nil, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("after logout: %d", resp.StatusCode)
+	}
+	// Sessions expire after 12 h.
+	cookie, _ = d.login()
+	d.clock.Add(12*time.Hour + time.Second)
+	if resp := d.do("GET", "/", nil, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("expired session: %d", resp.StatusCode)
+	}
+}
+
+func TestDashboardCSRFAndAudit(t *testing.T) {
+	d := newDash(t)
+	cookie, csrf := d.login()
+	for _, form := range []url.Values{{"on": {"false"}}, {"on": {"false"}, "csrf": {"forged"}}} {
+		resp := d.do("POST", "/switch", form, "Cookie", cookie)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("switch %v: %d", form, resp.StatusCode)
+		}
+	}
+	if !d.lim.Enabled() {
+		t.Fatal("a POST without the CSRF token turned the limiter off")
+	}
+	resp := d.do("POST", "/switch", url.Values{"on": {"false"}, "csrf": {csrf}}, "Cookie", cookie)
+	if resp.StatusCode != http.StatusSeeOther || d.lim.Enabled() {
+		t.Fatalf("switch: %d, enabled %v", resp.StatusCode, d.lim.Enabled())
+	}
+	// A script with the bearer token needs no CSRF token.
+	resp = d.do("POST", "/switch", url.Values{"on": {"true"}}, "Authorization", "Bearer "+dashToken)
+	if resp.StatusCode != http.StatusSeeOther || !d.lim.Enabled() {
+		t.Fatalf("bearer switch: %d", resp.StatusCode)
+	}
+	if resp := d.do("GET", "/", nil, "Authorization", "Bearer nope"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong bearer: %d", resp.StatusCode)
+	}
+	doc := d.page("/audit", cookie)
+	rows := find(doc, func(n *html.Node) bool { return n.Data == "tr" && n.Parent.Data == "tbody" })
+	if len(rows) != 2 {
+		t.Fatalf("%d audit rows", len(rows))
+	}
+	cells := find(rows[1], byTag("td"))
+	actor := text(cells[2])
+	if !strings.HasPrefix(actor, "session:") || len(actor) != len("session:")+8 || strings.Contains(cookie, actor[8:]) {
+		t.Fatalf("session actor %q", actor)
+	}
+	if got := text(find(rows[0], byTag("td"))[2]); got != "api-token" {
+		t.Fatalf("bearer actor %q", got)
+	}
+}
+
+func TestDashboardGroupEdit(t *testing.T) {
+	d := newDash(t)
+	cookie, csrf := d.login()
+	post := func(form url.Values, hdr ...string) *http.Response {
+		form.Set("csrf", csrf)
+		return d.do("POST", "/groups/general", form, append([]string{"Cookie", cookie}, hdr...)...)
+	}
+	for _, bad := range []struct{ key, value string }{
+		{"leaky_limit", "abc"},
+		{"leaky_limit", "-1"},
+		{"concurrency_limit", "0"},
+		{"mode", "loud"},
+	} {
+		resp := post(url.Values{bad.key: {bad.value}, "leaky_tick_reduction": {"7"}})
+		if resp.StatusCode != http.StatusUnprocessableEntity {
+			t.Fatalf("%s=%s: %d", bad.key, bad.value, resp.StatusCode)
+		}
+		doc := parse(t, resp)
+		msg := find(doc, func(n *html.Node) bool { return hasAttr(n, "data-field") })
+		if len(msg) != 1 || attr(msg[0], "data-field") != bad.key || text(msg[0]) == "" {
+			t.Fatalf("%s=%s: message %v", bad.key, bad.value, msg)
+		}
+		// The field keeps what was typed.
+		in := find(doc, func(n *html.Node) bool { return attr(n, "id") == "g-general-"+bad.key })
+		if len(in) != 1 || (in[0].Data == "input" && attr(in[0], "value") != bad.value) || attr(in[0], "aria-invalid") != "true" {
+			t.Fatalf("%s=%s: field %v", bad.key, bad.value, in)
+		}
+		checkPage(t, "/groups (422)", doc, csrf)
+		if v, _ := d.live.Group("general"); v.Effective.LeakyLimit != 3 || v.Effective.LeakyTickReduction != 3 || len(v.Override) != 0 {
+			t.Fatalf("%s=%s changed the group: %+v", bad.key, bad.value, v)
+		}
+	}
+	// htmx gets only the form back.
+	resp := post(url.Values{"leaky_limit": {"x"}}, "HX-Request", "true")
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("htmx 422: %d", resp.StatusCode)
+	}
+	doc := parse(t, resp)
+	if len(find(doc, byTag("h1"))) != 0 || len(find(doc, byTag("section"))) != 1 {
+		t.Fatal("htmx got more than the form")
+	}
+	// A good value: applied, the file value shown beside the override.
+	resp = post(url.Values{"leaky_limit": {"100"}, "concurrency_limit": {"150"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save: %d", resp.StatusCode)
+	}
+	v, _ := d.live.Group("general")
+	if v.Effective.LeakyLimit != 100 || len(v.Override) != 1 {
+		t.Fatalf("after save: %+v override %v", v.Effective, v.Override)
+	}
+	doc = d.page("/groups?done=saved", cookie)
+	sec := find(doc, func(n *html.Node) bool { return attr(n, "id") == "group-general" })[0]
+	in := find(sec, func(n *html.Node) bool { return attr(n, "name") == "leaky_limit" })[0]
+	if attr(in, "value") != "100" || !strings.Contains(text(in.Parent.NextSibling.NextSibling), "file: 3") && !strings.Contains(text(sec), "file: 3") {
+		t.Fatalf("override display: %q", text(sec))
+	}
+	// Back to the file value.
+	resp = d.do("POST", "/groups/general/reset", url.Values{"csrf": {csrf}}, "Cookie", cookie)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reset: %d", resp.StatusCode)
+	}
+	if v, _ := d.live.Group("general"); v.Effective.LeakyLimit != 3 || len(v.Override) != 0 {
+		t.Fatalf("after reset: %+v", v)
+	}
+	if resp := d.do("POST", "/groups/nope", url.Values{"csrf": {csrf}}, "Cookie", cookie); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown group: %d", resp.StatusCode)
+	}
+}
+
+const hostile = `"><script>alert(1)</script><img src=x onerror=alert(2)>`
+
+func TestDashboardEscapesHostileStrings(t *testing.T) {
+	d := newDash(t)
+	cookie, csrf := d.login()
+	path := "/x/" + hostile
+	resp := d.do("POST", "/exemptions", url.Values{"csrf": {csrf}, "kind": {"exempt_path"}, "value": {path}, "note": {hostile}}, "Cookie", cookie)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("add: %d", resp.StatusCode)
+	}
+	// A bad value re-renders the form with the typed (hostile) value.
+	resp = d.do("POST", "/exemptions", url.Values{"csrf": {csrf}, "kind": {"deny_peer"}, "value": {hostile}}, "Cookie", cookie)
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("bad add: %d", resp.StatusCode)
+	}
+	bad := parse(t, resp)
+	resp = d.do("GET", "/peer?key="+url.QueryEscape(hostile), nil, "Cookie", cookie)
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("hostile peer: %d", resp.StatusCode)
+	}
+	badPeer := parse(t, resp)
+	resp = d.do("GET", "/peers?q="+url.QueryEscape(hostile), nil, "Cookie", cookie)
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("hostile search: %d", resp.StatusCode)
+	}
+	badSearch := parse(t, resp)
+	if in := find(badSearch, func(n *html.Node) bool { return attr(n, "id") == "peers-q" }); len(in) != 1 || attr(in[0], "value") != hostile {
+		t.Fatalf("search value not kept: %v", in)
+	}
+	for name, doc := range map[string]*html.Node{"exemptions": d.page("/exemptions", cookie), "audit": d.page("/audit", cookie), "422": bad, "peer": badPeer, "search": badSearch} {
+		if n := find(doc, byTag("img")); len(n) != 0 {
+			t.Errorf("%s: hostile <img> rendered as an element", name)
+		}
+		for _, s := range find(doc, byTag("script")) {
+			if attr(s, "src") == "" {
+				t.Errorf("%s: hostile <script> rendered as an element", name)
+			}
+		}
+		found := find(doc, func(n *html.Node) bool {
+			return (n.Data == "code" || n.Data == "td" || n.Data == "p") && strings.Contains(text(n), hostile)
+		})
+		if (name == "exemptions" || name == "audit") && len(found) == 0 {
+			t.Errorf("%s: the hostile string is not shown as text", name)
+		}
+		checkPage(t, name, doc, csrf)
+	}
+	in := find(bad, func(n *html.Node) bool { return attr(n, "id") == "ex-value" })
+	if len(in) != 1 || attr(in[0], "value") != hostile {
+		t.Fatalf("typed value not kept: %v", in)
+	}
+	// Remove it again.
+	resp = d.do("POST", "/exemptions/delete", url.Values{"csrf": {csrf}, "kind": {"exempt_path"}, "value": {path}}, "Cookie", cookie)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("remove: %d", resp.StatusCode)
+	}
+	if live, _ := d.live.Exemptions(); len(live) != 0 {
+		t.Fatalf("left: %v", live)
+	}
+}
+
+func TestDashboardOverviewShowsRejections(t *testing.T) {
+	d := newDash(t)
+	cookie, _ := d.login()
+	g, _ := d.lim.GroupID("general")
+	for _, ip := range []string{"203.0.113.7", "203.0.113.8"} {
+		a := mustAddr(t, ip)
+		p := limiter.Peer{Addr: a, Key: limiter.KeyFromAddr(a, 64)}
+		n := 5
+		if ip == "203.0.113.8" {
+			n = 10
+		}
+		for i := 0; i < n; i++ {
+			dec := d.lim.Decide(d.clock.Now(), p, g)
+			dec.Release()
+		}
+	}
+	doc := d.page("/stats", cookie)
+	row := find(doc, func(n *html.Node) bool { return n.Data == "tr" && attr(n, "data-group") == "general" })
+	if len(row) != 1 {
+		t.Fatal("no general row")
+	}
+	cell := func(col string) string {
+		c := find(row[0], func(n *html.Node) bool { return attr(n, "data-col") == col })
+		return text(c[0])
+	}
+	if cell("requests") != "15" || cell("rejected_rate_limit") != "9" || cell("admitted") != "6" {
+		t.Fatalf("general: requests %s rejected %s admitted %s", cell("requests"), cell("rejected_rate_limit"), cell("admitted"))
+	}
+	peers := find(doc, func(n *html.Node) bool {
+		return n.Data == "tr" && n.Parent.Data == "tbody" && n.Parent.Parent.Data == "table" && attr(n.Parent.Parent, "id") == "top-peers"
+	})
+	if len(peers) != 2 || !strings.Contains(text(peers[0]), "203.0.113.8") {
+		t.Fatalf("top peers: %d", len(peers))
+	}
+}
+
+func mustAddr(t *testing.T, s string) netip.Addr {
+	t.Helper()
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestDashboardPeers(t *testing.T) {
+	d := newDash(t)
+	cookie, csrf := d.login()
+	g, _ := d.lim.GroupID("general")
+	// 25 peers; peer i sends 3+i requests (leaky_limit 3): i rejections.
+	for i := 0; i < 25; i++ {
+		a := mustAddr(t, "192.0.2."+strconv.Itoa(i))
+		for j := 0; j < 3+i; j++ {
+			dec := d.lim.Decide(d.clock.Now(), limiter.Peer{Addr: a, Key: limiter.KeyFromAddr(a, 64)}, g)
+			dec.Release()
+		}
+	}
+	rows := func(doc *html.Node) []string {
+		var out []string
+		for _, tr := range find(doc, func(n *html.Node) bool { return n.Data == "tr" && n.Parent.Data == "tbody" }) {
+			out = append(out, text(find(tr, byTag("code"))[0]))
+		}
+		return out
+	}
+	link := func(doc *html.Node, rel string) string {
+		a := find(doc, func(n *html.Node) bool { return n.Data == "a" && attr(n, "rel") == rel })
+		if len(a) == 0 {
+			return ""
+		}
+		return attr(a[0], "href")
+	}
+	doc := d.page("/peers?limit=10", cookie)
+	if got := rows(doc); len(got) != 10 || got[0] != "192.0.2.24" || got[9] != "192.0.2.15" {
+		t.Fatalf("page 1: %v", got)
+	}
+	if link(doc, "prev") != "" || link(doc, "next") == "" {
+		t.Fatal("page 1 links")
+	}
+	doc = d.page(link(doc, "next"), cookie)
+	if got := rows(doc); len(got) != 10 || got[0] != "192.0.2.14" {
+		t.Fatalf("page 2: %v", got)
+	}
+	doc = d.page(link(doc, "next"), cookie)
+	if got := rows(doc); len(got) != 5 || link(doc, "next") != "" || link(doc, "prev") == "" {
+		t.Fatalf("page 3: %v", got)
+	}
+	// Search by CIDR.
+	if got := rows(d.page("/peers?q=192.0.2.4/30", cookie)); len(got) != 4 {
+		t.Fatalf("CIDR search: %v", got)
+	}
+	// A bad search: 422, the message marked with its field.
+	resp := d.do("GET", "/peers?q=nope", nil, "Cookie", cookie)
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("bad search: %d", resp.StatusCode)
+	}
+	if m := find(parse(t, resp), func(n *html.Node) bool { return attr(n, "data-field") == "q" }); len(m) != 1 {
+		t.Fatal("no message for q")
+	}
+	// A peer's page, a reduction and forgetting it, audited.
+	doc = d.page("/peer?key=192.0.2.24", cookie)
+	tok := find(doc, func(n *html.Node) bool { return attr(n, "data-col") == "tokens" })
+	if len(tok) != 1 || text(tok[0]) != "3" {
+		t.Fatalf("tokens %v", tok)
+	}
+	resp = d.do("POST", "/peer/reduce", url.Values{"csrf": {csrf}, "key": {"192.0.2.24"}, "group": {"general"}}, "Cookie", cookie)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reduce: %d", resp.StatusCode)
+	}
+	doc = d.page(resp.Header.Get("Location"), cookie)
+	if tok := find(doc, func(n *html.Node) bool { return attr(n, "data-col") == "tokens" }); text(tok[0]) != "2" {
+		t.Fatalf("after reduce: %s", text(tok[0]))
+	}
+	resp = d.do("POST", "/peer/forget", url.Values{"csrf": {csrf}, "key": {"192.0.2.24"}}, "Cookie", cookie)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("forget: %d", resp.StatusCode)
+	}
+	if got := d.lim.Peer(d.clock.Now(), limiter.KeyFromAddr(mustAddr(t, "192.0.2.24"), 64)); len(got) != 0 {
+		t.Fatalf("not forgotten: %v", got)
+	}
+	audit := text(d.page("/audit", cookie))
+	if !strings.Contains(audit, "peer.reduce") || !strings.Contains(audit, "peer.forget") {
+		t.Fatalf("audit: %s", audit)
+	}
+	if resp := d.do("POST", "/peer/reduce", url.Values{"csrf": {csrf}, "key": {"192.0.2.1"}, "group": {"nope"}}, "Cookie", cookie); resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("bad group: %d", resp.StatusCode)
+	}
+}
+
+func TestDashboardOutbound(t *testing.T) {
+	// Without a throttle the page says so.
+	d := newDash(t)
+	cookie, csrf := d.login()
+	doc := d.page("/outbound", cookie)
+	checkPage(t, "/outbound", doc, csrf)
+	if len(find(doc, func(n *html.Node) bool { return attr(n, "id") == "outbound" })) != 0 {
+		t.Fatal("a throttle table without a throttle")
+	}
+
+	c := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
+	lim, err := limiter.New(c.Now(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := web.NewLive(context.Background(), lim, web.NewMemoryStore(), cfg, c.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th, err := limiter.NewThrottle(limiter.ArweaveThrottleConfig(), c.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		th.Try(c.Now(), hostile, "/info")
+	}
+	th.AddWaiter(hostile, limiter.DefaultThrottleType, 1)
+	s := web.NewServer(lim, live, web.Options{Token: dashToken, Now: c.Now, Throttle: th})
+	d = &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}
+	cookie, csrf = d.login()
+	doc = d.page("/outbound", cookie)
+	checkPage(t, "/outbound", doc, csrf)
+	poll := find(doc, func(n *html.Node) bool { return attr(n, "id") == "outbound" })
+	if len(poll) != 1 || attr(poll[0], "hx-get") != "/outbound/stats" {
+		t.Fatal("no live outbound part")
+	}
+	cell := func(doc *html.Node, col string) string {
+		return text(find(doc, func(n *html.Node) bool { return attr(n, "data-col") == col })[0])
+	}
+	if cell(doc, "admitted") != "3" || cell(doc, "waiters") != "1" {
+		t.Fatalf("admitted %s waiters %s", cell(doc, "admitted"), cell(doc, "waiters"))
+	}
+	rows := find(doc, func(n *html.Node) bool {
+		return n.Data == "tr" && n.Parent.Data == "tbody" && attr(n.Parent.Parent, "id") == "outbound-keys"
+	})
+	if len(rows) != 1 || text(find(rows[0], byTag("code"))[0]) != hostile {
+		t.Fatalf("keys: %d", len(rows))
+	}
+	if len(find(doc, byTag("img"))) != 0 {
+		t.Fatal("a hostile peer name rendered as an element")
+	}
+	part := d.page("/outbound/stats", cookie)
+	if len(find(part, byTag("h1"))) != 0 || cell(part, "admitted") != "3" {
+		t.Fatal("the stats partial")
+	}
+}
