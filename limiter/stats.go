@@ -132,27 +132,11 @@ func (sh *shard) view(e *entry, st *settings, ms int64) EntryView {
 // the ticks due at now applied.
 func (l *Limiter) Peer(now time.Time, k PeerKey) []EntryView {
 	st := l.set.Load()
-	ms := now.UnixMilli()
 	var out []EntryView
 	for g := range st.groups {
-		gr := &st.groups[g]
-		if !gr.defined || g == int(LocalPeers) {
-			continue
+		if v, ok := l.Entry(now, k, GroupID(g)); ok {
+			out = append(out, v)
 		}
-		key := makeEntryKey(GroupID(g), k)
-		sh, _, tag := l.shardOf(&key)
-		sh.mu.Lock()
-		if slot, pos, ok := sh.find(&key, tag); ok {
-			e := sh.at(slot)
-			sh.applyTicks(e, gr, ms, &sh.stats[g])
-			if e.dead() {
-				sh.remove(slot, pos)
-				l.total.Add(-1)
-			} else {
-				out = append(out, sh.view(e, st, ms))
-			}
-		}
-		sh.mu.Unlock()
 	}
 	return out
 }
@@ -192,4 +176,31 @@ func (l *Limiter) NextTicks(g GroupID, now time.Time) (leaky, cleanup time.Time)
 	}
 	ms := now.UnixMilli()
 	return time.UnixMilli(gr.leaky.NextAfter(ms)), time.UnixMilli(gr.cleanup.NextAfter(ms))
+}
+
+// Entry returns the state of peer k in group g, with the ticks due at now
+// applied; ok is false when it is not tracked.
+func (l *Limiter) Entry(now time.Time, k PeerKey, g GroupID) (v EntryView, ok bool) {
+	st := l.set.Load()
+	if int(g) >= MaxGroups || g == LocalPeers || !st.groups[g].defined {
+		return v, false
+	}
+	gr := &st.groups[g]
+	ms := now.UnixMilli()
+	key := makeEntryKey(g, k)
+	sh, _, tag := l.shardOf(&key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	slot, pos, found := sh.find(&key, tag)
+	if !found {
+		return v, false
+	}
+	e := sh.at(slot)
+	sh.applyTicks(e, gr, ms, &sh.stats[g])
+	if e.dead() {
+		sh.remove(slot, pos)
+		l.total.Add(-1)
+		return v, false
+	}
+	return sh.view(e, st, ms), true
 }

@@ -1,0 +1,255 @@
+package web
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// Sizes of the peer index.
+const (
+	// indexTop is how many entries the index keeps per sort order: the
+	// dashboard pages through at most this many without a search.
+	indexTop = 1000
+	// indexSearchMax bounds the entries one prefix search reads live.
+	indexSearchMax = 10000
+	// indexFrom is the table size from which queries go through the
+	// index; below it a direct scan is fast and exact.
+	indexFrom = 20000
+	// indexMaxAge is how old the index may get before a query refreshes it.
+	indexMaxAge = 10 * time.Second
+)
+
+// PeerIndex answers the dashboard's peer queries on large tables without
+// scanning every entry per request. One pass over the table (every
+// indexMaxAge, in Run) keeps the top indexTop entries of each sort
+// order and the sorted list of every tracked (peer, group); a query reads
+// the top lists, or binary-searches the sorted keys for an IP or CIDR and
+// reads those few entries live. Below indexFrom entries it scans directly
+// (exact and live). Safe for concurrent use.
+type PeerIndex struct {
+	lim *limiter.Limiter
+	now func() time.Time
+
+	mu  sync.Mutex // one refresh at a time
+	cur atomic.Pointer[peerIndexData]
+}
+
+type indexRef struct {
+	peer  limiter.PeerKey
+	group limiter.GroupID
+}
+
+type peerIndexData struct {
+	at    time.Time
+	total int
+	top   map[string][]limiter.EntryView // by sort order, best first
+	refs  []indexRef                     // sorted by peer key bytes
+}
+
+// NewPeerIndex returns an index over lim.
+func NewPeerIndex(lim *limiter.Limiter, now func() time.Time) *PeerIndex {
+	return &PeerIndex{lim: lim, now: now}
+}
+
+// Refresh rebuilds the index with one pass over the table.
+func (x *PeerIndex) Refresh() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	now := x.now()
+	heaps := make(map[string]*entryHeap, len(sortKeys))
+	for name, key := range sortKeys {
+		heaps[name] = &entryHeap{key: key}
+	}
+	refs := make([]indexRef, 0, x.lim.Tracked()+1024)
+	x.lim.Each(now, func(v limiter.EntryView) bool {
+		refs = append(refs, indexRef{peer: v.Peer, group: v.GroupID})
+		for _, h := range heaps {
+			if h.Len() < indexTop {
+				heap.Push(h, v)
+			} else if h.key(&v) > h.key(&h.v[0]) {
+				h.v[0] = v
+				heap.Fix(h, 0)
+			}
+		}
+		return true
+	})
+	slices.SortFunc(refs, func(a, b indexRef) int {
+		if c := bytes.Compare(a.peer[:], b.peer[:]); c != 0 {
+			return c
+		}
+		return int(a.group) - int(b.group)
+	})
+	d := &peerIndexData{at: now, total: len(refs), top: make(map[string][]limiter.EntryView, len(heaps)), refs: refs}
+	for name, h := range heaps {
+		out := make([]limiter.EntryView, h.Len())
+		for i := len(out) - 1; i >= 0; i-- {
+			out[i] = heap.Pop(h).(limiter.EntryView)
+		}
+		d.top[name] = out
+	}
+	x.cur.Store(d)
+}
+
+// data returns the index, building it on first use; afterwards Run
+// refreshes it in the background so that no request pays for a pass.
+func (x *PeerIndex) data() *peerIndexData {
+	d := x.cur.Load()
+	if d == nil {
+		x.Refresh()
+		d = x.cur.Load()
+	}
+	return d
+}
+
+// Run refreshes the index every indexMaxAge while the table is large
+// enough for queries to use it, until ctx ends.
+func (x *PeerIndex) Run(ctx context.Context) {
+	t := time.NewTicker(indexMaxAge)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if x.lim.Tracked() >= indexFrom {
+				x.Refresh()
+			}
+		}
+	}
+}
+
+// PeerPage is one page of a peer query.
+type PeerPage struct {
+	Rows  []limiter.EntryView
+	Total int
+	// AsOf is when the rows were read: now for direct scans and searches,
+	// the index's last refresh for top lists.
+	AsOf time.Time
+	// Capped is true when the answer is limited by the index's size
+	// (indexTop rows per order, indexSearchMax per search).
+	Capped bool
+}
+
+// Query answers q: exact and live below indexFrom entries, from the index
+// above.
+func (x *PeerIndex) Query(q PeerQuery) PeerPage {
+	now := x.now()
+	if x.lim.Tracked() < indexFrom {
+		rows, total := QueryPeers(x.lim, now, q)
+		return PeerPage{Rows: rows, Total: total, AsOf: now}
+	}
+	d := x.data()
+	if q.Prefix.IsValid() {
+		return x.search(d, q, now)
+	}
+	var rows []limiter.EntryView
+	for _, v := range d.top[q.Sort] {
+		if q.Group == "" || v.Group == q.Group {
+			rows = append(rows, v)
+		}
+	}
+	total := len(rows)
+	capped := d.total > indexTop
+	if q.Group == "" && !capped {
+		total = d.total
+	}
+	if q.Offset >= len(rows) {
+		return PeerPage{Total: total, AsOf: d.at, Capped: capped}
+	}
+	rows = rows[q.Offset:min(len(rows), q.Offset+q.Limit)]
+	return PeerPage{Rows: rows, Total: total, AsOf: d.at, Capped: capped}
+}
+
+// search reads live the entries whose keys fall in q.Prefix, found by
+// binary search in the sorted keys, then sorts and pages them.
+func (x *PeerIndex) search(d *peerIndexData, q PeerQuery, now time.Time) PeerPage {
+	var matches []indexRef
+	capped := false
+	for _, r := range keyRanges(q.Prefix, x.lim.Config().IPv6Prefix) {
+		i, _ := slices.BinarySearchFunc(d.refs, r[0], func(a indexRef, k limiter.PeerKey) int { return bytes.Compare(a.peer[:], k[:]) })
+		for ; i < len(d.refs) && bytes.Compare(d.refs[i].peer[:], r[1][:]) <= 0; i++ {
+			if len(matches) == indexSearchMax {
+				capped = true
+				break
+			}
+			matches = append(matches, d.refs[i])
+		}
+	}
+	gid, groupOK := limiter.GroupID(0), true
+	if q.Group != "" {
+		gid, groupOK = x.lim.GroupID(q.Group)
+	}
+	var rows []limiter.EntryView
+	for _, m := range matches {
+		if !groupOK || (q.Group != "" && m.group != gid) {
+			continue
+		}
+		if v, ok := x.lim.Entry(now, m.peer, m.group); ok {
+			rows = append(rows, v)
+		}
+	}
+	key := sortKeys[q.Sort]
+	slices.SortStableFunc(rows, func(a, b limiter.EntryView) int {
+		ka, kb := key(&a), key(&b)
+		switch {
+		case ka > kb:
+			return -1
+		case ka < kb:
+			return 1
+		}
+		return bytes.Compare(a.Peer[:], b.Peer[:])
+	})
+	total := len(rows)
+	if q.Offset >= total {
+		return PeerPage{Total: total, AsOf: now, Capped: capped}
+	}
+	return PeerPage{Rows: rows[q.Offset:min(total, q.Offset+q.Limit)], Total: total, AsOf: now, Capped: capped}
+}
+
+// keyRanges returns the [first, last] PeerKey ranges whose keys stand for
+// addresses in p: IPv4 keys by address; IPv6 keys of whole addresses and of
+// masked prefixes (the prefix length sorts last, so one range per kind
+// covers every length). A search narrower than ipv6Prefix is widened to it
+// for the masked keys: the peer is the whole prefix.
+func keyRanges(p netip.Prefix, ipv6Prefix int) [][2]limiter.PeerKey {
+	p = p.Masked()
+	first := p.Addr()
+	last := lastAddr(p)
+	if first.Is4() {
+		return [][2]limiter.PeerKey{{limiter.KeyFromAddr(first, 128), limiter.KeyFromAddr(last, 128)}}
+	}
+	whole := [2]limiter.PeerKey{limiter.KeyFromAddr(first, 128), limiter.KeyFromAddr(last, 128)}
+	if ipv6Prefix > 0 && ipv6Prefix < p.Bits() {
+		p = netip.PrefixFrom(first, ipv6Prefix).Masked()
+		first, last = p.Addr(), lastAddr(p)
+	}
+	// Masked keys: kind byte, the address with its last byte replaced by
+	// the prefix length. Cover every length from 1 to 120.
+	lo, hi := limiter.KeyFromAddr(first, 128), limiter.KeyFromAddr(last, 128)
+	netKind := limiter.KeyFromAddr(netip.MustParseAddr("2001:db8::"), 64)[0]
+	lo[0], hi[0] = netKind, netKind
+	lo[16], hi[16] = 0, 0xff
+	return [][2]limiter.PeerKey{whole, {lo, hi}}
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	bits := p.Bits()
+	for i := range b {
+		for j := 0; j < 8; j++ {
+			if i*8+j >= bits {
+				b[i] |= 0x80 >> j
+			}
+		}
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
