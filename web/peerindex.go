@@ -23,8 +23,10 @@ const (
 	// indexFrom is the table size from which queries go through the
 	// index; below it a direct scan is fast and exact.
 	indexFrom = 20000
-	// indexMaxAge is how old the index may get before a query refreshes it.
-	indexMaxAge = 10 * time.Second
+	// indexMaxAge is how often Run rebuilds the index: a pass over
+	// 1 000 000 entries costs about 1.2 s of CPU here, so about 4 % of a
+	// core at this period. Searches read their rows live anyway.
+	indexMaxAge = 30 * time.Second
 )
 
 // PeerIndex answers the dashboard's peer queries on large tables without
