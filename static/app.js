@@ -18,4 +18,106 @@
       el.textContent = "updated " + new Date().toLocaleTimeString();
     }
   });
+  // Charts of the last hour (uPlot) from the JSON at data-history-url:
+  // requests, admitted and rejections per second, and the in-flight
+  // gauge, for the group chosen in #history-group; refreshed every 5 s.
+  // Once drawn they replace the server-rendered table of totals.
+  function initCharts() {
+    var box = document.getElementById("history-charts");
+    if (!box || typeof uPlot !== "function") {
+      return;
+    }
+    var base = box.getAttribute("data-history-url");
+    var select = document.getElementById("history-group");
+    var status = document.getElementById("history-status");
+    var controls = document.getElementById("history-controls");
+    var table = document.getElementById("history-table");
+    var rates = null;
+    var inflight = null;
+    var rateSeries = [
+      ["requests", "Requests/s", "#2456c7"],
+      ["admitted", "Admitted", "#1e7b34"],
+      ["rejected_concurrency", "Rejected: concurrency", "#b3261e"],
+      ["rejected_rate_limit", "Rejected: rate limit", "#d9730d"],
+      ["would_reject", "Would reject", "#7b3fb3"]
+    ];
+    function width() {
+      return Math.max(300, box.clientWidth);
+    }
+    function opts(title, series, height) {
+      return {
+        title: title,
+        width: width(),
+        height: height,
+        scales: { y: { range: function (u, lo, hi) { return [0, Math.max(1, hi)]; } } },
+        // Whole seconds on the time axis, never fractions.
+        axes: [{ incrs: [1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] }, {}],
+        series: [{}].concat(series.map(function (s) {
+          return { label: s[1], stroke: s[2], width: 1.5, points: { show: false } };
+        }))
+      };
+    }
+    function draw(j) {
+      var data = [j.t].concat(rateSeries.map(function (s) { return j[s[0]]; }));
+      var flight = [j.t, j.inflight];
+      if (!rates) {
+        rates = new uPlot(opts("Per second", rateSeries, 260), data, box);
+        inflight = new uPlot(opts("In flight", [["inflight", "In flight", "#5b6475"]], 160), flight, box);
+        if (table) {
+          table.hidden = true;
+        }
+      } else {
+        rates.setData(data);
+        inflight.setData(flight);
+      }
+    }
+    function load() {
+      var url = base + (base.indexOf("?") < 0 ? "?" : "&") + "group=" + encodeURIComponent(select ? select.value : "");
+      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (res) {
+          var type = res.headers.get("Content-Type") || "";
+          if (!res.ok || type.indexOf("application/json") !== 0) {
+            throw new Error("history: HTTP " + res.status);
+          }
+          return res.json();
+        })
+        .then(function (j) {
+          draw(j);
+          // For tests and the curious: what the charts show.
+          box.setAttribute("data-seconds", String(j.t.length));
+          box.setAttribute("data-requests", String(j.requests.reduce(function (a, b) { return a + b; }, 0)));
+          if (status) {
+            status.textContent = "updated " + new Date().toLocaleTimeString();
+          }
+        })
+        .catch(function (err) {
+          if (status) {
+            status.textContent = String(err.message || err);
+          }
+        });
+    }
+    if (controls) {
+      controls.hidden = false;
+    }
+    if (select) {
+      select.addEventListener("change", load);
+    }
+    window.addEventListener("resize", function () {
+      if (rates) {
+        rates.setSize({ width: width(), height: 260 });
+        inflight.setSize({ width: width(), height: 160 });
+      }
+    });
+    load();
+    window.setInterval(function () {
+      if (!document.hidden) {
+        load();
+      }
+    }, 5000);
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", initCharts);
+  } else {
+    initCharts();
+  }
 })();

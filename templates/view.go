@@ -206,3 +206,31 @@ type OutboundKey struct {
 	Waiters    int
 	EarliestIn string
 }
+
+// HistoryRow is one group's totals over the last minutes (the overview's
+// table shown without JavaScript in place of the charts).
+type HistoryRow struct {
+	Group               string
+	Requests            uint64
+	Admitted            uint64
+	RejectedConcurrency uint64
+	RejectedRateLimit   uint64
+	WouldReject         uint64
+	// PeakInflight is the highest in-flight gauge of a second.
+	PeakInflight uint64
+	// Seconds is how many seconds of samples the totals cover.
+	Seconds int
+}
+
+// Charts is the overview's chart section.
+type Charts struct {
+	// URL is the JSON history endpoint the charts fetch (app.js adds
+	// &group=).
+	URL string
+	// Groups are the groups to choose from.
+	Groups []string
+	// Minutes is the stretch Rows and All sum.
+	Minutes int
+	Rows    []HistoryRow
+	All     HistoryRow
+}

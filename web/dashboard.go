@@ -42,6 +42,7 @@ func (s *Server) mountDashboard(r chi.Router) {
 			r.Post("/logout", d.handleLogout)
 			r.Get("/", d.handleOverview)
 			r.Get("/stats", d.handleStats)
+			r.Get("/stats/history", d.handleHistory)
 			r.Post("/switch", d.handleSwitch)
 			r.Get("/groups", d.handleGroups)
 			r.Post("/groups/{group}", d.handleSaveGroup)
@@ -269,7 +270,8 @@ func (d *dashboard) overview() templates.Overview {
 		}
 		o.Groups = append(o.Groups, templates.GroupRow{Name: name, Mode: mode, Stats: stats[name]})
 	}
-	top, total := QueryPeers(d.s.lim, now, PeerQuery{Sort: "rejections", Limit: 10})
+	pg := d.s.peers.Query(PeerQuery{Sort: "rejections", Limit: 10})
+	top, total := pg.Rows, pg.Total
 	o.Tracked = total
 	for _, v := range top {
 		o.TopPeers = append(o.TopPeers, templates.PeerRow{
@@ -282,7 +284,7 @@ func (d *dashboard) overview() templates.Overview {
 }
 
 func (d *dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
-	render(w, r, http.StatusOK, templates.OverviewPage(d.page(r, "Overview", "/"), d.overview()))
+	render(w, r, http.StatusOK, templates.OverviewPage(d.page(r, "Overview", "/"), d.overview(), d.charts()))
 }
 
 func (d *dashboard) handleStats(w http.ResponseWriter, r *http.Request) {

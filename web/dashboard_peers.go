@@ -80,7 +80,8 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 		render(w, r, http.StatusUnprocessableEntity, templates.PeersPage(d.page(r, "Peers", "/peers"), data))
 		return
 	}
-	page, total := QueryPeers(d.s.lim, d.s.now(), q)
+	pg := d.s.peers.Query(q)
+	page, total := pg.Rows, pg.Total
 	data.Total, data.From = total, q.Offset+1
 	for _, v := range page {
 		data.Rows = append(data.Rows, peerRow(v))

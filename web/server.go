@@ -53,7 +53,8 @@ type Options struct {
 }
 
 // Server serves the public and the admin listeners. It is safe for
-// concurrent use; Run owns its background work (expiring check leases).
+// concurrent use; Run owns its background work (expiring check leases,
+// sampling the history).
 type Server struct {
 	lim    *limiter.Limiter
 	live   *Live
@@ -64,8 +65,12 @@ type Server struct {
 	Lat    Latencies
 	Counts ProxyCounters
 	leases *leases
+	// history is the per-second history of the counters, fed by Run.
+	history *History
 	// Throttle serves the outbound throttle; nil without Options.Throttle.
 	Throttle *ThrottleAPI
+	// peers answers the dashboard's peer queries on large tables.
+	peers *PeerIndex
 
 	upMu      sync.Mutex
 	upChecked time.Time
@@ -85,6 +90,8 @@ func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
 		s.opts.CheckLease = 30 * time.Second
 	}
 	s.leases = newLeases()
+	s.peers = NewPeerIndex(lim, s.now)
+	s.history = NewHistory()
 	s.proxy = s.newProxy()
 	if opts.Throttle != nil {
 		s.Throttle = NewThrottleAPI(opts.Throttle, s.now, nil)
@@ -93,10 +100,16 @@ func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
 	return s
 }
 
-// Run expires check leases until ctx ends.
+// Run expires check leases and samples the counters into the history
+// once a second until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.peers.Run(ctx) }()
+	defer wg.Wait()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	s.history.Sample(s.now(), s.lim.Stats()) // the counters' baseline
 	for {
 		select {
 		case <-ctx.Done():
@@ -104,6 +117,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			s.leases.expire(s.now())
+			s.history.Sample(s.now(), s.lim.Stats())
 		}
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,8 +103,66 @@ func checkLabels(t *testing.T, ctx context.Context, page string) {
 	}
 }
 
+// cspViolations collects what the browser's console reports about the
+// Content-Security-Policy from now on (Chromium logs every refused script,
+// style or attribute there).
+func cspViolations(ctx context.Context) func() []string {
+	var mu sync.Mutex
+	var got []string
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if strings.Contains(m.Text, "Content Security Policy") || strings.Contains(m.Text, "Content-Security-Policy") {
+				mu.Lock()
+				got = append(got, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// waitChart waits until uPlot drew the overview's charts (its <canvas>)
+// with the proxied requests in them, the JSON fetched under the session.
+func waitChart(t *testing.T, ctx context.Context) {
+	t.Helper()
+	var last string
+	var lastErr error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last, lastErr = chromedp.Run(qctx, chromedp.Evaluate[string](`(() => {
+			const box = document.getElementById("history-charts");
+			const table = document.getElementById("history-table");
+			if (!box || box.querySelectorAll("canvas").length < 2 || !table.hidden) return "";
+			return box.dataset.requests || "";
+		})()`))
+		cancel()
+		if n, err := strconv.Atoi(last); lastErr == nil && err == nil && n > 0 {
+			t.Logf("the charts show %d requests over %s seconds", n, must(chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("history-charts").dataset.seconds`))))
+			return
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	t.Fatalf("waiting for the charts: requests %q, err %v", last, lastErr)
+}
+
+func must[T any](v T, _ error) T { return v }
+
 func TestDashboardInBrowser(t *testing.T) {
 	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	csp := cspViolations(ctx)
 	up, _ := countingUpstream(t, nil)
 	d := startDaemon(t, up.URL, "")
 	admin := d.AdminURL()
@@ -139,6 +200,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		func(s string) bool { return s == "10" })
 	waitText(t, ctx, "the peer in the top list", `#top-peers tbody tr td code`,
 		func(s string) bool { return s == "127.0.0.1" })
+	// The charts of the last hour (uPlot, refreshed every 5 s) show them.
+	waitChart(t, ctx)
 	shot(t, ctx, "02-overview")
 
 	// The peers page lists it; its page shows its state in general.
@@ -233,6 +296,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitText(t, ctx, "the outbound peer", `#outbound-keys tbody tr td code`, func(s string) bool { return s == "node-a:1984" })
 	checkLabels(t, ctx, "outbound")
 	shot(t, ctx, "08-outbound")
+
+	if v := csp(); len(v) > 0 {
+		t.Errorf("Content-Security-Policy violations: %q", v)
+	}
 
 	// Log out: the overview asks for the token again.
 	if err := chromedp.Do(ctx,
