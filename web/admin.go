@@ -198,6 +198,27 @@ func (h *entryHeap) Less(i, j int) bool {
 }
 func (h *entryHeap) Swap(i, j int) { h.v[i], h.v[j] = h.v[j], h.v[i] }
 func (h *entryHeap) Push(x any)    { h.v = append(h.v, x.(limiter.EntryView)) }
+
+// offer adds v when the heap holds fewer than keep entries, or replaces
+// the smallest when v is larger: the top keep entries seen so far.
+func (h *entryHeap) offer(v limiter.EntryView, keep int) {
+	if h.Len() < keep {
+		heap.Push(h, v)
+	} else if h.key(&v) > h.key(&h.v[0]) {
+		h.v[0] = v
+		heap.Fix(h, 0)
+	}
+}
+
+// drain empties the heap into a slice, largest first.
+func (h *entryHeap) drain() []limiter.EntryView {
+	out := make([]limiter.EntryView, h.Len())
+	for i := len(out) - 1; i >= 0; i-- {
+		out[i] = heap.Pop(h).(limiter.EntryView)
+	}
+	return out
+}
+
 func (h *entryHeap) Pop() any {
 	x := h.v[len(h.v)-1]
 	h.v = h.v[:len(h.v)-1]
@@ -220,18 +241,10 @@ func QueryPeers(lim *limiter.Limiter, now time.Time, q PeerQuery) ([]limiter.Ent
 			return true
 		}
 		total++
-		if h.Len() < keep {
-			heap.Push(h, v)
-		} else if h.key(&v) > h.key(&h.v[0]) {
-			h.v[0] = v
-			heap.Fix(h, 0)
-		}
+		h.offer(v, keep)
 		return true
 	})
-	out := make([]limiter.EntryView, h.Len())
-	for i := len(out) - 1; i >= 0; i-- {
-		out[i] = heap.Pop(h).(limiter.EntryView)
-	}
+	out := h.drain()
 	if q.Offset >= len(out) {
 		return nil, total
 	}

@@ -2,7 +2,6 @@ package web
 
 import (
 	"bytes"
-	"container/heap"
 	"context"
 	"net/netip"
 	"slices"
@@ -74,12 +73,7 @@ func (x *PeerIndex) Refresh() {
 	x.lim.Each(now, func(v limiter.EntryView) bool {
 		refs = append(refs, indexRef{peer: v.Peer, group: v.GroupID})
 		for _, h := range heaps {
-			if h.Len() < indexTop {
-				heap.Push(h, v)
-			} else if h.key(&v) > h.key(&h.v[0]) {
-				h.v[0] = v
-				heap.Fix(h, 0)
-			}
+			h.offer(v, indexTop)
 		}
 		return true
 	})
@@ -91,11 +85,7 @@ func (x *PeerIndex) Refresh() {
 	})
 	d := &peerIndexData{at: now, total: len(refs), top: make(map[string][]limiter.EntryView, len(heaps)), refs: refs}
 	for name, h := range heaps {
-		out := make([]limiter.EntryView, h.Len())
-		for i := len(out) - 1; i >= 0; i-- {
-			out[i] = heap.Pop(h).(limiter.EntryView)
-		}
-		d.top[name] = out
+		d.top[name] = h.drain()
 	}
 	x.cur.Store(d)
 }

@@ -402,14 +402,7 @@ func TestShippedThrottleConfigMatchesCore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := limiter.ThrottleConfig{
-		Period: cfg.Throttle.Period, RetryInterval: cfg.Throttle.RetryInterval,
-		ExemptPeers: cfg.Throttle.ExemptPeers, ExemptPaths: cfg.Throttle.ExemptPaths,
-		DefaultType: cfg.Throttle.DefaultType, DefaultRPM: cfg.Throttle.DefaultRPM,
-	}
-	for _, r := range cfg.Throttle.Rules {
-		got.Rules = append(got.Rules, limiter.ThrottleRule{Type: r.Type, RPM: r.RPM, Paths: r.Paths})
-	}
+	got := cfg.ThrottleConfig()
 	if len(got.ExemptPeers) == 0 {
 		got.ExemptPeers = nil
 	}
