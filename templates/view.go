@@ -108,12 +108,41 @@ type ExemptionRow struct {
 	Kind  string
 	Value string
 	Note  string
+	// File is true for an entry of the configuration file: read-only on
+	// the dashboard. Live entries may be removed.
+	File bool
+}
+
+// ExemptionList is one kind of entry: its entries from the configuration
+// file first, then the live ones.
+type ExemptionList struct {
+	// Kind is the live kind (exempt_peer, exempt_path, deny_peer).
+	Kind string
+	// Title and FileKey name the list and its key in config.toml ("" when
+	// the file has none).
+	Title, FileKey string
+	Rows           []ExemptionRow
+}
+
+// ID is the list's table id.
+func (l ExemptionList) ID() string { return "list-" + l.Kind }
+
+// FileRows counts the entries from the file.
+func (l ExemptionList) FileRows() int {
+	n := 0
+	for _, r := range l.Rows {
+		if r.File {
+			n++
+		}
+	}
+	return n
 }
 
 // Exemptions is the data of the exemptions page.
 type Exemptions struct {
-	Live []ExemptionRow
-	File []ExemptionRow
+	// Lists are the exempt peers, the exempt paths and the deny list, in
+	// that order, each with its file and live entries.
+	Lists []ExemptionList
 	// Form holds the add form's values after a failed post.
 	Kind, Value, Note string
 	// Error is the add form's validation message.
@@ -169,6 +198,44 @@ type PeerDetail struct {
 	Groups []string
 	// Result is the outcome of the last action.
 	Result string
+	// History is the peer's history over the last hour.
+	History PeerHistory
+	// Audit are the newest audit entries about the peer (its reductions
+	// and forgettings, exemptions and denials of addresses it covers)
+	// among the newest AuditScanned entries of the log.
+	Audit        []AuditRow
+	AuditScanned int
+}
+
+// PeerHistory is the history section of a peer's page: app.js draws its
+// chart from the JSON at URL; Rows stand in for it without JavaScript.
+type PeerHistory struct {
+	// URL is the JSON history endpoint of the peer.
+	URL string
+	// New is true when no history was kept for the peer before this view:
+	// it is recorded from now on.
+	New bool
+	// Since is when the recording started (UTC, RFC 3339).
+	Since string
+	// Step is the seconds a point of the chart covers.
+	Step int
+	// Watch and Keep say for how long the peer is sampled after a view,
+	// and kept after that.
+	Watch, Keep string
+	// Rows are the points summed by BucketMinutes, newest first.
+	Rows          []PeerHistoryRow
+	BucketMinutes int
+}
+
+// PeerHistoryRow is the sum of a peer's points over a few minutes.
+type PeerHistoryRow struct {
+	// From and To bound the minutes (UTC, "15:04").
+	From, To            string
+	Requests            uint64
+	RejectedConcurrency uint64
+	RejectedRateLimit   uint64
+	// PeakInflight is the highest in-flight count at a point's end.
+	PeakInflight uint64
 }
 
 // PeerState is a peer's state in one group.

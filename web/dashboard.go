@@ -53,6 +53,7 @@ func (s *Server) mountDashboard(r chi.Router) {
 			r.Get("/audit", d.handleAudit)
 			r.Get("/peers", d.handlePeers)
 			r.Get("/peer", d.handlePeer)
+			r.Get("/peer/history", d.handlePeerHistory)
 			r.Post("/peer/reduce", d.handleReducePeer)
 			r.Post("/peer/forget", d.handleForgetPeer)
 			r.Get("/outbound", d.handleOutbound)
@@ -473,19 +474,6 @@ func (d *dashboard) handleResetGroup(w http.ResponseWriter, r *http.Request) {
 
 // Exemptions.
 
-func exemptionRows(es []limiter.Exemption) []templates.ExemptionRow {
-	out := make([]templates.ExemptionRow, 0, len(es))
-	for _, e := range es {
-		out = append(out, templates.ExemptionRow{Kind: string(e.Kind), Value: e.Value, Note: e.Note})
-	}
-	return out
-}
-
-func (d *dashboard) exemptions() templates.Exemptions {
-	live, file := d.s.live.Exemptions()
-	return templates.Exemptions{Live: exemptionRows(live), File: exemptionRows(file)}
-}
-
 func (d *dashboard) handleExemptions(w http.ResponseWriter, r *http.Request) {
 	render(w, r, http.StatusOK, templates.ExemptionsPage(d.page(r, "Exemptions", "/exemptions"), d.exemptions()))
 }
@@ -542,6 +530,13 @@ func auditValue(v any) string {
 	return string(b)
 }
 
+func auditRow(a limiter.AuditEntry) templates.AuditRow {
+	return templates.AuditRow{
+		ID: a.ID, Time: a.Time.UTC().Format(time.RFC3339), Actor: a.Actor, Action: a.Action,
+		Target: a.Target, Old: auditValue(a.Old), New: auditValue(a.New),
+	}
+}
+
 func (d *dashboard) handleAudit(w http.ResponseWriter, r *http.Request) {
 	entries, err := d.s.live.Audit(r.Context(), 100, 0)
 	if err != nil {
@@ -550,10 +545,7 @@ func (d *dashboard) handleAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	rows := make([]templates.AuditRow, 0, len(entries))
 	for _, a := range entries {
-		rows = append(rows, templates.AuditRow{
-			ID: a.ID, Time: a.Time.UTC().Format(time.RFC3339), Actor: a.Actor, Action: a.Action,
-			Target: a.Target, Old: auditValue(a.Old), New: auditValue(a.New),
-		})
+		rows = append(rows, auditRow(a))
 	}
 	render(w, r, http.StatusOK, templates.AuditPage(d.page(r, "Audit log", "/audit"), rows))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -122,7 +123,9 @@ func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 	if p, ok := k.Prefix(); ok {
 		data.Prefix = prefixString(p)
 	}
-	for _, v := range d.s.lim.Peer(d.s.now(), k) {
+	now := d.s.now()
+	views := d.s.lim.Peer(now, k)
+	for _, v := range views {
 		data.Rows = append(data.Rows, templates.PeerState{
 			Group: v.Group, Inflight: v.Inflight, Tokens: v.Tokens, Window: v.Window, WindowActive: v.WindowActive,
 			Requests: v.Requests, RejectedConcurrency: v.RejectedConcurrency, RejectedRateLimit: v.RejectedRateLimit,
@@ -134,7 +137,144 @@ func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 			data.Groups = append(data.Groups, g)
 		}
 	}
+	wasKept := d.s.peerHist.Watch(now, k, views)
+	data.History = peerHistoryView(k, d.s.peerHist.Series(k, now.Add(-time.Hour)), !wasKept)
+	data.Audit, data.AuditScanned, err = d.peerAudit(r, k)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	render(w, r, http.StatusOK, templates.PeerPage(d.page(r, "Peer "+k.String(), "/peers"), data))
+}
+
+// peerHistoryBucket is what a row of the peer history's table sums.
+const peerHistoryBucket = 5 * time.Minute
+
+// peerHistoryURL is the JSON history endpoint of the peer k.
+func peerHistoryURL(k limiter.PeerKey) string {
+	return "/peer/history?key=" + url.QueryEscape(k.String())
+}
+
+// peerHistoryView is the peer page's history section: the chart's
+// endpoint and, for no JavaScript, s summed by peerHistoryBucket.
+func peerHistoryView(k limiter.PeerKey, s PeerSeries, isNew bool) templates.PeerHistory {
+	h := templates.PeerHistory{
+		URL: peerHistoryURL(k), New: isNew, Step: s.Step,
+		Watch: minutesText(PeerHistoryWatch), Keep: minutesText(PeerHistoryKeep),
+		BucketMinutes: int(peerHistoryBucket / time.Minute),
+	}
+	if s.Since > 0 {
+		h.Since = time.Unix(s.Since, 0).UTC().Format(time.RFC3339)
+	}
+	width := int64(peerHistoryBucket / time.Second)
+	for i := len(s.T) - 1; i >= 0; i-- {
+		from := s.T[i] - s.T[i]%width
+		if n := len(h.Rows); n == 0 || h.Rows[n-1].From != clockText(from) {
+			h.Rows = append(h.Rows, templates.PeerHistoryRow{From: clockText(from), To: clockText(from + width)})
+		}
+		row := &h.Rows[len(h.Rows)-1]
+		row.Requests += s.Requests[i]
+		row.RejectedConcurrency += s.RejectedConcurrency[i]
+		row.RejectedRateLimit += s.RejectedRateLimit[i]
+		row.PeakInflight = max(row.PeakInflight, s.Inflight[i])
+	}
+	return h
+}
+
+func clockText(unix int64) string { return time.Unix(unix, 0).UTC().Format("15:04") }
+
+// minutesText says d in words: "15 minutes", "an hour", "2 hours".
+func minutesText(d time.Duration) string {
+	switch {
+	case d == time.Hour:
+		return "an hour"
+	case d%time.Hour == 0:
+		return strconv.Itoa(int(d/time.Hour)) + " hours"
+	case d == time.Minute:
+		return "a minute"
+	}
+	return strconv.Itoa(int(d/time.Minute)) + " minutes"
+}
+
+// handlePeerHistory serves GET /peer/history?key=&minutes=: the last
+// minutes (1 to 60, default 60) of the peer's history as JSON
+// (PeerSeries). Fetching it counts as viewing the peer's page: the peer
+// is recorded for PeerHistoryWatch more.
+func (d *dashboard) handlePeerHistory(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	k, err := d.peerKey(q.Get("key"))
+	if err != nil {
+		writeError(w, http.StatusUnprocessableEntity, err.Error(), "key")
+		return
+	}
+	minutes := 60
+	if m := q.Get("minutes"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 1 || n > 60 {
+			writeError(w, http.StatusUnprocessableEntity, "minutes must be an integer from 1 to 60", "minutes")
+			return
+		}
+		minutes = n
+	}
+	now := d.s.now()
+	d.s.peerHist.Watch(now, k, d.s.lim.Peer(now, k))
+	writeJSON(w, http.StatusOK, d.s.peerHist.Series(k, now.Add(-time.Duration(minutes)*time.Minute)))
+}
+
+// Sizes of a peer page's audit list.
+const (
+	// peerAuditScan is how many of the newest audit entries a peer's page
+	// reads (the log is not indexed by peer).
+	peerAuditScan = 1000
+	// peerAuditShow is how many of those about the peer it shows.
+	peerAuditShow = 50
+)
+
+// peerAudit returns the audit entries about k among the newest
+// peerAuditScan, newest first, at most peerAuditShow.
+func (d *dashboard) peerAudit(r *http.Request, k limiter.PeerKey) ([]templates.AuditRow, int, error) {
+	entries, err := d.s.live.Audit(r.Context(), peerAuditScan, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	key := k.String()
+	p, hasPrefix := k.Prefix()
+	var rows []templates.AuditRow
+	for _, a := range entries {
+		if !auditConcerns(a, key, p, hasPrefix) {
+			continue
+		}
+		rows = append(rows, auditRow(a))
+		if len(rows) == peerAuditShow {
+			break
+		}
+	}
+	return rows, len(entries), nil
+}
+
+// auditConcerns reports whether a is about the peer key (whose addresses
+// are p when hasPrefix): a reduction or a forgetting of it, or an
+// exemption or denial of an address or CIDR that overlaps p.
+func auditConcerns(a limiter.AuditEntry, key string, p netip.Prefix, hasPrefix bool) bool {
+	switch a.Action {
+	case "peer.reduce":
+		return strings.HasPrefix(a.Target, key+" ")
+	case "exemption.add", "exemption.remove":
+		if !hasPrefix || (a.Target != string(limiter.ExemptPeer) && a.Target != string(limiter.DenyPeer)) {
+			return false
+		}
+		v := a.New
+		if a.Action == "exemption.remove" {
+			v = a.Old
+		}
+		s, ok := v.(string)
+		if !ok {
+			return false
+		}
+		q, err := limiter.ParsePrefix(s)
+		return err == nil && q.Overlaps(p)
+	}
+	return a.Target == key
 }
 
 func (d *dashboard) handleReducePeer(w http.ResponseWriter, r *http.Request) {

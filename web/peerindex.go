@@ -2,7 +2,9 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"sync"
@@ -65,20 +67,20 @@ func (x *PeerIndex) Refresh() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	now := x.now()
-	heaps := make(map[string]*entryHeap, len(sortKeys))
-	for name, key := range sortKeys {
-		heaps[name] = &entryHeap{key: key}
+	heaps := make(map[string]*topK, len(sortKeys))
+	for name := range sortKeys {
+		heaps[name] = newTopK(name, indexTop)
 	}
 	refs := make([]indexRef, 0, x.lim.Tracked()+1024)
 	x.lim.Each(now, func(v limiter.EntryView) bool {
 		refs = append(refs, indexRef{peer: v.Peer, group: v.GroupID})
 		for _, h := range heaps {
-			h.offer(v, indexTop)
+			h.offer(&v)
 		}
 		return true
 	})
 	slices.SortFunc(refs, func(a, b indexRef) int {
-		if c := bytes.Compare(a.peer[:], b.peer[:]); c != 0 {
+		if c := compareKeys(&a.peer, &b.peer); c != 0 {
 			return c
 		}
 		return int(a.group) - int(b.group)
@@ -118,6 +120,18 @@ func (x *PeerIndex) Run(ctx context.Context) {
 	}
 }
 
+// compareKeys orders peer keys as bytes.Compare does, eight bytes at a
+// time: sorting a million keys this way takes about half the time.
+func compareKeys(a, b *limiter.PeerKey) int {
+	if x, y := binary.BigEndian.Uint64(a[0:8]), binary.BigEndian.Uint64(b[0:8]); x != y {
+		return cmp.Compare(x, y)
+	}
+	if x, y := binary.BigEndian.Uint64(a[8:16]), binary.BigEndian.Uint64(b[8:16]); x != y {
+		return cmp.Compare(x, y)
+	}
+	return cmp.Compare(a[16], b[16])
+}
+
 // PeerPage is one page of a peer query.
 type PeerPage struct {
 	Rows  []limiter.EntryView
@@ -142,10 +156,15 @@ func (x *PeerIndex) Query(q PeerQuery) PeerPage {
 	if q.Prefix.IsValid() {
 		return x.search(d, q, now)
 	}
-	var rows []limiter.EntryView
-	for _, v := range d.top[q.Sort] {
-		if q.Group == "" || v.Group == q.Group {
-			rows = append(rows, v)
+	// The top lists are never written after a refresh: without a group
+	// the page is a slice of them.
+	rows := d.top[q.Sort]
+	if q.Group != "" {
+		rows = nil
+		for _, v := range d.top[q.Sort] {
+			if v.Group == q.Group {
+				rows = append(rows, v)
+			}
 		}
 	}
 	total := len(rows)
@@ -160,50 +179,140 @@ func (x *PeerIndex) Query(q PeerQuery) PeerPage {
 	return PeerPage{Rows: rows, Total: total, AsOf: d.at, Capped: capped}
 }
 
-// search reads live the entries whose keys fall in q.Prefix, found by
-// binary search in the sorted keys, then sorts and pages them.
+// search reads live the entries whose keys fall in q.Prefix (at most
+// indexSearchMax), found by binary search in the sorted keys, and keeps
+// the top offset+limit of them in a bounded heap.
 func (x *PeerIndex) search(d *peerIndexData, q PeerQuery, now time.Time) PeerPage {
-	var matches []indexRef
-	capped := false
-	for _, r := range keyRanges(q.Prefix, x.lim.Config().IPv6Prefix) {
-		i, _ := slices.BinarySearchFunc(d.refs, r[0], func(a indexRef, k limiter.PeerKey) int { return bytes.Compare(a.peer[:], k[:]) })
-		for ; i < len(d.refs) && bytes.Compare(d.refs[i].peer[:], r[1][:]) <= 0; i++ {
-			if len(matches) == indexSearchMax {
-				capped = true
-				break
-			}
-			matches = append(matches, d.refs[i])
-		}
-	}
 	gid, groupOK := limiter.GroupID(0), true
 	if q.Group != "" {
 		gid, groupOK = x.lim.GroupID(q.Group)
 	}
-	var rows []limiter.EntryView
-	for _, m := range matches {
-		if !groupOK || (q.Group != "" && m.group != gid) {
-			continue
-		}
-		if v, ok := x.lim.Entry(now, m.peer, m.group); ok {
-			rows = append(rows, v)
+	if !groupOK {
+		return PeerPage{AsOf: now}
+	}
+	top := newTopK(q.Sort, q.Offset+q.Limit)
+	read, total, capped := 0, 0, false
+	for _, r := range keyRanges(q.Prefix, x.lim.Config().IPv6Prefix) {
+		i, _ := slices.BinarySearchFunc(d.refs, r[0], func(a indexRef, k limiter.PeerKey) int { return bytes.Compare(a.peer[:], k[:]) })
+		for ; i < len(d.refs) && bytes.Compare(d.refs[i].peer[:], r[1][:]) <= 0; i++ {
+			if read == indexSearchMax {
+				capped = true
+				break
+			}
+			read++
+			m := &d.refs[i]
+			if q.Group != "" && m.group != gid {
+				continue
+			}
+			if v, ok := x.lim.Entry(now, m.peer, m.group); ok {
+				total++
+				top.offer(&v)
+			}
 		}
 	}
-	key := sortKeys[q.Sort]
-	slices.SortStableFunc(rows, func(a, b limiter.EntryView) int {
-		ka, kb := key(&a), key(&b)
-		switch {
-		case ka > kb:
-			return -1
-		case ka < kb:
-			return 1
-		}
-		return bytes.Compare(a.Peer[:], b.Peer[:])
-	})
-	total := len(rows)
-	if q.Offset >= total {
+	rows := top.drain()
+	if q.Offset >= len(rows) {
 		return PeerPage{Total: total, AsOf: now, Capped: capped}
 	}
-	return PeerPage{Rows: rows[q.Offset:min(total, q.Offset+q.Limit)], Total: total, AsOf: now, Capped: capped}
+	return PeerPage{Rows: rows[q.Offset:], Total: total, AsOf: now, Capped: capped}
+}
+
+// topK keeps the keep best entries offered by one sort order: a min-heap
+// of bounded size on the order's key, ties going to the smaller (peer,
+// group). Offering an entry allocates nothing: the key is computed on a
+// copy held by the heap, so the offered entry does not escape.
+type topK struct {
+	key  func(*limiter.EntryView) int64
+	keep int
+	tmp  limiter.EntryView
+	h    []rankedEntry
+}
+
+type rankedEntry struct {
+	key int64
+	v   limiter.EntryView
+}
+
+func newTopK(order string, keep int) *topK {
+	return &topK{key: sortKeys[order], keep: keep, h: make([]rankedEntry, 0, min(keep, 1024))}
+}
+
+// worse reports whether a ranks below b.
+func worse(a, b *rankedEntry) bool {
+	if a.key != b.key {
+		return a.key < b.key
+	}
+	if c := bytes.Compare(a.v.Peer[:], b.v.Peer[:]); c != 0 {
+		return c > 0
+	}
+	return a.v.GroupID > b.v.GroupID
+}
+
+// offer adds *v when fewer than keep entries are held, or replaces the
+// worst when *v ranks above it.
+func (t *topK) offer(v *limiter.EntryView) {
+	if t.keep <= 0 {
+		return
+	}
+	t.tmp = *v
+	e := rankedEntry{key: t.key(&t.tmp), v: *v}
+	if len(t.h) < t.keep {
+		t.h = append(t.h, e)
+		t.up(len(t.h) - 1)
+		return
+	}
+	if worse(&t.h[0], &e) {
+		t.h[0] = e
+		t.down(0)
+	}
+}
+
+func (t *topK) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !worse(&t.h[i], &t.h[p]) {
+			return
+		}
+		t.h[i], t.h[p] = t.h[p], t.h[i]
+		i = p
+	}
+}
+
+func (t *topK) down(i int) {
+	n := len(t.h)
+	for {
+		l, w := 2*i+1, i
+		if l < n && worse(&t.h[l], &t.h[w]) {
+			w = l
+		}
+		if r := l + 1; r < n && worse(&t.h[r], &t.h[w]) {
+			w = r
+		}
+		if w == i {
+			return
+		}
+		t.h[i], t.h[w] = t.h[w], t.h[i]
+		i = w
+	}
+}
+
+// drain returns the entries held, best first, and empties the heap.
+func (t *topK) drain() []limiter.EntryView {
+	slices.SortFunc(t.h, func(a, b rankedEntry) int {
+		if worse(&b, &a) {
+			return -1
+		}
+		if worse(&a, &b) {
+			return 1
+		}
+		return 0
+	})
+	out := make([]limiter.EntryView, len(t.h))
+	for i := range t.h {
+		out[i] = t.h[i].v
+	}
+	t.h = t.h[:0]
+	return out
 }
 
 // keyRanges returns the [first, last] PeerKey ranges whose keys stand for

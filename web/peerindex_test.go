@@ -97,6 +97,7 @@ func BenchmarkDashboardQueries1M(b *testing.B) {
 		{"top-rejections", PeerQuery{Sort: "rejections", Limit: 10}},
 		{"sort-requests-page-5", PeerQuery{Sort: "requests", Limit: 50, Offset: 200}},
 		{"search-/20", PeerQuery{Sort: "tokens", Limit: 50, Prefix: netip.MustParsePrefix("11.3.16.0/20")}},
+		{"search-/8", PeerQuery{Sort: "requests", Limit: 50, Prefix: netip.MustParsePrefix("11.0.0.0/8")}},
 		{"search-ip", PeerQuery{Sort: "tokens", Limit: 50, Prefix: netip.MustParsePrefix("11.3.16.7/32")}},
 	} {
 		b.Run(q.name, func(b *testing.B) {

@@ -54,7 +54,7 @@ type Options struct {
 
 // Server serves the public and the admin listeners. It is safe for
 // concurrent use; Run owns its background work (expiring check leases,
-// sampling the history).
+// sampling the history and the peer history).
 type Server struct {
 	lim    *limiter.Limiter
 	live   *Live
@@ -71,6 +71,9 @@ type Server struct {
 	Throttle *ThrottleAPI
 	// peers answers the dashboard's peer queries on large tables.
 	peers *PeerIndex
+	// peerHist is the history of the busiest and the viewed peers, fed by
+	// Run.
+	peerHist *PeerHistory
 
 	upMu      sync.Mutex
 	upChecked time.Time
@@ -92,6 +95,7 @@ func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
 	s.leases = newLeases()
 	s.peers = NewPeerIndex(lim, s.now)
 	s.history = NewHistory()
+	s.peerHist = NewPeerHistory()
 	s.proxy = s.newProxy()
 	if opts.Throttle != nil {
 		s.Throttle = NewThrottleAPI(opts.Throttle, s.now, nil)
@@ -101,11 +105,13 @@ func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
 }
 
 // Run expires check leases and samples the counters into the history
-// once a second until ctx ends.
+// once a second, and the chosen peers' counters into the peer history
+// every PeerHistoryStep, until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() { defer wg.Done(); s.peers.Run(ctx) }()
+	go func() { defer wg.Done(); s.runPeerHistory(ctx) }()
 	defer wg.Wait()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()

@@ -157,6 +157,33 @@ func waitChart(t *testing.T, ctx context.Context) {
 
 func must[T any](v T, _ error) T { return v }
 
+// waitPeerChart waits until uPlot drew a peer page's history charts (two
+// <canvas> in #peer-history-charts, the table hidden) with at least
+// requests requests in their data.
+func waitPeerChart(t *testing.T, ctx context.Context, requests int) {
+	t.Helper()
+	var last string
+	var lastErr error
+	for deadline := time.Now().Add(40 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		last, lastErr = chromedp.Run(qctx, chromedp.Evaluate[string](`(() => {
+			const box = document.getElementById("peer-history-charts");
+			const table = document.getElementById("peer-history-table");
+			if (!box || box.querySelectorAll("canvas").length < 2 || !table.hidden) return "";
+			return box.dataset.requests || "";
+		})()`))
+		cancel()
+		if n, err := strconv.Atoi(last); lastErr == nil && err == nil && n >= requests {
+			t.Logf("the peer's chart shows %d requests over %s points", n, must(chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("peer-history-charts").dataset.points`))))
+			return
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	t.Fatalf("waiting for the peer's chart: requests %q, err %v", last, lastErr)
+}
+
 func TestDashboardInBrowser(t *testing.T) {
 	ctx := browser(t)
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
@@ -164,7 +191,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	csp := cspViolations(ctx)
 	up, _ := countingUpstream(t, nil)
-	d := startDaemon(t, up.URL, "")
+	// A file entry for the exemptions page, shown read-only.
+	d := startDaemon(t, up.URL, "\n[routes]\nexempt_paths = [\"/limiterd-test-exempt\"]\n")
 	admin := d.AdminURL()
 
 	// Log in through the form.
@@ -266,9 +294,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("ex-value"), "198.51.100.0/24"),
 		chromedp.SendKeys(chromedp.ID("ex-note"), "<b>browser test</b>"),
 		chromedp.Click(chromedp.CSS(`#add-exemption button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.ID("live-exemptions")),
+		chromedp.WaitVisible(chromedp.CSS(`#list-exempt_peer tr[data-source="live"]`)),
 	); err != nil {
 		t.Fatalf("exemption: %v", err)
+	}
+	waitText(t, ctx, "the live exemption", `#list-exempt_peer tr[data-source="live"] td code`, func(s string) bool { return s == "198.51.100.0/24" })
+	waitText(t, ctx, "the file's exempt path", `#list-exempt_path tr[data-source="file"] td code`, func(s string) bool { return s == "/limiterd-test-exempt" })
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-source="file"] form').length`)); err != nil || n != 0 {
+		t.Fatalf("file entries with a remove form: %d %v", n, err)
 	}
 	checkLabels(t, ctx, "exemptions")
 	shot(t, ctx, "06-exemptions")
@@ -296,6 +329,35 @@ func TestDashboardInBrowser(t *testing.T) {
 	waitText(t, ctx, "the outbound peer", `#outbound-keys tbody tr td code`, func(s string) bool { return s == "node-a:1984" })
 	checkLabels(t, ctx, "outbound")
 	shot(t, ctx, "08-outbound")
+
+	// The abusive peer's page again: a reduction made there is in its
+	// audit list, and its history chart (uPlot's <canvas> in the chart
+	// container) is drawn with the requests it sends while the page is
+	// open (Run samples it every 10 s, app.js refetches every 5 s).
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(admin+"/peer?key=127.0.0.1"),
+		chromedp.WaitVisible(chromedp.ID("peer-history")),
+		chromedp.Click(chromedp.CSS(`#peer-reduce button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.ID("peer-audit")),
+	); err != nil {
+		t.Fatalf("peer page: %v", err)
+	}
+	waitText(t, ctx, "the reduction in the peer's audit list", `#peer-audit tbody tr td[data-col="action"]`, func(s string) bool { return s == "peer.reduce" })
+	for range 5 {
+		d.get("/info")
+	}
+	waitPeerChart(t, ctx, 5)
+	checkLabels(t, ctx, "peer history")
+	shot(t, ctx, "09-peer-history")
+	// A peer nobody recorded: the page says its history starts now, and
+	// the (empty) chart is drawn all the same.
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(admin+"/peer?key=192.0.2.77"),
+		chromedp.WaitVisible(chromedp.ID("peer-history-new")),
+	); err != nil {
+		t.Fatalf("unrecorded peer: %v", err)
+	}
+	waitPeerChart(t, ctx, 0)
 
 	if v := csp(); len(v) > 0 {
 		t.Errorf("Content-Security-Policy violations: %q", v)
