@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math"
 	"net/netip"
 	"sort"
@@ -92,7 +91,10 @@ type Limiter struct {
 func New(now time.Time, cfg Config) (*Limiter, error) {
 	l := &Limiter{ids: map[string]GroupID{GroupLocalPeers: LocalPeers}, shards: new([nShards]shard)}
 	l.names[LocalPeers] = GroupLocalPeers
-	l.hash.seed = maphash.MakeSeed()
+	l.hash = newHasher()
+	for i := range l.shards {
+		l.shards[i].cand.Store(candEmpty)
+	}
 	l.enabled.Store(true)
 	if err := l.Apply(now, cfg); err != nil {
 		return nil, err
@@ -355,17 +357,55 @@ type Decision struct {
 	WouldReject bool
 	Group       GroupID
 	// Limited is true when limits applied (not exempt, not off): only then
-	// do the quota fields and the RateLimit headers mean anything.
+	// do Quota and the RateLimit headers mean anything.
 	Limited bool
-	Quota   Quota
 	// RetryAfter is the Retry-After of a rejection in whole seconds ≥ 1.
 	RetryAfter int64
+
+	q quotaState
 
 	l     *Limiter
 	shard uint16
 	slot  uint32
 	gen   uint32
 	epoch uint32 // the shard's epoch: Restore replaces the tables
+}
+
+// quotaState is what Quota needs, captured by the decision: the few values
+// the headers are made of, so that a decision whose headers nobody writes
+// costs nothing more.
+type quotaState struct {
+	gs      *groupRT // immutable once built
+	ms      int64    // the decision's time
+	resetAt int64    // the next leaky tick after ms
+	oldest  int64    // the oldest unexpired window timestamp when wn > 0
+	tokens  int32
+	wn      int32 // unexpired window timestamps
+}
+
+// Quota returns the state of the (peer, group) right after the decision,
+// for the RateLimit headers; the zero Quota when limits did not apply.
+func (d *Decision) Quota() Quota {
+	q := &d.q
+	gs := q.gs
+	if gs == nil {
+		return Quota{}
+	}
+	out := Quota{
+		BucketLimit:     gs.LeakyLimit,
+		BucketRemaining: max(0, gs.LeakyLimit-int64(q.tokens)),
+		BucketWindow:    gs.LeakyTickInterval,
+		BucketReset:     q.resetAt - q.ms,
+		WindowLimit:     gs.SlidingWindowLimit,
+		WindowDuration:  gs.SlidingWindowDuration,
+	}
+	if gs.SlidingWindowLimit > 0 {
+		out.WindowRemaining = max(0, gs.SlidingWindowLimit-int64(q.wn))
+		if q.wn > 0 {
+			out.WindowReset = max(0, q.oldest+gs.SlidingWindowDuration-q.ms)
+		}
+	}
+	return out
 }
 
 // Quota is the state of a (peer, group) after a decision, for the
@@ -398,7 +438,7 @@ func (d *Decision) Release() {
 		return
 	}
 	e := sh.at(d.slot)
-	if e.gen == d.gen && e.key[1] != 0 && e.inflight > 0 {
+	if e.gen == d.gen && e.key.live() && e.inflight > 0 {
 		st := &sh.stats[e.key.group()]
 		e.inflight--
 		st.ItemsConcurrency--
@@ -472,7 +512,8 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 
 	ms := now.UnixMilli()
 	sec := uint32(ms / 1000)
-	key := makeEntryKey(g, p.Key)
+	var key entryKey
+	key.set(g, &p.Key)
 	sh, si, tag := l.shardOf(&key)
 	sh.mu.Lock()
 	slot, _, ok := sh.find(&key, tag)
@@ -484,7 +525,6 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	}
 	if !ok {
 		slot = sh.insert(&key, tag)
-		sh.pushFront(slot)
 		sh.at(slot).lastSeen = sec
 		l.total.Add(1)
 	}
@@ -559,7 +599,12 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 		}
 	}
 	e.flags |= flagDirty
-	d.Quota = sh.quota(gs, e, ms, wn)
+	// Field by field: a composite literal is built on the stack and copied.
+	d.q.gs, d.q.ms, d.q.resetAt = gs, ms, sh.leakyNext(gs, ms)
+	d.q.tokens, d.q.wn = e.tokens, int32(wn)
+	if wn > 0 {
+		d.q.oldest = e.win.at(e.win.n - int32(wn))
+	}
 	if e.dead() {
 		sh.remove(slot, sh.posOf(slot, tag))
 		l.total.Add(-1)
@@ -570,30 +615,11 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 
 // countOnly bumps counters of a decision that touches no entry.
 func (l *Limiter) countOnly(g GroupID, k PeerKey, f func(*GroupStats)) {
-	key := makeEntryKey(g, k)
+	key := makeEntryKey(g, &k)
 	sh, _, _ := l.shardOf(&key)
 	sh.mu.Lock()
 	f(&sh.stats[g])
 	sh.mu.Unlock()
-}
-
-func (sh *shard) quota(gs *groupRT, e *entry, ms, wn int64) Quota {
-	q := Quota{
-		BucketLimit:     gs.LeakyLimit,
-		BucketRemaining: max(0, gs.LeakyLimit-int64(e.tokens)),
-		BucketWindow:    gs.LeakyTickInterval,
-		BucketReset:     sh.leakyNext(gs, ms) - ms,
-		WindowLimit:     gs.SlidingWindowLimit,
-		WindowDuration:  gs.SlidingWindowDuration,
-	}
-	if gs.SlidingWindowLimit > 0 {
-		q.WindowRemaining = max(0, gs.SlidingWindowLimit-wn)
-		if wn > 0 {
-			oldest := e.win.at(e.win.n - int32(wn))
-			q.WindowReset = max(0, oldest+gs.SlidingWindowDuration-ms)
-		}
-	}
-	return q
 }
 
 // retryAfter is the Retry-After of a rate_limit rejection: the sooner of
@@ -720,7 +746,7 @@ func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
 		return ReduceNoop
 	}
 	gs := &st.groups[g]
-	key := makeEntryKey(g, k)
+	key := makeEntryKey(g, &k)
 	sh, _, tag := l.shardOf(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -758,7 +784,7 @@ func (l *Limiter) Forget(k PeerKey) int {
 		if !st.groups[g].defined || g == int(LocalPeers) {
 			continue
 		}
-		key := makeEntryKey(GroupID(g), k)
+		key := makeEntryKey(GroupID(g), &k)
 		sh, _, tag := l.shardOf(&key)
 		sh.mu.Lock()
 		if slot, pos, ok := sh.find(&key, tag); ok {
@@ -770,49 +796,6 @@ func (l *Limiter) Forget(k PeerKey) int {
 		sh.mu.Unlock()
 	}
 	return n
-}
-
-// evictOne deletes the (peer, group) entry idle longest among those with
-// nothing in flight, when the table is full. It holds one shard lock at a
-// time.
-func (l *Limiter) evictOne() {
-	for attempt := 0; attempt < 3; attempt++ {
-		best, bestSlot, bestGen := -1, uint32(0), uint32(0)
-		bestSeen := uint32(math.MaxUint32)
-		for i := range l.shards {
-			sh := &l.shards[i]
-			sh.mu.Lock()
-			// The tail is the least recently seen; skip a few busy ones.
-			for s, hops := sh.tail, 0; s != 0 && hops < 8; hops++ {
-				e := sh.at(s - 1)
-				if e.inflight == 0 {
-					if e.lastSeen < bestSeen {
-						best, bestSlot, bestGen, bestSeen = i, s-1, e.gen, e.lastSeen
-					}
-					break
-				}
-				s = e.prev
-			}
-			sh.mu.Unlock()
-		}
-		if best < 0 {
-			return
-		}
-		sh := &l.shards[best]
-		sh.mu.Lock()
-		e := sh.at(bestSlot)
-		if e.gen == bestGen && e.key[1] != 0 && e.inflight == 0 {
-			g := e.key.group()
-			sh.account(e, -1)
-			sh.stats[g].Evictions++
-			sh.remove(bestSlot, sh.posOf(bestSlot, uint32(l.hash.sum(&e.key))))
-			l.total.Add(-1)
-			l.evictions.Add(1)
-			sh.mu.Unlock()
-			return
-		}
-		sh.mu.Unlock()
-	}
 }
 
 // tickBatch bounds how many entries Tick visits under one lock hold, so
@@ -870,7 +853,7 @@ func (l *Limiter) scan(visit func(sh *shard, slot uint32, e *entry), flush func(
 				break
 			}
 			for slot, end := start, min(start+tickBatch, sh.used); slot < end; slot++ {
-				if e := sh.at(slot); e.key[1] != 0 {
+				if e := sh.at(slot); e.key.live() {
 					visit(sh, slot, e)
 				}
 			}

@@ -142,8 +142,10 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		sh := &l.shards[i]
 		sh.mu.Lock()
 		sh.idx, sh.mask, sh.pages = nil, 0, nil
-		sh.used, sh.free, sh.n, sh.head, sh.tail = 0, 0, 0, 0, 0
+		sh.used, sh.free, sh.n = 0, 0, 0
 		sh.deleted = nil
+		sh.victims = nil
+		sh.cand.Store(candEmpty)
 		sh.epoch++
 		for g := range sh.stats {
 			s := &sh.stats[g]
@@ -161,8 +163,7 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		}
 	}
 
-	// Oldest first, so that the LRU lists end up in lastSeen order and
-	// max_tracked keeps the most recent entries.
+	// Oldest first, so that max_tracked keeps the most recent entries.
 	order := make([]int, len(snap.Entries))
 	for i := range order {
 		order[i] = i
@@ -186,7 +187,7 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 			continue
 		}
 		gr := &st.groups[g]
-		key := makeEntryKey(g, es.Peer)
+		key := makeEntryKey(g, &es.Peer)
 		sh, _, tag := l.shardOf(&key)
 		sh.mu.Lock()
 		if _, _, dup := sh.find(&key, tag); dup {
@@ -195,7 +196,6 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 			continue
 		}
 		slot := sh.insert(&key, tag)
-		sh.pushFront(slot)
 		e := sh.at(slot)
 		e.lastSeen = uint32(max(0, es.LastSeen+shift/1000))
 		e.requests = sat32(es.Requests)

@@ -32,8 +32,8 @@ func TestPure(t *testing.T) {
 }
 
 func TestEntrySize(t *testing.T) {
-	if limiter.EntrySize > 72 {
-		t.Fatalf("entry is %d bytes; the memory budget (≤ 96 per tracked entry with the index) needs ≤ 72", limiter.EntrySize)
+	if limiter.EntrySize != 64 {
+		t.Fatalf("entry is %d bytes; it must be one 64-byte cache line (and the memory budget, ≤ 96 per tracked entry with the index, needs ≤ 72)", limiter.EntrySize)
 	}
 }
 
@@ -192,14 +192,14 @@ func TestQuota(t *testing.T) {
 	l := newLimiter(t, testConfig(settings(2, 1000, 5, 30000, 5, 10)))
 	g, _ := l.GroupID("test")
 	d := l.Decide(at(7000), peer(A), g)
-	q := d.Quota
+	q := d.Quota()
 	if !d.Limited || q.BucketLimit != 5 || q.BucketRemaining != 5 || q.BucketWindow != 30000 || q.BucketReset != 23000 ||
 		q.WindowLimit != 2 || q.WindowRemaining != 1 || q.WindowReset != 1000 {
 		t.Fatalf("quota %+v", q)
 	}
 	l.Decide(at(7100), peer(A), g)
 	d = l.Decide(at(7200), peer(A), g)
-	if d.Via != limiter.ViaLeaky || d.Quota.BucketRemaining != 4 || d.Quota.WindowRemaining != 0 || d.Quota.WindowReset != 800 {
+	if d.Via != limiter.ViaLeaky || d.Quota().BucketRemaining != 4 || d.Quota().WindowRemaining != 0 || d.Quota().WindowReset != 800 {
 		t.Fatalf("%+v", d)
 	}
 }
@@ -407,4 +407,54 @@ func TestReleaseAfterRestore(t *testing.T) {
 		t.Fatalf("%+v", v)
 	}
 	d2.Release()
+}
+
+// TestEvictionOrderAtScale fills a table past max_tracked in several
+// rounds and checks that each eviction takes the entry idle longest (to
+// the second) among those with nothing in flight, also when candidates
+// chosen by an earlier survey were seen again since.
+func TestEvictionOrderAtScale(t *testing.T) {
+	const n = 5000
+	cfg := testConfig(settings(0, 1000, 1000, 3_600_000, 1, 10))
+	cfg.MaxTracked = n
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	ip := func(i int) limiter.Peer {
+		return peer(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
+	}
+	decide := func(i int, sec int64, release bool) {
+		d := l.Decide(at(sec*1000), ip(i), g)
+		if !d.Allowed {
+			t.Fatalf("peer %d at %d s: %+v", i, sec, d)
+		}
+		if release {
+			d.Release()
+		}
+	}
+	// Peer i last seen at second i; peer 12 keeps a request in flight.
+	for i := range n {
+		decide(i, int64(i), i != 12)
+	}
+	tracked := func(i int) bool { return len(l.Peer(at(n*1000), ip(i).Key)) == 1 }
+	// Five new peers evict peers 0–4.
+	for i := n; i < n+5; i++ {
+		decide(i, n, true)
+	}
+	// Peers 5–9, candidates of that survey, are seen again.
+	for i := 5; i < 10; i++ {
+		decide(i, n+1, true)
+	}
+	// Five more evict 10, 11, 13, 14, 15: not the fresh 5–9, not 12 in flight.
+	for i := n + 5; i < n+10; i++ {
+		decide(i, n+2, true)
+	}
+	gone := map[int]bool{0: true, 1: true, 2: true, 3: true, 4: true, 10: true, 11: true, 13: true, 14: true, 15: true}
+	for i := range n + 10 {
+		if tracked(i) == gone[i] {
+			t.Errorf("peer %d: tracked %v, want %v", i, tracked(i), !gone[i])
+		}
+	}
+	if l.Tracked() != n || l.Evictions() != 10 {
+		t.Fatalf("tracked %d, evictions %d; want %d, 10", l.Tracked(), l.Evictions(), n)
+	}
 }

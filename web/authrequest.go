@@ -73,7 +73,8 @@ func (s *Server) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 	d.Release()
 
 	if d.Limited {
-		setRateLimitHeaders(h, s.lim.GroupName(d.Group), &d.Quota)
+		q := d.Quota()
+		setRateLimitHeaders(h, s.lim.GroupName(d.Group), &q)
 	}
 	switch {
 	case d.Reason == limiter.ReasonDenied && !d.Allowed:

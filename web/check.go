@@ -169,7 +169,8 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Limited {
 		h := http.Header{}
-		setRateLimitHeaders(h, resp.Group, &d.Quota)
+		q := d.Quota()
+		setRateLimitHeaders(h, resp.Group, &q)
 		resp.RateLimit, resp.RateLimitPolicy = h.Get("Ratelimit"), h.Get("Ratelimit-Policy")
 		for k, v := range h {
 			w.Header()[k] = v

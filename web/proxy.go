@@ -95,7 +95,8 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d.Limited {
-		setRateLimitHeaders(w.Header(), s.lim.GroupName(d.Group), &d.Quota)
+		q := d.Quota()
+		setRateLimitHeaders(w.Header(), s.lim.GroupName(d.Group), &q)
 	}
 	if !d.Allowed {
 		s.reject(w, r, &d)
