@@ -187,7 +187,7 @@ func (l *Limiter) Entry(now time.Time, k PeerKey, g GroupID) (v EntryView, ok bo
 	}
 	gr := &st.groups[g]
 	ms := now.UnixMilli()
-	key := makeEntryKey(g, k)
+	key := makeEntryKey(g, &k)
 	sh, _, tag := l.shardOf(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
