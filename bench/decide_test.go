@@ -202,3 +202,32 @@ func BenchmarkDecideDuringTick(b *testing.B) {
 		b.ReportMetric(float64(len(lat)), "decides-during-sweep")
 	}
 }
+
+// BenchmarkDecideEvicting: the table is full (max_tracked 100 000) and
+// every decision is for a new peer, so each one evicts the entry idle
+// longest: the cost of a flood of fresh addresses at the cap.
+func BenchmarkDecideEvicting(b *testing.B) {
+	const capacity = 100_000
+	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64, MaxTracked: capacity}
+	l, err := limiter.New(t0, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, _ := l.GroupID(limiter.GroupGeneral)
+	ps := peers(capacity * 4)
+	for i := range capacity {
+		d := l.Decide(clock(i*1000), ps[i], g)
+		d.Release()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := capacity + i%(len(ps)-capacity)
+		d := l.Decide(clock((capacity+i)*1000), ps[j], g)
+		d.Release()
+	}
+	b.StopTimer()
+	if l.Tracked() > capacity {
+		b.Fatalf("tracked %d > %d", l.Tracked(), capacity)
+	}
+}
