@@ -36,10 +36,16 @@ func (sh *shard) valid(v victim) bool {
 // survey refills the shard's candidates with the victimBatch entries idle
 // longest, tickBatch slots per lock hold so that no decision waits long.
 func (sh *shard) survey() {
-	heap := make([]victim, 0, victimBatch) // a max-heap on seen
 	sh.mu.Lock()
 	epoch := sh.epoch
+	// Reuse the spent list's memory (a concurrent survey of the same
+	// shard finds nil and allocates its own).
+	heap := sh.victims[:0] // a max-heap on seen
+	sh.victims = nil
 	sh.mu.Unlock()
+	if cap(heap) < victimBatch {
+		heap = make([]victim, 0, victimBatch)
+	}
 	for start := uint32(0); ; start += tickBatch {
 		sh.mu.Lock()
 		if start >= sh.used || sh.epoch != epoch {
@@ -125,12 +131,11 @@ func (l *Limiter) evictOne() {
 	const looks = 2 * nShards
 	for attempt := 0; attempt < looks; attempt++ {
 		best, bestSeen, next := -1, uint32(candEmpty), uint32(candEmpty)
-		for i := range l.shards {
-			sh := &l.shards[i]
-			c := sh.cand.Load()
+		for i := range l.cands {
+			c := l.cands[i].Load()
 			if c == candEmpty {
-				sh.survey()
-				c = sh.cand.Load()
+				l.shards[i].survey()
+				c = l.cands[i].Load()
 			}
 			switch {
 			case c < bestSeen:

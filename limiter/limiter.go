@@ -84,6 +84,7 @@ type Limiter struct {
 	evictions  atomic.Uint64
 
 	shards *[nShards]shard
+	cands  [nShards]atomic.Uint32 // each shard's next eviction candidate
 }
 
 // New returns a Limiter for cfg whose group schedules start at now, with
@@ -93,7 +94,8 @@ func New(now time.Time, cfg Config) (*Limiter, error) {
 	l.names[LocalPeers] = GroupLocalPeers
 	l.hash = newHasher()
 	for i := range l.shards {
-		l.shards[i].cand.Store(candEmpty)
+		l.shards[i].cand = &l.cands[i]
+		l.cands[i].Store(candEmpty)
 	}
 	l.enabled.Store(true)
 	if err := l.Apply(now, cfg); err != nil {
