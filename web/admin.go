@@ -1,7 +1,6 @@
 package web
 
 import (
-	"container/heap"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -182,56 +181,12 @@ func matchPrefix(k limiter.PeerKey, p netip.Prefix) bool {
 	return ok && kp.Overlaps(p)
 }
 
-// entryHeap keeps the top entries by a key: a min-heap of bounded size.
-type entryHeap struct {
-	v   []limiter.EntryView
-	key func(*limiter.EntryView) int64
-}
-
-func (h *entryHeap) Len() int { return len(h.v) }
-func (h *entryHeap) Less(i, j int) bool {
-	a, b := h.key(&h.v[i]), h.key(&h.v[j])
-	if a != b {
-		return a < b
-	}
-	return h.v[i].Peer.String() > h.v[j].Peer.String()
-}
-func (h *entryHeap) Swap(i, j int) { h.v[i], h.v[j] = h.v[j], h.v[i] }
-func (h *entryHeap) Push(x any)    { h.v = append(h.v, x.(limiter.EntryView)) }
-
-// offer adds v when the heap holds fewer than keep entries, or replaces
-// the smallest when v is larger: the top keep entries seen so far.
-func (h *entryHeap) offer(v limiter.EntryView, keep int) {
-	if h.Len() < keep {
-		heap.Push(h, v)
-	} else if h.key(&v) > h.key(&h.v[0]) {
-		h.v[0] = v
-		heap.Fix(h, 0)
-	}
-}
-
-// drain empties the heap into a slice, largest first.
-func (h *entryHeap) drain() []limiter.EntryView {
-	out := make([]limiter.EntryView, h.Len())
-	for i := len(out) - 1; i >= 0; i-- {
-		out[i] = heap.Pop(h).(limiter.EntryView)
-	}
-	return out
-}
-
-func (h *entryHeap) Pop() any {
-	x := h.v[len(h.v)-1]
-	h.v = h.v[:len(h.v)-1]
-	return x
-}
-
 // QueryPeers returns the page of entries q asks for, ordered by q.Sort
 // descending, and the total number matching. It keeps at most
 // offset+limit entries while it scans (a bounded heap), never the whole
 // table.
 func QueryPeers(lim *limiter.Limiter, now time.Time, q PeerQuery) ([]limiter.EntryView, int) {
-	h := &entryHeap{key: sortKeys[q.Sort]}
-	keep := q.Offset + q.Limit
+	top := newTopK(q.Sort, q.Offset+q.Limit)
 	total := 0
 	lim.Each(now, func(v limiter.EntryView) bool {
 		if q.Group != "" && v.Group != q.Group {
@@ -241,10 +196,10 @@ func QueryPeers(lim *limiter.Limiter, now time.Time, q PeerQuery) ([]limiter.Ent
 			return true
 		}
 		total++
-		h.offer(v, keep)
+		top.offer(&v)
 		return true
 	})
-	out := h.drain()
+	out := top.drain()
 	if q.Offset >= len(out) {
 		return nil, total
 	}
@@ -257,14 +212,21 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	page, total := QueryPeers(s.lim, s.now(), q)
-	out := make([]peerEntry, len(page))
-	for i, v := range page {
+	// Through the peer index, as the dashboard: above its threshold the
+	// orders come from its last refresh and a search reads at most its
+	// cap of entries, and the answer says so ("capped", "as_of").
+	pg := s.peers.Query(q)
+	out := make([]peerEntry, len(pg.Rows))
+	for i, v := range pg.Rows {
 		out[i] = toPeerEntry(v)
 	}
-	resp := map[string]any{"peers": out, "total": total}
-	if q.Offset+len(page) < total {
-		resp["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(q.Offset + len(page))))
+	resp := map[string]any{"peers": out, "total": pg.Total}
+	if pg.Capped {
+		resp["capped"] = true
+		resp["as_of"] = pg.AsOf.UTC().Format(time.RFC3339)
+	}
+	if q.Offset+len(pg.Rows) < pg.Total {
+		resp["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(q.Offset + len(pg.Rows))))
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

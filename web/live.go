@@ -277,8 +277,8 @@ func (c *Live) DeleteOverrides(ctx context.Context, actor, group string) (GroupV
 	return c.groupLocked(group), nil
 }
 
-// Exemptions returns the live exemptions, and the file's lists for
-// reference.
+// Exemptions returns the live exemptions, and the file's lists (exempt
+// peers, exempt paths, deny list) for reference.
 func (c *Live) Exemptions() (live []limiter.Exemption, file []limiter.Exemption) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -288,6 +288,9 @@ func (c *Live) Exemptions() (live []limiter.Exemption, file []limiter.Exemption)
 	}
 	for _, p := range c.base.ExemptPaths {
 		file = append(file, limiter.Exemption{Kind: limiter.ExemptPath, Value: p})
+	}
+	for _, p := range c.base.Deny {
+		file = append(file, limiter.Exemption{Kind: limiter.DenyPeer, Value: prefixString(p)})
 	}
 	return live, file
 }

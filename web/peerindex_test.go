@@ -1,7 +1,11 @@
 package web
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"testing"
 	"time"
@@ -107,5 +111,45 @@ func BenchmarkDashboardQueries1M(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestPeersAPILargeTable: GET /api/v1/peers answers through the index
+// above indexFrom entries, saying it is capped and as of when; a search
+// stays exact.
+func TestPeersAPILargeTable(t *testing.T) {
+	lim, t0 := bigLimiter(t, indexFrom+5000)
+	now := func() time.Time { return t0 }
+	live, err := NewLive(context.Background(), lim, NewMemoryStore(), lim.Config(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(lim, live, Options{Token: "t", Now: now})
+	s.peers.Refresh()
+	get := func(query string) map[string]any {
+		t.Helper()
+		req := httptest.NewRequest("GET", "/api/v1/peers?"+query, nil)
+		req.Header.Set("Authorization", "Bearer t")
+		rec := httptest.NewRecorder()
+		s.AdminHandler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("%s: %d %s", query, rec.Code, rec.Body)
+		}
+		var v map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v := get("sort=requests&limit=20")
+	if peers := v["peers"].([]any); len(peers) != 20 || peers[0].(map[string]any)["requests"] != 7.0 {
+		t.Fatalf("%d peers, first %v", len(peers), peers[0])
+	}
+	if v["capped"] != true || v["as_of"] != t0.UTC().Format(time.RFC3339) || v["total"] != float64(indexTop) || v["next_cursor"] == nil {
+		t.Fatalf("capped %v as_of %v total %v next %v", v["capped"], v["as_of"], v["total"], v["next_cursor"])
+	}
+	v = get("q=11.0.1.0/24&limit=1000")
+	if v["total"] != 256.0 || len(v["peers"].([]any)) != 256 || v["capped"] != nil {
+		t.Fatalf("/24: total %v, %d peers, capped %v", v["total"], len(v["peers"].([]any)), v["capped"])
 	}
 }
