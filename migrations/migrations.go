@@ -11,6 +11,7 @@
 package migrations
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -31,6 +32,7 @@ type Migration struct {
 var All = []Migration{
 	{Name: "create buckets", Up: v1CreateBuckets},
 	{Name: "split the live state into one key per override and exemption", Up: v2SplitLive},
+	{Name: "pack the snapshot entries into a base of blobs and a log", Up: v3PackEntries},
 }
 
 // The buckets of version 1.
@@ -111,4 +113,112 @@ func v2SplitLive(tx *bbolt.Tx) error {
 	}
 	v, _ := json.Marshal(disabled)
 	return live.Put([]byte("disabled"), v)
+}
+
+// v2PeerLen is the length of a peer key in the entry keys of version 2.
+const v2PeerLen = 17
+
+// v3BlobTarget is the size version 3's blobs are filled to.
+const v3BlobTarget = 64<<10 - 128
+
+// v3PackEntries replaces version 2's bucket "entries", one key per (peer,
+// group) entry:
+//
+//	entries/<group 0x00 peer>  entry value (17-byte peer key)
+//
+// by a base of blobs holding them all, in the same (key) order, and an
+// empty log:
+//
+//	entry_base/<uint64 BE from 1>  blob
+//	entry_log                      (empty)
+//
+// A blob (format 1) is
+//
+//	byte     1
+//	uvarint  number of records
+//	uvarint  number of group names, then each: uvarint length, the name
+//	records, each:
+//	  uvarint  length of the rest of the record
+//	  uvarint  index of its group in the names above << 1 (0: not a deletion)
+//	  byte     n (0..16); the peer key is k[:n], zeros up to 16, then:
+//	  n bytes  k[:n]
+//	  byte     k[16]
+//	  value    the entry value, byte for byte as version 2 stored it
+//
+// filled to about 64 KiB. The values are not decoded (their encoding did
+// not change): one that does not decode is still skipped by a load. A key
+// that is not a group, a NUL and 17 bytes (which version 2 skipped when
+// loading) is dropped.
+func v3PackEntries(tx *bbolt.Tx) error {
+	if _, err := tx.CreateBucket([]byte("entry_log")); err != nil {
+		return fmt.Errorf("bucket entry_log: %w", err)
+	}
+	base, err := tx.CreateBucket([]byte("entry_base"))
+	if err != nil {
+		return fmt.Errorf("bucket entry_base: %w", err)
+	}
+	base.FillPercent = 1
+	entries := tx.Bucket([]byte("entries"))
+	if entries == nil {
+		return fmt.Errorf("bucket entries is missing")
+	}
+	var (
+		names [][]byte // the group names of the blob being filled
+		body  []byte   // its records
+		count uint64
+		seq   uint64
+	)
+	flush := func() error {
+		if count == 0 {
+			return nil
+		}
+		b := []byte{1}
+		b = binary.AppendUvarint(b, count)
+		b = binary.AppendUvarint(b, uint64(len(names)))
+		for _, n := range names {
+			b = binary.AppendUvarint(b, uint64(len(n)))
+			b = append(b, n...)
+		}
+		b = append(b, body...)
+		seq++
+		if err := base.Put(binary.BigEndian.AppendUint64(nil, seq), b); err != nil {
+			return fmt.Errorf("entry_base/%d: %w", seq, err)
+		}
+		names, body, count = nil, body[:0], 0
+		return nil
+	}
+	c := entries.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v == nil || len(k) < v2PeerLen+2 || k[len(k)-v2PeerLen-1] != 0 {
+			continue
+		}
+		group, peer := k[:len(k)-v2PeerLen-1], k[len(k)-v2PeerLen:]
+		if bytes.IndexByte(group, 0) >= 0 {
+			continue
+		}
+		if count > 0 && len(body)+len(v)+32 > v3BlobTarget {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if len(names) == 0 || !bytes.Equal(names[len(names)-1], group) {
+			names = append(names, bytes.Clone(group))
+		}
+		n := 16
+		for n > 0 && peer[n-1] == 0 {
+			n--
+		}
+		g := binary.AppendUvarint(nil, uint64(len(names)-1)<<1)
+		body = binary.AppendUvarint(body, uint64(len(g)+1+n+1+len(v)))
+		body = append(body, g...)
+		body = append(body, byte(n))
+		body = append(body, peer[:n]...)
+		body = append(body, peer[16])
+		body = append(body, v...)
+		count++
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return tx.DeleteBucket([]byte("entries"))
 }

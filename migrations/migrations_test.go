@@ -1,8 +1,10 @@
 package migrations_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -149,4 +151,178 @@ func TestV2RefusesBadState(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// v3Record is a record of a version 3 blob, as read by the test.
+type v3Record struct {
+	group string
+	peer  [17]byte
+	value string
+}
+
+// readV3Blob reads a blob of version 3, failing the test on anything
+// malformed.
+func readV3Blob(t *testing.T, v []byte) []v3Record {
+	t.Helper()
+	if v[0] != 1 {
+		t.Fatalf("blob format %d", v[0])
+	}
+	b := v[1:]
+	uv := func() uint64 {
+		x, n := binary.Uvarint(b)
+		if n <= 0 {
+			t.Fatalf("bad varint in %x", b)
+		}
+		b = b[n:]
+		return x
+	}
+	count := uv()
+	var names []string
+	for range uv() {
+		l := uv()
+		names = append(names, string(b[:l]))
+		b = b[l:]
+	}
+	var out []v3Record
+	for len(b) > 0 {
+		l := uv()
+		rec := b[:l]
+		b = b[l:]
+		g, n := binary.Uvarint(rec)
+		rec = rec[n:]
+		if g&1 != 0 {
+			t.Fatalf("a deletion in the base")
+		}
+		var r v3Record
+		r.group = names[g>>1]
+		kl := int(rec[0])
+		copy(r.peer[:], rec[1:1+kl])
+		r.peer[16] = rec[1+kl]
+		r.value = string(rec[2+kl:])
+		out = append(out, r)
+	}
+	if uint64(len(out)) != count {
+		t.Fatalf("%d records, header %d", len(out), count)
+	}
+	return out
+}
+
+func TestV3PacksEntries(t *testing.T) {
+	b := openBolt(t)
+	if err := run(t, b, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	// Entries of three groups and three kinds of peer, values of any
+	// length (a migration does not decode them), and two keys a load of
+	// version 2 skipped.
+	var want []v3Record
+	err := b.Update(func(tx *bbolt.Tx) error {
+		eb := tx.Bucket([]byte("entries"))
+		for i := range 12000 {
+			var r v3Record
+			r.group = []string{"chunk", "general", "get_vdf"}[i%3]
+			switch i % 4 {
+			case 0: // IPv4
+				r.peer[0] = 1
+				binary.BigEndian.PutUint32(r.peer[1:], uint32(i*7919))
+			case 1: // an IPv6 /64
+				r.peer[0] = 3
+				binary.BigEndian.PutUint64(r.peer[1:], uint64(i)*0x9e3779b97f4a7c15)
+				r.peer[16] = 64
+			default: // opaque
+				r.peer[0] = 4
+				binary.BigEndian.PutUint64(r.peer[1:], uint64(i)*0x9e3779b97f4a7c15)
+				binary.BigEndian.PutUint64(r.peer[9:], uint64(i))
+			}
+			r.value = strings.Repeat(string(rune('a'+i%26)), 1+i%40)
+			if i == 5000 {
+				r.value = strings.Repeat("w", 100_000) // larger than a blob
+			}
+			want = append(want, r)
+			if err := eb.Put(append(append([]byte(r.group), 0), r.peer[:]...), []byte(r.value)); err != nil {
+				return err
+			}
+		}
+		if err := eb.Put([]byte("no-separator"), []byte("x")); err != nil {
+			return err
+		}
+		if err := eb.Put(append([]byte("a\x00b\x00"), make([]byte, 17)...), []byte("x")); err != nil {
+			return err
+		}
+		_, err := eb.CreateBucket([]byte("nested"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(want, func(a, b v3Record) int {
+		return bytes.Compare(append([]byte(a.group+"\x00"), a.peer[:]...), append([]byte(b.group+"\x00"), b.peer[:]...))
+	})
+	if err := run(t, b, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	b.View(func(tx *bbolt.Tx) error {
+		if tx.Bucket([]byte("entries")) != nil {
+			t.Error("bucket entries still there")
+		}
+		if lb := tx.Bucket([]byte("entry_log")); lb == nil || lb.Stats().KeyN != 0 {
+			t.Error("bucket entry_log missing or not empty")
+		}
+		var got []v3Record
+		var seq uint64
+		tx.Bucket([]byte("entry_base")).ForEach(func(k, v []byte) error {
+			if seq++; binary.BigEndian.Uint64(k) != seq {
+				t.Errorf("blob key %x, want %d", k, seq)
+			}
+			if len(v) > 64<<10 && !bytes.Contains(v, []byte(strings.Repeat("w", 100_000))) {
+				t.Errorf("blob %d of %d bytes", seq, len(v))
+			}
+			got = append(got, readV3Blob(t, v)...)
+			return nil
+		})
+		if seq < 3 {
+			t.Errorf("%d blobs", seq)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%d records, want %d (or they differ)", len(got), len(want))
+		}
+		return nil
+	})
+}
+
+func TestV3Empty(t *testing.T) {
+	b := openBolt(t)
+	if err := run(t, b, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	b.View(func(tx *bbolt.Tx) error {
+		for _, n := range []string{"entry_base", "entry_log"} {
+			if bk := tx.Bucket([]byte(n)); bk == nil || bk.Stats().KeyN != 0 {
+				t.Errorf("bucket %s missing or not empty", n)
+			}
+		}
+		if tx.Bucket([]byte("entries")) != nil {
+			t.Error("bucket entries still there")
+		}
+		return nil
+	})
+}
+
+// A version 2 database without its entries bucket is refused, and the
+// failed step leaves nothing behind.
+func TestV3RefusesMissingEntries(t *testing.T) {
+	b := openBolt(t)
+	if err := run(t, b, 0, 2); err != nil {
+		t.Fatal(err)
+	}
+	b.Update(func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte("entries")) })
+	if err := run(t, b, 2, 3); err == nil {
+		t.Error("v3 without bucket entries: no error")
+	}
+	b.View(func(tx *bbolt.Tx) error {
+		if tx.Bucket([]byte("entry_base")) != nil || tx.Bucket([]byte("entry_log")) != nil {
+			t.Error("a failed migration left buckets")
+		}
+		return nil
+	})
 }

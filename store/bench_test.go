@@ -56,21 +56,23 @@ func benchDB(b *testing.B) (*store.DB, string) {
 func BenchmarkSaveDeltaFull(b *testing.B) {
 	entries := benchEntries(benchN)
 	b.Run("empty", func(b *testing.B) {
-		var size int64
+		var size, base int64
 		for b.Loop() {
 			b.StopTimer()
 			db, path := benchDB(b)
 			b.StartTimer()
-			if _, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Enabled: true, Groups: groups(), Changed: entries}); err != nil {
+			st, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Enabled: true, Groups: groups(), Changed: entries})
+			if err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
-			size = db.Size()
+			size, base = db.Size(), st.BaseBytes
 			db.Close()
 			os.Remove(path)
 			b.StartTimer()
 		}
 		b.ReportMetric(float64(size)/benchN, "bytes/entry")
+		b.ReportMetric(float64(base)/benchN, "base-bytes/entry")
 	})
 	b.Run("rewrite", func(b *testing.B) {
 		db, _ := benchDB(b)
@@ -111,33 +113,84 @@ func BenchmarkSaveDeltaChurn(b *testing.B) {
 		b.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
-	var written, bytes int
+	var st store.SaveStats
 	for b.Loop() {
 		b.StopTimer()
-		d := limiter.Delta{TakenAt: t0.UnixMilli(), Groups: groups()}
-		// Delete some stored entries, and create as many from the spares.
-		for i := range deleted {
-			j := rng.IntN(len(stored))
-			d.Deleted = append(d.Deleted, limiter.EntryRef{Peer: stored[j].Peer, Group: stored[j].Group})
-			stored[j], spare[i] = spare[i], stored[j]
-			d.Changed = append(d.Changed, stored[j])
-		}
-		for range changed - deleted {
-			e := &stored[rng.IntN(len(stored))]
-			e.Tokens = 1 + rng.Int64N(450)
-			e.Requests++
-			d.Changed = append(d.Changed, *e)
-		}
+		d := churnDelta(rng, stored, spare, changed, deleted)
 		b.StartTimer()
-		st, err := db.SaveDelta(ctx, d)
-		if err != nil {
+		var err error
+		if st, err = db.SaveDelta(ctx, d); err != nil {
 			b.Fatal(err)
 		}
-		written += st.Written
-		bytes = int(st.Bytes)
 	}
-	b.ReportMetric(float64(bytes)/benchN, "bytes/entry")
-	_ = written
+	b.ReportMetric(float64(st.Bytes)/benchN, "bytes/entry")
+	b.ReportMetric(float64(st.LogBytes)/float64(st.LogRecords), "log-bytes/save")
+}
+
+// churnDelta returns a delta of changed entries of stored, of which
+// deleted are deletions of stored entries replaced by new ones from spare
+// (the entries deleted go to spare).
+func churnDelta(rng *rand.Rand, stored, spare []limiter.EntrySnapshot, changed, deleted int) limiter.Delta {
+	d := limiter.Delta{TakenAt: t0.UnixMilli(), Groups: groups()}
+	// A slot is replaced at most once: a delta cannot say "create, then
+	// delete" (its deletions apply first).
+	replaced := make(map[int]bool, deleted)
+	for range deleted {
+		j := rng.IntN(len(stored))
+		for replaced[j] {
+			j = rng.IntN(len(stored))
+		}
+		replaced[j] = true
+		k := rng.IntN(len(spare))
+		d.Deleted = append(d.Deleted, limiter.EntryRef{Peer: stored[j].Peer, Group: stored[j].Group})
+		stored[j], spare[k] = spare[k], stored[j]
+		d.Changed = append(d.Changed, stored[j])
+	}
+	for range changed - deleted {
+		e := &stored[rng.IntN(len(stored))]
+		e.Tokens = 1 + rng.Int64N(450)
+		e.Requests++
+		d.Changed = append(d.Changed, *e)
+	}
+	return d
+}
+
+// fullLog returns a database holding a million entries as a base and a
+// log just past the point where SaveDelta asks for compaction (more than a
+// third of the base): the largest log a daemon keeps, made of 1 % churn
+// deltas (10 000 entries changed, of which 1 000 replaced).
+func fullLog(b *testing.B) (*store.DB, []limiter.EntrySnapshot, store.SaveStats) {
+	all := benchEntries(benchN + 100_000)
+	stored, spare := all[:benchN], all[benchN:]
+	db, _ := benchDB(b)
+	st, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Groups: groups(), Changed: stored})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(2, 2))
+	for !st.Compact {
+		if st, err = db.SaveDelta(ctx, churnDelta(rng, stored, spare, 10_000, 1_000)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return db, stored, st
+}
+
+// BenchmarkSaveDeltaCompact is the full save a daemon makes when the log
+// asks for compaction: a million entries over the base and the largest
+// log.
+func BenchmarkSaveDeltaCompact(b *testing.B) {
+	db, stored, before := fullLog(b)
+	defer db.Close()
+	for b.Loop() {
+		st, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Groups: groups(), Changed: stored})
+		if err != nil || st.LogBytes != 0 || st.Written != benchN {
+			b.Fatalf("%+v, %v", st, err)
+		}
+	}
+	b.ReportMetric(float64(before.LogRecords), "log-records")
+	b.ReportMetric(float64(before.LogBytes)/float64(before.BaseBytes), "log/base")
+	b.ReportMetric(float64(db.Size())/benchN, "bytes/entry")
 }
 
 func BenchmarkLoadSnapshot(b *testing.B) {
@@ -152,6 +205,22 @@ func BenchmarkLoadSnapshot(b *testing.B) {
 			b.Fatalf("%d entries, %+v, %v", len(snap.Entries), rep, err)
 		}
 	}
+	b.ReportMetric(float64(db.Size())/benchN, "bytes/entry")
+}
+
+// BenchmarkLoadSnapshotLog loads a million entries from the base and the
+// largest log (the worst case of a load).
+func BenchmarkLoadSnapshotLog(b *testing.B) {
+	db, _, st := fullLog(b)
+	defer db.Close()
+	for b.Loop() {
+		snap, rep, err := db.LoadSnapshot(ctx)
+		if err != nil || rep.Entries != benchN || rep.Skipped != 0 {
+			b.Fatalf("%d entries, %+v, %v", len(snap.Entries), rep, err)
+		}
+	}
+	b.ReportMetric(float64(st.LogRecords), "log-records")
+	b.ReportMetric(float64(st.LogBytes)/float64(st.BaseBytes), "log/base")
 	b.ReportMetric(float64(db.Size())/benchN, "bytes/entry")
 }
 

@@ -14,12 +14,9 @@ import (
 // One codec pair per stored value type. Decoders never keep the slice they
 // are given: bbolt's bytes are valid only inside their transaction.
 
-// ---- entries: key ----
+// ---- entries: group names ----
 
-// peerLen is the length of a limiter.PeerKey.
-const peerLen = len(limiter.PeerKey{})
-
-// checkGroupName refuses the group names a key cannot hold.
+// checkGroupName refuses the group names the store cannot hold.
 func checkGroupName(g string) error {
 	switch {
 	case g == "":
@@ -30,27 +27,6 @@ func checkGroupName(g string) error {
 		return fmt.Errorf("group name of %d bytes (at most 1024)", len(g))
 	}
 	return nil
-}
-
-// appendEntryKey appends the key of (group, peer): group, 0x00, the 17
-// bytes of the peer key. Keys sort by group, then peer.
-func appendEntryKey(dst []byte, group string, peer limiter.PeerKey) []byte {
-	dst = append(dst, group...)
-	dst = append(dst, 0)
-	return append(dst, peer[:]...)
-}
-
-// parseEntryKey splits a key made by appendEntryKey; group aliases k.
-func parseEntryKey(k []byte) (group []byte, peer limiter.PeerKey, err error) {
-	if len(k) < peerLen+2 || k[len(k)-peerLen-1] != 0 {
-		return nil, peer, fmt.Errorf("malformed entry key of %d bytes", len(k))
-	}
-	group = k[:len(k)-peerLen-1]
-	if bytes.IndexByte(group, 0) >= 0 {
-		return nil, peer, errors.New("malformed entry key: NUL in the group name")
-	}
-	copy(peer[:], k[len(k)-peerLen:])
-	return group, peer, nil
 }
 
 // ---- entries: value ----
@@ -80,7 +56,8 @@ const (
 	entryFlags = entryTokens | entryTokenFields | entryWindow | entryRejConc | entryRejRate
 )
 
-// appendEntry appends the encoding of e (its Peer and Group are the key's).
+// appendEntry appends the encoding of e but its Peer and Group (which a
+// record of a blob holds).
 func appendEntry(dst []byte, e *limiter.EntrySnapshot) []byte {
 	var flags byte
 	if e.InTokens {

@@ -158,7 +158,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader) error {
 		}
 		groups = append(groups, item{[]byte(g.Name), v})
 	}
-	puts, err := encodeChanged(doc.Snapshot.Entries)
+	enc, err := encodeDelta(ctx, doc.Snapshot.Entries, nil)
 	if err != nil {
 		return importErr("snapshot.entries", "%v", err)
 	}
@@ -217,27 +217,12 @@ func (db *DB) Import(ctx context.Context, r io.Reader) error {
 		if err != nil {
 			return err
 		}
-		if doc.Snapshot.TakenAt != 0 || len(puts) > 0 || len(groups) > 0 {
+		if doc.Snapshot.TakenAt != 0 || enc.written > 0 || len(groups) > 0 {
 			if err := sb.Put(keyHeader, hdr); err != nil {
 				return err
 			}
 		}
-		b, err := fresh(bucketEntries)
-		if err != nil {
-			return err
-		}
-		b.FillPercent = fullFillPercent
-		for i, p := range puts {
-			if i%ctxEvery == ctxEvery-1 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			if err := b.Put(p.k, p.v); err != nil {
-				return err
-			}
-		}
-		return nil
+		return replaceBase(ctx, tx, enc.blobs)
 	})
 }
 

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"encoding/binary"
+
 	"go.etcd.io/bbolt"
 
 	"github.com/limiterd/limiterd/limiter"
@@ -11,10 +13,45 @@ import (
 // Bolt returns the bbolt handle, to damage or inspect records.
 func (db *DB) Bolt() *bbolt.DB { return db.bolt }
 
-// AppendEntryKey and AppendEntry are the entry codec, for fixtures.
-func AppendEntryKey(dst []byte, group string, peer limiter.PeerKey) []byte {
-	return appendEntryKey(dst, group, peer)
+// AppendEntry is appendEntry, the entry value codec, for fixtures.
+func AppendEntry(dst []byte, e *limiter.EntrySnapshot) []byte { return appendEntry(dst, e) }
+
+// RawRecord returns a blob record, unframed: group index g, a deletion
+// when del, then value as it is.
+func RawRecord(g int, del bool, p limiter.PeerKey, value []byte) []byte {
+	n := 16
+	for n > 0 && p[n-1] == 0 {
+		n--
+	}
+	gv := uint64(g) << 1
+	if del {
+		gv |= 1
+	}
+	b := binary.AppendUvarint(nil, gv)
+	b = append(b, byte(n))
+	b = append(b, p[:n]...)
+	b = append(b, p[16])
+	return append(b, value...)
 }
 
-// AppendEntry is appendEntry.
-func AppendEntry(dst []byte, e *limiter.EntrySnapshot) []byte { return appendEntry(dst, e) }
+// RawBlob returns a blob (format 1) of names and records, each framed.
+func RawBlob(names []string, records ...[]byte) []byte {
+	b := []byte{blobV1}
+	b = binary.AppendUvarint(b, uint64(len(records)))
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, n := range names {
+		b = binary.AppendUvarint(b, uint64(len(n)))
+		b = append(b, n...)
+	}
+	for _, r := range records {
+		b = binary.AppendUvarint(b, uint64(len(r)))
+		b = append(b, r...)
+	}
+	return b
+}
+
+// LogKey is the key of part part of log record seq.
+func LogKey(seq uint64, part int) []byte { return logKey(seq, part) }
+
+// BlobTarget is the size blobs are filled to.
+const BlobTarget = blobTarget

@@ -80,10 +80,46 @@ var fixtureWriters = map[int]func(tx *bbolt.Tx, f fixture) error{
 		}
 		return writeCommon(tx, f)
 	},
+	2: func(tx *bbolt.Tx, f fixture) error {
+		// Version 2: one key per override and exemption.
+		ob := tx.Bucket([]byte("overrides"))
+		for g, o := range f.live.Overrides {
+			v, err := json.Marshal(o)
+			if err != nil {
+				return err
+			}
+			if err := ob.Put([]byte(g), v); err != nil {
+				return err
+			}
+		}
+		eb := tx.Bucket([]byte("exemptions"))
+		for _, e := range f.live.Exemptions {
+			seq, _ := eb.NextSequence()
+			v, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			if err := eb.Put(binary.BigEndian.AppendUint64(nil, seq), v); err != nil {
+				return err
+			}
+		}
+		v, _ := json.Marshal(f.live.Disabled)
+		if err := tx.Bucket([]byte("live")).Put([]byte("disabled"), v); err != nil {
+			return err
+		}
+		return writeCommon(tx, f)
+	},
 }
 
-// writeCommon writes the audit and snapshot buckets, unchanged since
-// version 1.
+// v2EntryKey is the key of an entry in versions 1 and 2: group, 0x00, the
+// 17 bytes of the peer key.
+func v2EntryKey(group string, peer limiter.PeerKey) []byte {
+	k := append([]byte(group), 0)
+	return append(k, peer[:]...)
+}
+
+// writeCommon writes the audit and snapshot buckets, unchanged from
+// version 1 to 2 (the entry values are still those of store.AppendEntry).
 func writeCommon(tx *bbolt.Tx, f fixture) error {
 	ab := tx.Bucket([]byte("audit"))
 	for _, a := range f.audit {
@@ -97,7 +133,7 @@ func writeCommon(tx *bbolt.Tx, f fixture) error {
 	eb := tx.Bucket([]byte("entries"))
 	for i := range f.snapshot.Entries {
 		e := &f.snapshot.Entries[i]
-		if err := eb.Put(store.AppendEntryKey(nil, e.Group, e.Peer), store.AppendEntry(nil, e)); err != nil {
+		if err := eb.Put(v2EntryKey(e.Group, e.Peer), store.AppendEntry(nil, e)); err != nil {
 			return err
 		}
 	}

@@ -47,7 +47,7 @@ func TestOpenCreates(t *testing.T) {
 		if got := binary.BigEndian.Uint64(v); got != uint64(len(migrations.All)) {
 			t.Errorf("schema version %d, want %d", got, len(migrations.All))
 		}
-		for _, b := range []string{"meta", "live", "overrides", "exemptions", "audit", "entries", "groups", "snapshot"} {
+		for _, b := range []string{"meta", "live", "overrides", "exemptions", "audit", "entry_base", "entry_log", "groups", "snapshot"} {
 			if tx.Bucket([]byte(b)) == nil {
 				t.Errorf("bucket %s missing", b)
 			}
@@ -276,7 +276,7 @@ func TestOpenDamagedPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.View(func(tx *bbolt.Tx) error {
-		root = uint64(tx.Bucket([]byte("entries")).Root())
+		root = uint64(tx.Bucket([]byte("entry_base")).Root())
 		return nil
 	})
 	pageSize := b.Info().PageSize

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"reflect"
@@ -179,6 +180,9 @@ func TestSaveDeltaFromLimiter(t *testing.T) {
 	}
 }
 
+// Records that do not decode are skipped, counted and logged, in the base
+// and in the log; a blob that does not parse is skipped whole; the others
+// load, and loading changes nothing in the file.
 func TestLoadSnapshotSkipsUndecodable(t *testing.T) {
 	var logs bytes.Buffer
 	path := t.TempDir() + "/limiterd.db"
@@ -187,18 +191,42 @@ func TestLoadSnapshotSkipsUndecodable(t *testing.T) {
 	if _, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: 1, Groups: groups(), Changed: good}); err != nil {
 		t.Fatal(err)
 	}
-	badValue := store.AppendEntryKey(nil, "general", peer("10.0.0.9"))
-	badKey := []byte("no-separator")
-	newVersion := store.AppendEntryKey(nil, "general", peer("10.0.0.8"))
+	e7 := tokenEntry(peer("10.0.0.7"), "general", 7)
+	e1 := good[0]
+	e1.Tokens = 100
+	rec := func(g int, del bool, p string, value []byte) []byte {
+		return store.RawRecord(g, del, peer(p), value)
+	}
+	val := func(e limiter.EntrySnapshot) []byte { return store.AppendEntry(nil, &e) }
+	// Base blob 2: one good record among five bad ones.
+	blob2 := store.RawBlob([]string{"general", "bad\x00name"},
+		rec(0, false, "10.0.0.7", val(e7)),
+		rec(0, false, "10.0.0.8", []byte{1, 0, 0x80}), // truncated varint
+		rec(0, false, "10.0.0.9", []byte{9, 0, 0, 0}), // a future encoding
+		rec(5, false, "10.0.0.10", val(e7)),           // no such group index
+		rec(1, false, "10.0.0.11", val(e7)),           // an invalid group name
+		rec(0, true, "10.0.0.12", nil),                // a deletion in the base
+	)
+	// Base blob 3: its header counts 3 records, it holds 2.
+	blob3 := store.RawBlob([]string{"general"}, rec(0, false, "10.0.0.13", val(e7)), rec(0, false, "10.0.0.14", val(e7)))
+	blob3[1] = 3
+	// Base blob 4: a format to come.
+	blob4 := append([]byte{7}, blob2[1:]...)
+	// Log record 1: deletes 10.0.0.2, changes 10.0.0.1, one bad record.
+	log1 := store.RawBlob([]string{"general"},
+		rec(0, false, "10.0.0.1", val(e1)),
+		rec(0, true, "10.0.0.2", nil),
+		rec(0, true, "10.0.0.5", val(e7)), // a deletion with a value
+	)
+	keys := map[string][]byte{"base 2": u64(2), "base 3": u64(3), "base 4": u64(4), "log 1": store.LogKey(1, 0)}
 	err := db.Bolt().Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte("entries"))
-		if err := b.Put(badValue, []byte{1, 0, 0x80}); err != nil { // truncated varint
-			return err
+		b := tx.Bucket([]byte("entry_base"))
+		for k, v := range map[string][]byte{"base 2": blob2, "base 3": blob3, "base 4": blob4} {
+			if err := b.Put(keys[k], v); err != nil {
+				return err
+			}
 		}
-		if err := b.Put(badKey, store.AppendEntry(nil, &good[0])); err != nil {
-			return err
-		}
-		if err := b.Put(newVersion, []byte{9, 0, 0, 0}); err != nil { // a future encoding
+		if err := tx.Bucket([]byte("entry_log")).Put(keys["log 1"], log1); err != nil {
 			return err
 		}
 		return tx.Bucket([]byte("groups")).Put([]byte("chunk"), []byte("{not json"))
@@ -206,29 +234,46 @@ func TestLoadSnapshotSkipsUndecodable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := readFile(t, path)
 	snap, rep := mustLoad(t, db)
-	if rep != (store.LoadReport{Entries: 3, Skipped: 3}) {
-		t.Errorf("report %+v, want 3 entries, 3 skipped", rep)
+	if rep != (store.LoadReport{Entries: 3, Skipped: 5 + 3 + 1 + 1}) {
+		t.Errorf("report %+v, want 3 entries, 10 skipped", rep)
 	}
-	if !reflect.DeepEqual(snap.Entries, good) {
-		t.Errorf("entries %+v, want %+v", snap.Entries, good)
+	if want := []limiter.EntrySnapshot{e1, good[2], e7}; !reflect.DeepEqual(snap.Entries, want) {
+		t.Errorf("entries %+v, want %+v", snap.Entries, want)
 	}
 	if !reflect.DeepEqual(snap.Groups, groups()[1:]) {
 		t.Errorf("groups %+v: the undecodable one should be skipped", snap.Groups)
 	}
-	for _, k := range [][]byte{badValue, badKey, newVersion, []byte("chunk")} {
+	for what, k := range keys {
 		if !strings.Contains(logs.String(), hex.EncodeToString(k)) {
-			t.Errorf("log does not name key %x:\n%s", k, logs.String())
+			t.Errorf("log does not name %s, key %x:\n%s", what, k, logs.String())
 		}
+	}
+	if !strings.Contains(logs.String(), hex.EncodeToString([]byte("chunk"))) {
+		t.Errorf("log does not name group chunk:\n%s", logs.String())
+	}
+	if !bytes.Equal(readFile(t, path), before) {
+		t.Error("loading changed the file")
+	}
+	// Export leaves them out too.
+	var out bytes.Buffer
+	if err := db.Export(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "10.0.0.8") || !strings.Contains(out.String(), "10.0.0.7") {
+		t.Errorf("export:\n%s", out.String())
 	}
 }
 
-// A full delta leaves the database holding exactly its entries, writing
-// only what differs when little does.
-func TestSaveDeltaFullDiff(t *testing.T) {
+func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// A full delta leaves the database holding exactly its entries, as a new
+// base with an empty log.
+func TestSaveDeltaFullReplaces(t *testing.T) {
 	db := MustOpenDB(t)
 	var es []limiter.EntrySnapshot
-	for i := range 3000 {
+	for i := range 9000 {
 		es = append(es, tokenEntry(limiter.KeyFromAddr(ipv4(uint32(i*7919)), 64), []string{"general", "chunk"}[i%2], int64(i%400+1)))
 	}
 	save := func(entries []limiter.EntrySnapshot) store.SaveStats {
@@ -236,6 +281,9 @@ func TestSaveDeltaFullDiff(t *testing.T) {
 		st, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: 1, Groups: groups(), Changed: entries})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if st.LogBytes != 0 || st.LogRecords != 0 || st.Compact || (len(entries) > 0) != (st.BaseBytes > 0) {
+			t.Errorf("after a full save: %+v", st)
 		}
 		snap, _ := mustLoad(t, db)
 		// The last change of a key wins.
@@ -251,15 +299,22 @@ func TestSaveDeltaFullDiff(t *testing.T) {
 				t.Fatalf("stored %+v, want %+v", e, want[e.Group+e.Peer.String()])
 			}
 		}
+		if !slices.IsSortedFunc(snap.Entries, compareEntries) {
+			t.Error("entries not in key order")
+		}
 		return st
 	}
-	if st := save(es); st.Written != 3000 || st.Deleted != 0 {
+	st := save(es)
+	if st.Written != 9000 || st.Deleted != 0 {
 		t.Errorf("first full: %+v", st)
 	}
-	if st := save(es); st.Written != 0 || st.Deleted != 0 {
-		t.Errorf("the same full again: %+v, want nothing written", st)
+	if per := float64(st.BaseBytes) / 9000; per > 22 {
+		t.Errorf("base of %d bytes: %.1f per entry", st.BaseBytes, per)
 	}
-	// A few changed, a few gone, a few new, one changed twice.
+	// An incremental save, then a full one over it.
+	if _, err := db.SaveDelta(ctx, limiter.Delta{TakenAt: 2, Groups: groups(), Changed: es[:10], Deleted: []limiter.EntryRef{{Peer: es[20].Peer, Group: es[20].Group}}}); err != nil {
+		t.Fatal(err)
+	}
 	next := slices.Clone(es)
 	for i := range 10 {
 		next[i*100].Tokens++
@@ -271,18 +326,61 @@ func TestSaveDeltaFullDiff(t *testing.T) {
 	twice := next[500]
 	twice.Tokens = 1234
 	next = append(next, twice)
-	if st := save(next); st.Written != 10-1+5+1 || st.Deleted != 5 {
-		t.Errorf("small change: %+v, want 15 written, 5 deleted", st)
+	if st := save(next); st.Written != 9000 {
+		t.Errorf("changed full: %+v, want 9000 written", st)
 	}
-	// Everything changed: rewritten whole.
-	for i := range next {
-		next[i].LeakyTick++
+	if st := save(next[:10]); st.Written != 10 {
+		t.Errorf("most gone: %+v, want 10 written", st)
 	}
-	if st := save(next); st.Written != 3000 || st.Deleted != 0 {
-		t.Errorf("all changed: %+v, want 3000 written", st)
+	save(nil)
+	// One bucket key per blob, the log empty.
+	save(es)
+	db.Bolt().View(func(tx *bbolt.Tx) error {
+		nb, nl := tx.Bucket([]byte("entry_base")).Stats().KeyN, tx.Bucket([]byte("entry_log")).Stats().KeyN
+		if want := st.BaseBytes/store.BlobTarget + 1; nb != int(want) || nl != 0 {
+			t.Errorf("%d base blobs (want %d), %d log keys", nb, want, nl)
+		}
+		return nil
+	})
+}
+
+func compareEntries(a, b limiter.EntrySnapshot) int {
+	if c := strings.Compare(a.Group, b.Group); c != 0 {
+		return c
 	}
-	// Most entries gone: the bucket is rebuilt, its entries all written.
-	if st := save(next[:10]); st.Written != 10 || st.Deleted != 2990 {
-		t.Errorf("most gone: %+v, want 10 written, 2990 deleted", st)
+	return bytes.Compare(a.Peer[:], b.Peer[:])
+}
+
+// A base not in key order (not written by limiterd: out-of-order blobs, a
+// key twice) still loads in key order, the later record of a key winning,
+// the log applied after it.
+func TestLoadSnapshotUnsortedBase(t *testing.T) {
+	db := MustOpenDB(t)
+	a, b, c, d := tokenEntry(peer("10.0.0.1"), "general", 1), tokenEntry(peer("10.0.0.2"), "general", 2), tokenEntry(peer("10.0.0.3"), "general", 3), windowEntry(peer("10.0.0.4"), "chunk")
+	if _, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: 1, Groups: groups(), Changed: []limiter.EntrySnapshot{b, c}}); err != nil {
+		t.Fatal(err)
+	}
+	b2, c2 := b, c
+	b2.Tokens, c2.Tokens = 200, 300
+	// Blob 0 comes before blob 1 (the full save's): c and d, then b, out
+	// of order; blob 1's b wins over blob 0's, and the log changes c.
+	blob0 := store.RawBlob([]string{"general", "chunk"},
+		store.RawRecord(0, false, c.Peer, store.AppendEntry(nil, &c)),
+		store.RawRecord(1, false, d.Peer, store.AppendEntry(nil, &d)),
+		store.RawRecord(0, false, a.Peer, store.AppendEntry(nil, &a)),
+		store.RawRecord(0, false, b2.Peer, store.AppendEntry(nil, &b2)),
+	)
+	err := db.Bolt().Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("entry_base")).Put(u64(0), blob0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SaveDelta(ctx, limiter.Delta{TakenAt: 2, Groups: groups(), Changed: []limiter.EntrySnapshot{c2}, Deleted: []limiter.EntryRef{{Peer: a.Peer, Group: "general"}}}); err != nil {
+		t.Fatal(err)
+	}
+	snap, rep := mustLoad(t, db)
+	if want := []limiter.EntrySnapshot{d, b, c2}; !reflect.DeepEqual(snap.Entries, want) || rep != (store.LoadReport{Entries: 3}) {
+		t.Errorf("entries (%+v):\n got %+v\nwant %+v", rep, snap.Entries, want)
 	}
 }

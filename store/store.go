@@ -8,21 +8,30 @@
 // (package migrations). Every method that changes something has committed
 // it (fsync) when it returns.
 //
-// # Layout (schema version 2)
+// # Layout (schema version 3)
 //
 //	meta/schema_version        uint64 BE: len(migrations.All) when current
 //	live/disabled              JSON boolean: the global switch is off
 //	overrides/<group>          JSON limiter.Override
 //	exemptions/<uint64 BE>     JSON limiter.Exemption, in order of addition
 //	audit/<uint64 BE id>       JSON limiter.AuditEntry; ids from NextSequence
-//	entries/<group 0x00 peer>  binary EntrySnapshot (see codec.go); peer is
-//	                           the 17-byte limiter.PeerKey
+//	entry_base/<uint64 BE>     blob (see blob.go): the entries of the last
+//	                           full save, in key order (group, peer key)
+//	entry_log/<uint64 BE seq><uint32 BE part>
+//	                           blob: the deletions and changes of one
+//	                           incremental save since, in key order
 //	groups/<group>             JSON limiter.GroupSnapshot (tick phase)
 //	snapshot/header            JSON {taken_at_ms, enabled}
+//	snapshot/throttle          JSON limiter.ThrottleSnapshot
 //
-// Entries are written in key order (bbolt appends them; in random order it
-// would shift half a node per put). A full SaveDelta applies only the
-// difference when little changed, and rebuilds the bucket when much did.
+// The (peer, group) entries are not one key each: a full save writes them
+// all as a new base of large blobs (sequential writes of a few hundred
+// values), an incremental save appends one record to the log (the blobs
+// its changes fill, whatever the population), and a load reads the base
+// and applies the log in order. Each save is one transaction, so the file always holds
+// a whole base and whole log records. When the log has grown past a third
+// of the base, SaveDelta says so (SaveStats.Compact) and the next full save
+// replaces both.
 package store
 
 import (
@@ -69,7 +78,8 @@ var (
 	bucketOverrides  = []byte("overrides")
 	bucketExemptions = []byte("exemptions")
 	bucketAudit      = []byte("audit")
-	bucketEntries    = []byte("entries")
+	bucketBase       = []byte("entry_base")
+	bucketLog        = []byte("entry_log")
 	bucketGroups     = []byte("groups")
 	bucketSnapshot   = []byte("snapshot")
 
@@ -79,7 +89,7 @@ var (
 )
 
 // allBuckets is every bucket of the current schema.
-var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketEntries, bucketGroups, bucketSnapshot}
+var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketBase, bucketLog, bucketGroups, bucketSnapshot}
 
 // DefaultTimeout is how long Open waits for the file lock by default.
 const DefaultTimeout = time.Second

@@ -75,7 +75,8 @@ func (s *snapshotter) restore(ctx context.Context) error {
 	return s.save(ctx)
 }
 
-// save writes one delta (or a full snapshot after a failure).
+// save writes one delta (or a full snapshot after a failure, or when the
+// store asked for one to compact its log).
 func (s *snapshotter) save(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,7 +90,9 @@ func (s *snapshotter) save(ctx context.Context) error {
 		s.errors.Add(1)
 		return fmt.Errorf("save the snapshot: %w", err)
 	}
-	s.needFull = false
+	// When the store's log of incremental saves has grown, the next save
+	// is full: it replaces the store's base and empties the log.
+	s.needFull = st.Compact
 	if err := s.db.SaveThrottle(ctx, s.th.Snapshot(s.now())); err != nil {
 		s.errors.Add(1)
 		return fmt.Errorf("save the throttle: %w", err)
