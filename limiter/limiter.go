@@ -85,6 +85,8 @@ type Limiter struct {
 
 	shards *[nShards]shard
 	cands  [nShards]atomic.Uint32 // each shard's next eviction candidate
+
+	afterScan func() // tests: runs between SnapshotDelta's scan and its drain
 }
 
 // New returns a Limiter for cfg whose group schedules start at now, with

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -251,11 +252,14 @@ type Delta struct {
 // SnapshotDelta returns the changes since the previous call (or, with full,
 // every entry) and marks them saved: the cost follows the churn, not the
 // population. Deletions are reported only for entries a previous delta (or
-// Restore) reported, and are applied before changes (an entry deleted and
-// created again appears in both). Call it from one goroutine; decisions go
-// on while it runs (one shard lock at a time, a few hundred entries per
-// hold). If the caller fails to store the delta it must ask for a full one
-// next.
+// Restore) reported. A key is in both Changed and Deleted only when it was
+// deleted and created again: its state in Changed is the newer one, so a
+// store applies deletions first. An entry that the scan copied and that was
+// deleted before the scan ended is left out of Changed (and, in an
+// incremental delta, reported deleted), so that no store brings it back.
+// Call it from one goroutine; decisions go on while it runs (one shard lock
+// at a time, a few hundred entries per hold). If the caller fails to store
+// the delta it must ask for a full one next.
 func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 	ms := now.UnixMilli()
 	st := l.set.Load()
@@ -278,9 +282,12 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 			e.flags = e.flags&^flagDirty | flagPersisted
 		}
 	}, nil)
-	// Deletions are drained after the scan: a key deleted while the scan ran
-	// is deleted from the store before its newer state (if any) is put,
-	// now or in the next delta.
+	if l.afterScan != nil {
+		l.afterScan()
+	}
+	// Deletions are drained after the scan. Those of keys gone now may have
+	// happened after the scan copied the entry: such copies are dropped.
+	var gone map[entryKey]bool
 	for i := range l.shards {
 		sh := &l.shards[i]
 		sh.mu.Lock()
@@ -288,9 +295,27 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 			if !full {
 				d.Deleted = append(d.Deleted, EntryRef{Peer: k.peer(), Group: names[k.group()]})
 			}
+			_, _, tag := l.shardOf(&k)
+			if _, _, live := sh.find(&k, tag); !live {
+				if gone == nil {
+					gone = make(map[entryKey]bool)
+				}
+				gone[k] = true
+			}
 		}
 		sh.deleted = sh.deleted[:0]
 		sh.mu.Unlock()
+	}
+	if gone != nil {
+		ids := make(map[string]GroupID)
+		for g, name := range names {
+			if name != "" {
+				ids[name] = GroupID(g)
+			}
+		}
+		d.Changed = slices.DeleteFunc(d.Changed, func(es EntrySnapshot) bool {
+			return gone[makeEntryKey(ids[es.Group], &es.Peer)]
+		})
 	}
 	return d
 }

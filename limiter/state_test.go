@@ -458,3 +458,59 @@ func TestEvictionOrderAtScale(t *testing.T) {
 		t.Fatalf("tracked %d, evictions %d; want %d, 10", l.Tracked(), l.Evictions(), n)
 	}
 }
+
+// TestSnapshotDeltaDeletedDuringScan: an entry the scan copied and that is
+// deleted before the delta is complete must not be in Changed, or a store
+// would bring it back (a forgotten peer after a restart).
+func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
+	g, _ := l.GroupID("test")
+	for _, p := range []string{A, B} {
+		d := l.Decide(at(0), peer(p), g)
+		d.Release()
+	}
+	l.SnapshotDelta(at(10), true) // both persisted now
+	has := func(d limiter.Delta, p string) (changed, deleted bool) {
+		for _, e := range d.Changed {
+			changed = changed || e.Peer == peer(p).Key
+		}
+		for _, e := range d.Deleted {
+			deleted = deleted || e.Peer == peer(p).Key
+		}
+		return
+	}
+
+	// Incremental: A changes, is copied, then forgotten.
+	d := l.Decide(at(20), peer(A), g)
+	d.Release()
+	limiter.SetAfterScan(l, func() { l.Forget(peer(A).Key) })
+	delta := l.SnapshotDelta(at(30), false)
+	if c, del := has(delta, A); c || !del {
+		t.Fatalf("forgotten during the scan: changed %v deleted %v, want false true", c, del)
+	}
+
+	// Forgotten and seen again during the scan: both, the newer state wins
+	// in a store (deletions first), and the new entry is saved next time.
+	d = l.Decide(at(40), peer(B), g)
+	d.Release()
+	limiter.SetAfterScan(l, func() {
+		l.Forget(peer(B).Key)
+		d := l.Decide(at(45), peer(B), g)
+		d.Release()
+	})
+	delta = l.SnapshotDelta(at(50), false)
+	if c, del := has(delta, B); !c || !del {
+		t.Fatalf("forgotten and back: changed %v deleted %v, want true true", c, del)
+	}
+	limiter.SetAfterScan(l, nil)
+	if c, _ := has(l.SnapshotDelta(at(60), false), B); !c {
+		t.Fatal("the new entry of B was not saved by the next delta")
+	}
+
+	// Full: the copy of an entry forgotten during the scan is left out.
+	limiter.SetAfterScan(l, func() { l.Forget(peer(B).Key) })
+	delta = l.SnapshotDelta(at(70), true)
+	if c, _ := has(delta, B); c {
+		t.Fatal("a full delta kept an entry forgotten during its scan")
+	}
+}
