@@ -27,6 +27,8 @@ type Document struct {
 	Live          limiter.LiveState    `json:"live"`
 	Audit         []limiter.AuditEntry `json:"audit"` // oldest first
 	Snapshot      limiter.Snapshot     `json:"snapshot"`
+	// Throttle is the outbound throttle's state, when one was saved.
+	Throttle *limiter.ThrottleSnapshot `json:"throttle,omitempty"`
 }
 
 // Export writes the whole database as one JSON Document, read in one
@@ -60,6 +62,14 @@ func (db *DB) Export(ctx context.Context, w io.Writer) error {
 		})
 		if err != nil {
 			return err
+		}
+		if v := tx.Bucket(bucketSnapshot).Get(keyThrottle); v != nil {
+			var th limiter.ThrottleSnapshot
+			if err := json.Unmarshal(v, &th); err != nil {
+				db.log.Warn("the outbound throttle's state does not decode: not exported", "path", db.path, "err", err)
+			} else {
+				doc.Throttle = &th
+			}
 		}
 		var rep LoadReport
 		doc.Snapshot, rep, err = db.readSnapshot(ctx, tx)
@@ -166,6 +176,12 @@ func (db *DB) Import(ctx context.Context, r io.Reader) error {
 	if err != nil {
 		return importErr("snapshot", "%v", err)
 	}
+	var throttle []byte
+	if doc.Throttle != nil {
+		if throttle, err = json.Marshal(doc.Throttle); err != nil {
+			return importErr("throttle", "%v", err)
+		}
+	}
 
 	return db.update(ctx, "import", func(tx *bbolt.Tx) error {
 		fresh := func(name []byte) (*bbolt.Bucket, error) {
@@ -219,6 +235,11 @@ func (db *DB) Import(ctx context.Context, r io.Reader) error {
 		}
 		if doc.Snapshot.TakenAt != 0 || enc.written > 0 || len(groups) > 0 {
 			if err := sb.Put(keyHeader, hdr); err != nil {
+				return err
+			}
+		}
+		if throttle != nil {
+			if err := sb.Put(keyThrottle, throttle); err != nil {
 				return err
 			}
 		}
@@ -311,6 +332,19 @@ func (doc *Document) validate() error {
 		}
 		seen[key] = i
 		doc.Live.Exemptions[i] = ne
+	}
+	if th := doc.Throttle; th != nil {
+		for i, k := range th.Keys {
+			path := fmt.Sprintf("throttle.keys[%d]", i)
+			switch {
+			case k.Peer == "":
+				return importErr(path+".peer", "missing")
+			case k.Type == "":
+				return importErr(path+".type", "missing")
+			case !slices.IsSorted(k.Timestamps):
+				return importErr(path+".timestamps", "not in ascending order")
+			}
+		}
 	}
 	ids := map[uint64]int{}
 	for i, a := range doc.Audit {

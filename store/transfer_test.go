@@ -34,6 +34,9 @@ func populate(t *testing.T, db *store.DB) {
 		tokenEntry(peer("2001:db8:2::1"), "general", 1),
 	}})
 	must(err)
+	must(db.SaveThrottle(ctx, limiter.ThrottleSnapshot{TakenAt: t0.UnixMilli(), Enabled: true, Keys: []limiter.ThrottleKeyRecord{
+		{Peer: "peer-1.example:1984", Type: "chunk", Timestamps: []int64{t0.UnixMilli() - 2000, t0.UnixMilli() - 1000}},
+	}}))
 }
 
 func mustExport(t *testing.T, db *store.DB) []byte {
@@ -54,7 +57,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(out, &doc); err != nil {
 		t.Fatalf("export is not JSON: %v", err)
 	}
-	for _, k := range []string{"schema_version", "live", "audit", "snapshot"} {
+	for _, k := range []string{"schema_version", "live", "audit", "snapshot", "throttle"} {
 		if _, ok := doc[k]; !ok {
 			t.Errorf("export has no %q", k)
 		}
@@ -86,6 +89,11 @@ func TestExportImportRoundTrip(t *testing.T) {
 	auditA, _ := a.Audit(ctx, 100, 0)
 	auditB, _ := b.Audit(ctx, 100, 0)
 	mustEqualJSON(t, "audit", auditB, auditA)
+	thA, _, _ := a.LoadThrottle(ctx)
+	thB, okB, _ := b.LoadThrottle(ctx)
+	if !okB || !reflect.DeepEqual(thA, thB) {
+		t.Errorf("throttle: %+v, want %+v", thB, thA)
+	}
 	// New audit entries continue the imported ids; new exemptions go last.
 	if err := b.AddExemption(ctx, limiter.Exemption{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8"}, audit("exemption.add", "exempt_peer", nil, "10.0.0.0/8")); err != nil {
 		t.Fatal(err)
@@ -192,6 +200,9 @@ func TestImportBad(t *testing.T) {
 		{"entry without peer", edit("snapshot.entries.0.peer", nil), "snapshot.entries[0].peer: missing or invalid"},
 		{"entry group", edit("snapshot.entries.1.group", "a\x00b"), "snapshot.entries[1].group"},
 		{"entry tokens", edit("snapshot.entries.3.tokens", -1), "snapshot.entries[3].tokens: -1 is negative"},
+		{"throttle peer", edit("throttle.keys.0.peer", ""), "throttle.keys[0].peer: missing"},
+		{"throttle timestamps", edit("throttle.keys.0.timestamps", []any{5, 3}), "throttle.keys[0].timestamps: not in ascending order"},
+		{"throttle type", edit("throttle.keys.0.type", 7), "throttle.keys.type"},
 		{"duplicate entry", dup("snapshot.entries"), "snapshot.entries[4]: (2001:db8:1::/64, chunk) is also snapshot.entries[0]"},
 	}
 	db := MustOpenDB(t)
