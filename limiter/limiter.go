@@ -534,6 +534,9 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	}
 	e := sh.at(slot)
 	stats := &sh.stats[g]
+	// The leaky tick span holding ms, looked up once for the decision.
+	lc := &sh.leakyCache[gs.id]
+	lk := lc.index(&gs.leaky, gs.ver, ms)
 	if ok {
 		sh.applyTicks(e, gs, ms, stats)
 	}
@@ -554,12 +557,12 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	case wn+1 > gs.SlidingWindowLimit:
 		if int64(e.tokens)+1 > gs.LeakyLimit {
 			d.Reason = ReasonRateLimit
-			d.RetryAfter = sh.retryAfter(gs, e, ms, wn)
+			d.RetryAfter = retryAfter(gs, e, ms, wn, lc.to)
 			break
 		}
 		if e.flags&flagTokens == 0 {
 			e.flags |= flagTokens
-			e.tick = uint32(sh.leakyIndex(gs, ms))
+			e.tick = uint32(lk)
 			stats.PeersTokens++
 		}
 		e.tokens++
@@ -604,7 +607,7 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	}
 	e.flags |= flagDirty
 	// Field by field: a composite literal is built on the stack and copied.
-	d.q.gs, d.q.ms, d.q.resetAt = gs, ms, sh.leakyNext(gs, ms)
+	d.q.gs, d.q.ms, d.q.resetAt = gs, ms, lc.to
 	d.q.tokens, d.q.wn = e.tokens, int32(wn)
 	if wn > 0 {
 		d.q.oldest = e.win.at(e.win.n - int32(wn))
@@ -630,17 +633,17 @@ func (l *Limiter) countOnly(g GroupID, k PeerKey, f func(*GroupStats)) {
 // the next leaky tick (when the bucket can take tokens at all) and the
 // expiry of the oldest window timestamp (when the window admits at all),
 // in whole seconds rounded up, at least 1.
-func (sh *shard) retryAfter(gs *groupRT, e *entry, ms, wn int64) int64 {
+func retryAfter(gs *groupRT, e *entry, ms, wn, nextTick int64) int64 {
 	wait := int64(math.MaxInt64)
 	if gs.LeakyLimit > 0 {
-		wait = sh.leakyNext(gs, ms) - ms
+		wait = nextTick - ms
 	}
 	if gs.SlidingWindowLimit > 0 && wn > 0 {
 		oldest := e.win.at(e.win.n - int32(wn))
 		wait = min(wait, oldest+gs.SlidingWindowDuration-ms)
 	}
 	if wait == math.MaxInt64 {
-		wait = sh.leakyNext(gs, ms) - ms
+		wait = nextTick - ms
 	}
 	return max(1, (wait+999)/1000)
 }
@@ -710,13 +713,6 @@ func (c *tickSpan) index(s *Schedule, ver uint64, ms int64) int64 {
 
 func (sh *shard) leakyIndex(gs *groupRT, ms int64) int64 {
 	return sh.leakyCache[gs.id].index(&gs.leaky, gs.ver, ms)
-}
-
-// leakyNext returns the time of the first leaky tick after ms.
-func (sh *shard) leakyNext(gs *groupRT, ms int64) int64 {
-	c := &sh.leakyCache[gs.id]
-	c.index(&gs.leaky, gs.ver, ms)
-	return c.to
 }
 
 func (sh *shard) cleanupIndex(gs *groupRT, ms int64) int64 {
