@@ -207,14 +207,9 @@ func (d *dashboard) handlePeerHistory(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, err.Error(), "key")
 		return
 	}
-	minutes := 60
-	if m := q.Get("minutes"); m != "" {
-		n, err := strconv.Atoi(m)
-		if err != nil || n < 1 || n > 60 {
-			writeError(w, http.StatusUnprocessableEntity, "minutes must be an integer from 1 to 60", "minutes")
-			return
-		}
-		minutes = n
+	minutes, ok := minutesParam(w, q)
+	if !ok {
+		return
 	}
 	now := d.s.now()
 	d.s.peerHist.Watch(now, k, d.s.lim.Peer(now, k))

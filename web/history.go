@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"sync"
@@ -207,19 +208,29 @@ func (d *dashboard) charts() templates.Charts {
 	return c
 }
 
+// minutesParam reads the charts' ?minutes= (1 to 60, default 60); on a bad
+// value it answers 422 naming the field and returns false.
+func minutesParam(w http.ResponseWriter, q url.Values) (int, bool) {
+	m := q.Get("minutes")
+	if m == "" {
+		return 60, true
+	}
+	n, err := strconv.Atoi(m)
+	if err != nil || n < 1 || n > 60 {
+		writeError(w, http.StatusUnprocessableEntity, "minutes must be an integer from 1 to 60", "minutes")
+		return 0, false
+	}
+	return n, true
+}
+
 // handleHistory serves GET /stats/history?group=&minutes=: the last
 // minutes (1 to 60, default 60) of group's per-second samples as JSON
 // (Series); no group means every group summed.
 func (d *dashboard) handleHistory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	minutes := 60
-	if m := q.Get("minutes"); m != "" {
-		n, err := strconv.Atoi(m)
-		if err != nil || n < 1 || n > 60 {
-			writeError(w, http.StatusUnprocessableEntity, "minutes must be an integer from 1 to 60", "minutes")
-			return
-		}
-		minutes = n
+	minutes, ok := minutesParam(w, q)
+	if !ok {
+		return
 	}
 	group := q.Get("group")
 	if group != "" {

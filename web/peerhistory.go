@@ -351,14 +351,5 @@ func (s *Server) SamplePeerHistory() {
 // runPeerHistory samples the peer history every PeerHistoryStep until ctx
 // ends.
 func (s *Server) runPeerHistory(ctx context.Context) {
-	t := time.NewTicker(PeerHistoryStep)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.SamplePeerHistory()
-		}
-	}
+	Every(ctx, PeerHistoryStep, s.SamplePeerHistory)
 }

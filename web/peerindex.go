@@ -106,18 +106,11 @@ func (x *PeerIndex) data() *peerIndexData {
 // Run refreshes the index every indexMaxAge while the table is large
 // enough for queries to use it, until ctx ends.
 func (x *PeerIndex) Run(ctx context.Context) {
-	t := time.NewTicker(indexMaxAge)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if x.lim.Tracked() >= indexFrom {
-				x.Refresh()
-			}
+	Every(ctx, indexMaxAge, func() {
+		if x.lim.Tracked() >= indexFrom {
+			x.Refresh()
 		}
-	}
+	})
 }
 
 // compareKeys orders peer keys as bytes.Compare does, eight bytes at a

@@ -113,17 +113,26 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.peers.Run(ctx) }()
 	go func() { defer wg.Done(); s.runPeerHistory(ctx) }()
 	defer wg.Wait()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	s.history.Sample(s.now(), s.lim.Stats()) // the counters' baseline
+	Every(ctx, time.Second, func() {
+		s.leases.expire(s.now())
+		s.history.Sample(s.now(), s.lim.Stats())
+	})
+	s.leases.releaseAll()
+	return nil
+}
+
+// Every calls f every d until ctx ends, the first time d after it starts;
+// a call that overruns skips the ticks it missed.
+func Every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			s.leases.releaseAll()
-			return nil
+			return
 		case <-t.C:
-			s.leases.expire(s.now())
-			s.history.Sample(s.now(), s.lim.Stats())
+			f()
 		}
 	}
 }

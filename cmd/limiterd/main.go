@@ -362,17 +362,10 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 // tickLoop runs the limiter's sweeper and frees idle throttle keys once a
 // second.
 func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *limiter.Throttle, now func() time.Time) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			lim.Tick(now())
-			th.Cleanup(now())
-		}
-	}
+	web.Every(ctx, time.Second, func() {
+		lim.Tick(now())
+		th.Cleanup(now())
+	})
 }
 
 // hangupLoop reloads the config file on SIGHUP, keeping the running config

@@ -105,18 +105,11 @@ func (s *snapshotter) save(ctx context.Context) error {
 }
 
 func (s *snapshotter) loop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.save(ctx); err != nil {
-				s.log.Error("snapshot", "err", err)
-			}
+	web.Every(ctx, every, func() {
+		if err := s.save(ctx); err != nil {
+			s.log.Error("snapshot", "err", err)
 		}
-	}
+	})
 }
 
 var (
