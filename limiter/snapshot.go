@@ -273,6 +273,12 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 	l.mu.Lock()
 	names := l.names
 	l.mu.Unlock()
+	if full {
+		// Sized once: appending a million entries would leave about six
+		// times their size in garbage behind (measured: 454 MB of heap
+		// growth for 69 MB of entries).
+		d.Changed = make([]EntrySnapshot, 0, l.Tracked()+l.Tracked()/16+64)
+	}
 	l.scan(func(sh *shard, _ uint32, e *entry) {
 		if !full && e.flags&flagDirty == 0 {
 			return
