@@ -514,3 +514,69 @@ func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
 		t.Fatal("a full delta kept an entry forgotten during its scan")
 	}
 }
+
+// TestEvictionConcurrent: goroutines flooding a full table with new peers,
+// holding some requests in flight, while the sweeper runs. Run with -race.
+func TestEvictionConcurrent(t *testing.T) {
+	const capacity, workers, each = 1000, 8, 1500
+	cfg := testConfig(settings(0, 1000, 1000, 3_600_000, 1, 10))
+	cfg.MaxTracked = capacity
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	var wg sync.WaitGroup
+	var rejected atomic.Int64
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var held []limiter.Decision
+			for i := range each {
+				p := peer(fmt.Sprintf("10.%d.%d.%d", w, i>>8, i&255))
+				d := l.Decide(at(int64(i)), p, g)
+				if !d.Allowed {
+					rejected.Add(1)
+				}
+				if i%50 == 0 {
+					held = append(held, d) // in flight: never evicted
+				} else {
+					d.Release()
+				}
+			}
+			for i := range held {
+				held[i].Release()
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := int64(0); ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				l.Tick(at(i % each)) // no leaky tick falls in the first hour
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-done
+	if rejected.Load() != 0 {
+		t.Fatalf("%d rejections of new peers", rejected.Load())
+	}
+	if n := l.Tracked(); n > capacity+workers {
+		t.Fatalf("tracked %d, cap %d (+%d inserting goroutines)", n, capacity, workers)
+	}
+	if got, want := l.Evictions(), uint64(workers*each-l.Tracked()); got != want {
+		t.Fatalf("evictions %d, want %d", got, want)
+	}
+	var inflight int64
+	for _, s := range l.Stats() {
+		inflight += s.ItemsConcurrency
+	}
+	if inflight != 0 {
+		t.Fatalf("in flight after every release: %d", inflight)
+	}
+}
