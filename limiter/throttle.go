@@ -589,12 +589,20 @@ func (t *Throttle) Stats() ThrottleStats {
 
 // Keys returns the tracked keys as of now, those with the most waiters
 // first, then the fullest, then by peer and type; at most limit of them
-// (limit ≤ 0: all). Expired timestamps are not counted (nor removed).
+// (limit ≤ 0: all), kept in a bounded heap while it reads the keys.
+// Expired timestamps are not counted (nor removed).
 func (t *Throttle) Keys(now time.Time, limit int) []ThrottleKeyView {
 	st := t.set.Load()
 	ms := now.UnixMilli()
 	cut := ms - st.period
-	var out []ThrottleKeyView
+	top := topK[ThrottleKeyView]{keep: limit, cmp: func(a, b ThrottleKeyView) int {
+		return cmp.Or(
+			cmp.Compare(b.Waiters, a.Waiters),
+			cmp.Compare(b.Count, a.Count),
+			cmp.Compare(a.Peer, b.Peer),
+			cmp.Compare(a.Type, b.Type),
+		)
+	}}
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -608,22 +616,11 @@ func (t *Throttle) Keys(now time.Time, limit int) []ThrottleKeyView {
 			if n >= capacity {
 				v.EarliestIn = earliest(&e.win, n, capacity, cut, st.period, ms)
 			}
-			out = append(out, v)
+			top.offer(v)
 		}
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(out, func(a, b ThrottleKeyView) int {
-		return cmp.Or(
-			cmp.Compare(b.Waiters, a.Waiters),
-			cmp.Compare(b.Count, a.Count),
-			cmp.Compare(a.Peer, b.Peer),
-			cmp.Compare(a.Type, b.Type),
-		)
-	})
-	if limit > 0 && len(out) > limit {
-		out = out[:limit:limit]
-	}
-	return out
+	return top.sorted()
 }
 
 // Snapshot returns the switch and every key's unexpired timestamps as of
