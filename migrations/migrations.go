@@ -33,6 +33,17 @@ var All = []Migration{
 	{Name: "create buckets", Up: v1CreateBuckets},
 	{Name: "split the live state into one key per override and exemption", Up: v2SplitLive},
 	{Name: "pack the snapshot entries into a base of blobs and a log", Up: v3PackEntries},
+	{Name: "create the dashboard sessions bucket", Up: v4CreateSessions},
+}
+
+// v4CreateSessions creates "sessions": the dashboard's logins, keyed by the
+// SHA-256 of the session id, so that a restart logs nobody out. Values are
+// the dashboard's own (opaque to the store).
+func v4CreateSessions(tx *bbolt.Tx) error {
+	if _, err := tx.CreateBucket([]byte("sessions")); err != nil {
+		return fmt.Errorf("bucket sessions: %w", err)
+	}
+	return nil
 }
 
 // The buckets of version 1.

@@ -326,3 +326,20 @@ func TestV3RefusesMissingEntries(t *testing.T) {
 		return nil
 	})
 }
+
+func TestV4CreatesSessions(t *testing.T) {
+	b := openBolt(t)
+	if err := run(t, b, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	b.View(func(tx *bbolt.Tx) error {
+		if bk := tx.Bucket([]byte("sessions")); bk == nil || bk.Stats().KeyN != 0 {
+			t.Error("bucket sessions missing or not empty")
+		}
+		return nil
+	})
+	// Run twice, it refuses: a step runs once, with its version bump.
+	if err := b.Update(migrations.All[3].Up); err == nil {
+		t.Error("creating the sessions bucket again succeeded")
+	}
+}

@@ -66,6 +66,38 @@ func fixtureData() fixture {
 	return f
 }
 
+// writeV2 writes the fixture in the layout of version 2: one key per
+// override and exemption.
+func writeV2(tx *bbolt.Tx, f fixture) error {
+	// Version 2: one key per override and exemption.
+	ob := tx.Bucket([]byte("overrides"))
+	for g, o := range f.live.Overrides {
+		v, err := json.Marshal(o)
+		if err != nil {
+			return err
+		}
+		if err := ob.Put([]byte(g), v); err != nil {
+			return err
+		}
+	}
+	eb := tx.Bucket([]byte("exemptions"))
+	for _, e := range f.live.Exemptions {
+		seq, _ := eb.NextSequence()
+		v, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if err := eb.Put(binary.BigEndian.AppendUint64(nil, seq), v); err != nil {
+			return err
+		}
+	}
+	v, _ := json.Marshal(f.live.Disabled)
+	if err := tx.Bucket([]byte("live")).Put([]byte("disabled"), v); err != nil {
+		return err
+	}
+	return writeCommon(tx, f)
+}
+
 // fixtureWriters write the fixture of each old version with that version's
 // layout, frozen: never change one once its version is released.
 var fixtureWriters = map[int]func(tx *bbolt.Tx, f fixture) error{
@@ -80,34 +112,23 @@ var fixtureWriters = map[int]func(tx *bbolt.Tx, f fixture) error{
 		}
 		return writeCommon(tx, f)
 	},
-	2: func(tx *bbolt.Tx, f fixture) error {
-		// Version 2: one key per override and exemption.
-		ob := tx.Bucket([]byte("overrides"))
-		for g, o := range f.live.Overrides {
-			v, err := json.Marshal(o)
-			if err != nil {
-				return err
-			}
-			if err := ob.Put([]byte(g), v); err != nil {
-				return err
-			}
-		}
-		eb := tx.Bucket([]byte("exemptions"))
-		for _, e := range f.live.Exemptions {
-			seq, _ := eb.NextSequence()
-			v, err := json.Marshal(e)
-			if err != nil {
-				return err
-			}
-			if err := eb.Put(binary.BigEndian.AppendUint64(nil, seq), v); err != nil {
+	2: writeV2,
+	3: func(tx *bbolt.Tx, f fixture) error {
+		// Version 3: the entries packed into entry_base. Written as version
+		// 2 wrote them, then packed by the version 3 step itself (frozen, as
+		// every released step).
+		for _, name := range []string{"entry_base", "entry_log"} {
+			if err := tx.DeleteBucket([]byte(name)); err != nil {
 				return err
 			}
 		}
-		v, _ := json.Marshal(f.live.Disabled)
-		if err := tx.Bucket([]byte("live")).Put([]byte("disabled"), v); err != nil {
+		if _, err := tx.CreateBucket([]byte("entries")); err != nil {
 			return err
 		}
-		return writeCommon(tx, f)
+		if err := writeV2(tx, f); err != nil {
+			return err
+		}
+		return migrations.All[2].Up(tx)
 	},
 }
 

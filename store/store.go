@@ -82,6 +82,7 @@ var (
 	bucketLog        = []byte("entry_log")
 	bucketGroups     = []byte("groups")
 	bucketSnapshot   = []byte("snapshot")
+	bucketSessions   = []byte("sessions")
 
 	keySchemaVersion = []byte("schema_version")
 	keyDisabled      = []byte("disabled")
@@ -89,7 +90,7 @@ var (
 )
 
 // allBuckets is every bucket of the current schema.
-var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketBase, bucketLog, bucketGroups, bucketSnapshot}
+var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketBase, bucketLog, bucketGroups, bucketSnapshot, bucketSessions}
 
 // DefaultTimeout is how long Open waits for the file lock by default.
 const DefaultTimeout = time.Second

@@ -31,7 +31,9 @@ type dashboard struct {
 
 // mountDashboard adds the dashboard's routes to the admin router.
 func (s *Server) mountDashboard(r chi.Router) {
-	d := &dashboard{s: s, sess: newSessions(s.now)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d := &dashboard{s: s, sess: newSessions(ctx, s.now, s.opts.Sessions, s.log)}
 	r.Group(func(r chi.Router) {
 		r.Use(securityHeaders)
 		r.Handle("/static/*", d.staticHandler())
@@ -238,7 +240,7 @@ func (d *dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 		render(w, r, http.StatusUnauthorized, templates.LoginPage(p, templates.Login{Error: "That is not the admin token."}))
 		return
 	}
-	id, _ := d.sess.create()
+	id, _ := d.sess.create(r.Context())
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil, MaxAge: int(sessionTTL / time.Second),
@@ -248,7 +250,7 @@ func (d *dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 
 func (d *dashboard) handleLogout(w http.ResponseWriter, r *http.Request) {
 	if v := viewerOf(r); v.session != nil {
-		d.sess.remove(v.id)
+		d.sess.remove(r.Context(), v.id)
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)

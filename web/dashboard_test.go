@@ -67,6 +67,14 @@ func newDash(t *testing.T) *dash {
 	return &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}
 }
 
+// restart returns the dashboard of a new Server on the same limiter, live
+// state and clock, with sessions kept in store: what a restart of the
+// daemon gives (d itself must have been built by restart too).
+func (d *dash) restart(store web.SessionStore) *dash {
+	s := web.NewServer(d.lim, d.live, web.Options{Token: dashToken, Now: d.clock.Now, Sessions: store})
+	return &dash{t: d.t, h: s.AdminHandler(), lim: d.lim, live: d.live, clock: d.clock}
+}
+
 // do sends one request; form is POSTed url-encoded when not nil.
 func (d *dash) do(method, path string, form url.Values, hdr ...string) *http.Response {
 	d.t.Helper()

@@ -50,6 +50,9 @@ type Options struct {
 	// Throttle is the outbound throttle served at /api/v1/throttle; nil
 	// leaves those routes out. The global switch turns it off and on too.
 	Throttle *limiter.Throttle
+	// Sessions keeps the dashboard's logins across restarts; nil keeps
+	// them in memory only.
+	Sessions SessionStore
 }
 
 // Server serves the public and the admin listeners. It is safe for

@@ -1,10 +1,13 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -35,14 +38,33 @@ type session struct {
 	expires time.Time
 }
 
-// sessions keeps the dashboard's logins in memory (a restart logs everyone
-// out) and counts failed logins per client IP. It is safe for concurrent
+// SessionStore keeps the dashboard's sessions across restarts. Keys are the
+// SHA-256 of session ids (an id, the cookie's secret, is never stored);
+// values are the dashboard's own encoding. The daemon passes its database;
+// nil keeps sessions in memory only.
+type SessionStore interface {
+	PutSession(ctx context.Context, key, value []byte) error
+	DeleteSession(ctx context.Context, key []byte) error
+	Sessions(ctx context.Context) (map[string][]byte, error)
+}
+
+// storedSession is a session as SessionStore holds it.
+type storedSession struct {
+	CSRF    string `json:"csrf"`
+	Actor   string `json:"actor"`
+	Expires int64  `json:"expires_ms"`
+}
+
+// sessions keeps the dashboard's logins, in memory and (with a store) on
+// disk, and counts failed logins per client IP. It is safe for concurrent
 // use; expired entries are dropped when it is next touched, so it owns no
-// goroutine.
+// goroutine. Looking a session up never touches the store.
 type sessions struct {
 	mu       sync.Mutex
 	now      func() time.Time
-	byID     map[string]*session
+	store    SessionStore
+	log      *slog.Logger
+	byKey    map[string]*session // by sessionKey(id)
 	failures map[string]*loginCounter
 }
 
@@ -52,8 +74,49 @@ type loginCounter struct {
 	n     int
 }
 
-func newSessions(now func() time.Time) *sessions {
-	return &sessions{now: now, byID: map[string]*session{}, failures: map[string]*loginCounter{}}
+// newSessions returns the sessions the store kept (expired ones are
+// deleted from it), or none without a store.
+func newSessions(ctx context.Context, now func() time.Time, store SessionStore, log *slog.Logger) *sessions {
+	s := &sessions{now: now, store: store, log: log, byKey: map[string]*session{}, failures: map[string]*loginCounter{}}
+	if store == nil {
+		return s
+	}
+	kept, err := store.Sessions(ctx)
+	if err != nil {
+		log.Warn("dashboard sessions could not be read: everyone logs in again", "err", err)
+		return s
+	}
+	t := now()
+	var drop []string
+	for k, v := range kept {
+		var st storedSession
+		if err := json.Unmarshal(v, &st); err != nil || len(k) != sha256.Size || st.CSRF == "" {
+			log.Warn("a stored dashboard session does not decode: deleted", "key", hex.EncodeToString([]byte(k)), "err", err)
+			drop = append(drop, k)
+			continue
+		}
+		ss := &session{csrf: st.CSRF, actor: st.Actor, expires: time.UnixMilli(st.Expires)}
+		if !t.Before(ss.expires) || len(s.byKey) >= maxSessions {
+			drop = append(drop, k)
+			continue
+		}
+		s.byKey[k] = ss
+	}
+	s.forget(ctx, drop)
+	return s
+}
+
+// forget deletes keys from the store (failures are logged: an expired
+// session left there is dropped at the next start).
+func (s *sessions) forget(ctx context.Context, keys []string) {
+	if s.store == nil {
+		return
+	}
+	for _, k := range keys {
+		if err := s.store.DeleteSession(ctx, []byte(k)); err != nil {
+			s.log.Warn("delete a dashboard session", "err", err)
+		}
+	}
 }
 
 func randomHex(n int) string {
@@ -62,40 +125,59 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// sessionKey is what a session is kept under: the SHA-256 of its id.
+func sessionKey(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return string(sum[:])
+}
+
 // actorOf is the audit actor of a session: "session:" and the first 8 hex
 // digits of the SHA-256 of its id (the id itself is a secret).
 func actorOf(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return "session:" + hex.EncodeToString(sum[:])[:8]
+	return "session:" + hex.EncodeToString([]byte(sessionKey(id)))[:8]
 }
 
-// create starts a session and returns its id.
-func (s *sessions) create() (string, *session) {
+// create starts a session, stores it (a failure is logged: the session
+// then lasts until a restart) and returns its id.
+func (s *sessions) create(ctx context.Context) (string, *session) {
 	id := randomHex(32)
+	key := sessionKey(id)
 	now := s.now()
 	ss := &session{csrf: randomHex(32), actor: actorOf(id), expires: now.Add(sessionTTL)}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sweepLocked(now)
-	if len(s.byID) >= maxSessions {
+	drop := s.sweepLocked(now)
+	if len(s.byKey) >= maxSessions {
 		var oldest string
-		for k, v := range s.byID {
-			if oldest == "" || v.expires.Before(s.byID[oldest].expires) {
+		for k, v := range s.byKey {
+			if oldest == "" || v.expires.Before(s.byKey[oldest].expires) {
 				oldest = k
 			}
 		}
-		delete(s.byID, oldest)
+		delete(s.byKey, oldest)
+		drop = append(drop, oldest)
 	}
-	s.byID[id] = ss
+	s.byKey[key] = ss
+	s.mu.Unlock()
+	if s.store != nil {
+		v, _ := json.Marshal(storedSession{CSRF: ss.csrf, Actor: ss.actor, Expires: ss.expires.UnixMilli()})
+		if err := s.store.PutSession(ctx, []byte(key), v); err != nil {
+			s.log.Warn("store a dashboard session: it will not survive a restart", "err", err)
+		}
+	}
+	s.forget(ctx, drop)
 	return id, ss
 }
 
-func (s *sessions) sweepLocked(now time.Time) {
-	for k, v := range s.byID {
+// sweepLocked drops the expired sessions and returns their keys.
+func (s *sessions) sweepLocked(now time.Time) []string {
+	var gone []string
+	for k, v := range s.byKey {
 		if !now.Before(v.expires) {
-			delete(s.byID, k)
+			delete(s.byKey, k)
+			gone = append(gone, k)
 		}
 	}
+	return gone
 }
 
 // get returns the live session with id.
@@ -103,23 +185,28 @@ func (s *sessions) get(id string) (*session, bool) {
 	if id == "" {
 		return nil, false
 	}
+	key := sessionKey(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ss, ok := s.byID[id]
+	ss, ok := s.byKey[key]
 	if !ok {
 		return nil, false
 	}
 	if !s.now().Before(ss.expires) {
-		delete(s.byID, id)
+		// The store's copy goes at the next login or start.
+		delete(s.byKey, key)
 		return nil, false
 	}
 	return ss, true
 }
 
-func (s *sessions) remove(id string) {
+// remove ends the session with id (logout), in the store too.
+func (s *sessions) remove(ctx context.Context, id string) {
+	key := sessionKey(id)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, id)
+	delete(s.byKey, key)
+	s.mu.Unlock()
+	s.forget(ctx, []string{key})
 }
 
 // loginBlocked reports whether ip used up its failed logins.

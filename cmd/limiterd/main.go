@@ -284,6 +284,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		Ready:      db.Check,
 		Snapshot:   snaps.save,
 		Throttle:   th,
+		Sessions:   db,
 	})
 	reg.MustRegister(
 		collectors.NewGoCollector(),

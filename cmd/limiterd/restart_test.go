@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,5 +269,48 @@ func TestThrottleStateSurvivesRestart(t *testing.T) {
 	p = startProc(t, cfg)
 	if code, v := p.api("GET", "/api/v1/throttle?peer=node-a:1984&path=/block_index", ""); code != 200 || v["would_wait"] != true {
 		t.Fatalf("after a restart the throttle forgot the call: %d %v", code, v)
+	}
+}
+
+// TestDashboardSessionSurvivesRestart: a dashboard login made just before
+// kill -9 is still valid after the restart (a session is stored before
+// the login is answered).
+func TestDashboardSessionSurvivesRestart(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	cfg, _ := writeProcConfig(t, up.URL, "1h")
+	p := startProc(t, cfg)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(p.admin+"/login", url.Values{"token": {"test-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "limiterd_session" {
+			cookie = c
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("login: %d, cookie %v", resp.StatusCode, cookie)
+	}
+	overview := func(p *proc) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", p.admin+"/", nil)
+		req.AddCookie(cookie)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := overview(p); s != 200 {
+		t.Fatalf("overview before the restart: %d", s)
+	}
+	p.stop(syscall.SIGKILL)
+	p = startProc(t, cfg)
+	if s := overview(p); s != 200 {
+		t.Fatalf("overview after kill -9 and a restart: %d, want 200 (still logged in)", s)
 	}
 }
