@@ -14,34 +14,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/web"
 )
-
-// newDashServer is newDash with edit applied to the file configuration,
-// keeping the Server (whose peer history the tests sample by hand on the
-// fake clock: Run is not running). The clock starts on a 10 s boundary.
-func newDashServer(t *testing.T, edit func(*limiter.Config)) (*dash, *web.Server) {
-	t.Helper()
-	c := &clock{t: time.Unix(1_700_000_000, 0)}
-	groups := limiter.ArweaveGroups()
-	g := groups["general"]
-	g.LeakyLimit, g.LeakyTickReduction = 3, 3
-	groups["general"] = g
-	cfg := limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	if edit != nil {
-		edit(&cfg)
-	}
-	lim, err := limiter.New(c.Now(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, err := web.NewLive(context.Background(), lim, web.NewMemoryStore(), cfg, c.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := web.NewServer(lim, live, web.Options{Token: dashToken, Now: c.Now})
-	return &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}, s
-}
 
 // send makes n requests of ip in group general.
 func (d *dash) send(ip string, n int) {

@@ -49,12 +49,24 @@ const dashToken = "s3cret-token"
 
 func newDash(t *testing.T) *dash {
 	t.Helper()
-	c := &clock{t: time.UnixMilli(1_700_000_000_000)}
+	d, _ := newDashServer(t, nil)
+	return d
+}
+
+// newDashServer is newDash with edit applied to the file configuration,
+// keeping the Server (whose peer history the tests sample by hand on the
+// fake clock: Run is not running). The clock starts on a 10 s boundary.
+func newDashServer(t *testing.T, edit func(*limiter.Config)) (*dash, *web.Server) {
+	t.Helper()
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	groups := limiter.ArweaveGroups()
 	g := groups["general"]
 	g.LeakyLimit, g.LeakyTickReduction = 3, 3
 	groups["general"] = g
 	cfg := limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
+	if edit != nil {
+		edit(&cfg)
+	}
 	lim, err := limiter.New(c.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +76,7 @@ func newDash(t *testing.T) *dash {
 		t.Fatal(err)
 	}
 	s := web.NewServer(lim, live, web.Options{Token: dashToken, Now: c.Now})
-	return &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}
+	return &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}, s
 }
 
 // restart returns the dashboard of a new Server on the same limiter, live

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -202,28 +201,9 @@ func checkHistSeries(t *testing.T, name string, got, want web.Series) {
 
 // newHistoryDash is newDash keeping the Server, whose history the test
 // samples by hand on the fake clock (Run is not running).
-func newHistoryDash(t *testing.T) (*dash, *web.Server) {
-	t.Helper()
-	c := &clock{t: time.UnixMilli(1_700_000_000_000)}
-	groups := limiter.ArweaveGroups()
-	g := groups["general"]
-	g.LeakyLimit, g.LeakyTickReduction = 3, 3
-	groups["general"] = g
-	cfg := limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(c.Now(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, err := web.NewLive(context.Background(), lim, web.NewMemoryStore(), cfg, c.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := web.NewServer(lim, live, web.Options{Token: dashToken, Now: c.Now})
-	return &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}, s
-}
 
 func TestDashboardHistory(t *testing.T) {
-	d, s := newHistoryDash(t)
+	d, s := newDashServer(t, nil)
 	sample := func() { s.History().Sample(d.clock.Now(), d.lim.Stats()) }
 	sample()
 	// Five requests from one peer in general (leaky_limit 3): 3 admitted,
