@@ -449,7 +449,7 @@ func (d *Decision) Release() {
 		if e.inflight == 0 {
 			st.PeersConcurrency--
 		}
-		if e.dead() {
+		if sh.dead(e) {
 			sh.remove(d.slot, sh.posOf(d.slot, uint32(l.hash.sum(&e.key))))
 			l.total.Add(-1)
 		}
@@ -457,8 +457,13 @@ func (d *Decision) Release() {
 	sh.mu.Unlock()
 }
 
-func (e *entry) dead() bool {
-	return e.inflight == 0 && e.flags&flagTokens == 0 && (e.win == nil || e.win.n == 0)
+// dead reports whether e holds nothing: it can go.
+func (sh *shard) dead(e *entry) bool {
+	if e.inflight != 0 || e.flags&flagTokens != 0 {
+		return false
+	}
+	w := sh.win(e)
+	return w == nil || w.n == 0
 }
 
 // account adds (sign 1) or removes (sign -1) e's share of the gauges.
@@ -472,9 +477,9 @@ func (sh *shard) account(e *entry, sign int64) {
 		st.PeersTokens += sign
 		st.ItemsTokens += sign * int64(e.tokens)
 	}
-	if e.win != nil && e.win.n > 0 {
+	if w := sh.win(e); w != nil && w.n > 0 {
 		st.PeersWindow += sign
-		st.ItemsWindow += sign * int64(e.win.n)
+		st.ItemsWindow += sign * int64(w.n)
 	}
 }
 
@@ -547,8 +552,9 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	d := Decision{Group: g, Limited: true}
 	cut := ms - gs.SlidingWindowDuration + 1 // timestamps < cut have expired
 	var wn int64
-	if e.win != nil {
-		wn = int64(e.win.countFrom(cut))
+	w := sh.win(e)
+	if w != nil {
+		wn = int64(w.countFrom(cut))
 	}
 	switch {
 	case int64(e.inflight)+1 > gs.ConcurrencyLimit:
@@ -557,7 +563,7 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	case wn+1 > gs.SlidingWindowLimit:
 		if int64(e.tokens)+1 > gs.LeakyLimit {
 			d.Reason = ReasonRateLimit
-			d.RetryAfter = retryAfter(gs, e, ms, wn, lc.to)
+			d.RetryAfter = retryAfter(gs, w, ms, wn, lc.to)
 			break
 		}
 		if e.flags&flagTokens == 0 {
@@ -570,16 +576,17 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 		d.Allowed, d.Via = true, ViaLeaky
 		stats.AllowedLeaky++
 	default:
-		if e.win == nil {
-			e.win = &window{ctick: uint32(sh.cleanupIndex(gs, ms))}
+		if w == nil {
+			w = &window{ctick: uint32(sh.cleanupIndex(gs, ms))}
+			sh.setWin(e, w)
 		}
-		if e.win.n == 0 {
+		if w.n == 0 {
 			stats.PeersWindow++
 		}
-		stats.ItemsWindow -= int64(e.win.dropBefore(cut))
-		e.win.add(ms, int32(gs.SlidingWindowLimit))
+		stats.ItemsWindow -= int64(w.dropBefore(cut))
+		w.add(ms, int32(gs.SlidingWindowLimit))
 		stats.ItemsWindow++
-		wn = int64(e.win.n)
+		wn = int64(w.n)
 		d.Allowed, d.Via = true, ViaSliding
 		stats.AllowedSliding++
 	}
@@ -610,9 +617,9 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	d.q.gs, d.q.ms, d.q.resetAt = gs, ms, lc.to
 	d.q.tokens, d.q.wn = e.tokens, int32(wn)
 	if wn > 0 {
-		d.q.oldest = e.win.at(e.win.n - int32(wn))
+		d.q.oldest = w.at(w.n - int32(wn))
 	}
-	if e.dead() {
+	if sh.dead(e) {
 		sh.remove(slot, sh.posOf(slot, tag))
 		l.total.Add(-1)
 	}
@@ -633,13 +640,13 @@ func (l *Limiter) countOnly(g GroupID, k PeerKey, f func(*GroupStats)) {
 // the next leaky tick (when the bucket can take tokens at all) and the
 // expiry of the oldest window timestamp (when the window admits at all),
 // in whole seconds rounded up, at least 1.
-func retryAfter(gs *groupRT, e *entry, ms, wn, nextTick int64) int64 {
+func retryAfter(gs *groupRT, w *window, ms, wn, nextTick int64) int64 {
 	wait := int64(math.MaxInt64)
 	if gs.LeakyLimit > 0 {
 		wait = nextTick - ms
 	}
 	if gs.SlidingWindowLimit > 0 && wn > 0 {
-		oldest := e.win.at(e.win.n - int32(wn))
+		oldest := w.at(w.n - int32(wn))
 		wait = min(wait, oldest+gs.SlidingWindowDuration-ms)
 	}
 	if wait == math.MaxInt64 {
@@ -676,7 +683,7 @@ func (sh *shard) applyTicks(e *entry, gs *groupRT, ms int64, st *GroupStats) {
 			e.flags |= flagDirty
 		}
 	}
-	if w := e.win; w != nil {
+	if w := sh.win(e); w != nil {
 		k := sh.cleanupIndex(gs, ms)
 		if d := int32(uint32(k) - w.ctick); d > 0 {
 			had := w.n
@@ -684,7 +691,7 @@ func (sh *shard) applyTicks(e *entry, gs *groupRT, ms int64, st *GroupStats) {
 			st.ItemsWindow -= int64(had - w.n)
 			w.ctick = uint32(k)
 			if w.n == 0 {
-				e.win = nil
+				sh.dropWin(e)
 				if had > 0 {
 					st.PeersWindow--
 				}
@@ -768,7 +775,7 @@ func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
 		e.flags |= flagDirty
 		res = Reduced
 	}
-	if e.dead() {
+	if sh.dead(e) {
 		sh.remove(slot, pos)
 		l.total.Add(-1)
 	}
@@ -827,7 +834,7 @@ func (l *Limiter) Tick(now time.Time) {
 		gr := &st.groups[g]
 		if gr.defined {
 			sh.applyTicks(e, gr, ms, &sh.stats[g])
-			if !e.dead() {
+			if !sh.dead(e) {
 				return
 			}
 		} else {
@@ -836,33 +843,73 @@ func (l *Limiter) Tick(now time.Time) {
 		// Empty, or its group was removed from the config.
 		sh.remove(slot, sh.posOf(slot, uint32(l.hash.sum(&e.key))))
 		l.total.Add(-1)
-	}, nil)
+	}, nil, true)
 }
 
 // scan calls visit with every live entry of every shard, tickBatch slots
 // per lock hold, and after each hold calls flush (when not nil) without
 // the lock; flush returning false ends the scan. visit may remove the
-// entry it is given.
-func (l *Limiter) scan(visit func(sh *shard, slot uint32, e *entry), flush func() bool) {
-	for i := range l.shards {
-		sh := &l.shards[i]
-		for start := uint32(0); ; start += tickBatch {
-			sh.mu.Lock()
-			if start >= sh.used {
-				sh.mu.Unlock()
-				break
-			}
-			for slot, end := start, min(start+tickBatch, sh.used); slot < end; slot++ {
-				if e := sh.at(slot); e.key.live() {
-					visit(sh, slot, e)
-				}
-			}
-			sh.mu.Unlock()
-			if flush != nil && !flush() {
+// entry it is given. It goes shard by shard, or with interleave round the
+// shards, one batch of each in turn.
+//
+// Taking the same shard's lock again at once wins over a decision waiting
+// for it (sync.Mutex lets a running goroutine barge in), so such a
+// decision can wait for the whole shard's scan. The sweeper (Tick), whose
+// batches write every entry, interleaves: measured at a million entries,
+// the worst decision wait fell from 300–660 µs to 107–174 µs and the p99
+// from 140–330 µs to 4–15 µs. SnapshotDelta does not: interleaved, its
+// decisions' p99 was about twice as high (3.3–3.9 µs against 1.6–1.9).
+func (l *Limiter) scan(visit func(sh *shard, slot uint32, e *entry), flush func() bool, interleave bool) {
+	if !interleave {
+		for i := range l.shards {
+			if !l.scanShard(&l.shards[i], 0, ^uint32(0), visit, flush) {
 				return
 			}
 		}
+		return
 	}
+	for start := uint32(0); ; start += tickBatch {
+		more := false
+		for i := range l.shards {
+			sh := &l.shards[i]
+			sh.mu.Lock()
+			used := sh.used
+			sh.mu.Unlock()
+			if start >= used {
+				continue
+			}
+			more = true
+			if !l.scanShard(sh, start, start+tickBatch, visit, flush) {
+				return
+			}
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// scanShard visits the live entries of sh's slots [from, to), tickBatch
+// per lock hold, calling flush after each hold; false when flush ended the
+// scan.
+func (l *Limiter) scanShard(sh *shard, from, to uint32, visit func(sh *shard, slot uint32, e *entry), flush func() bool) bool {
+	for start := from; start < to; start += tickBatch {
+		sh.mu.Lock()
+		if start >= sh.used {
+			sh.mu.Unlock()
+			return true
+		}
+		for slot, end := start, min(start+tickBatch, to, sh.used); slot < end; slot++ {
+			if e := sh.at(slot); e.key.live() {
+				visit(sh, slot, e)
+			}
+		}
+		sh.mu.Unlock()
+		if flush != nil && !flush() {
+			return false
+		}
+	}
+	return true
 }
 
 // Tracked returns the number of (peer, group) entries tracked.

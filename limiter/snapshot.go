@@ -66,7 +66,7 @@ func (sh *shard) snapshotEntry(e *entry, gr *groupRT, ms int64) EntrySnapshot {
 		es.Tokens = int64(e.tokens)
 		es.LeakyTick = widen(e.tick, sh.leakyIndex(gr, ms))
 	}
-	if w := e.win; w != nil && w.n > 0 {
+	if w := sh.win(e); w != nil && w.n > 0 {
 		es.Window = make([]int64, w.n)
 		for i := int32(0); i < w.n; i++ {
 			es.Window[i] = w.at(i)
@@ -93,7 +93,7 @@ func (l *Limiter) Snapshot(now time.Time) Snapshot {
 		if gr := &st.groups[e.key.group()]; gr.defined {
 			snap.Entries = append(snap.Entries, sh.snapshotEntry(e, gr, ms))
 		}
-	}, nil)
+	}, nil, false)
 	return snap
 }
 
@@ -147,6 +147,7 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		sh.deleted = nil
 		sh.victims = nil
 		sh.cand.Store(candEmpty)
+		sh.wins, sh.winFree = nil, nil
 		sh.epoch++
 		for g := range sh.stats {
 			s := &sh.stats[g]
@@ -214,11 +215,11 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 			for _, t := range es.Window {
 				w.add(t+shift, int32(max(gr.SlidingWindowLimit, int64(len(es.Window)))))
 			}
-			e.win = w
+			sh.setWin(e, w)
 		}
 		sh.account(e, 1)
 		sh.applyTicks(e, gr, ms, &sh.stats[g])
-		if e.dead() {
+		if sh.dead(e) {
 			sh.remove(slot, sh.posOf(slot, tag))
 			rep.Expired++
 		} else {
@@ -287,7 +288,7 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 			d.Changed = append(d.Changed, sh.snapshotEntry(e, gr, ms))
 			e.flags = e.flags&^flagDirty | flagPersisted
 		}
-	}, nil)
+	}, nil, false)
 	if l.afterScan != nil {
 		l.afterScan()
 	}

@@ -31,6 +31,15 @@ func TestPure(t *testing.T) {
 	}
 }
 
+// TestEntryWithoutPointers: the slab of entries (64 MB at a million) is
+// never scanned by the garbage collector only while entries hold no
+// pointer.
+func TestEntryWithoutPointers(t *testing.T) {
+	if limiter.EntryHoldsPointers() {
+		t.Fatal("entry holds a pointer: every GC cycle would scan every tracked entry")
+	}
+}
+
 func TestEntrySize(t *testing.T) {
 	if limiter.EntrySize != 64 {
 		t.Fatalf("entry is %d bytes; it must be one 64-byte cache line (and the memory budget, ≤ 96 per tracked entry with the index, needs ≤ 72)", limiter.EntrySize)

@@ -121,9 +121,9 @@ func (sh *shard) view(e *entry, st *settings, ms int64) EntryView {
 	if e.flags&flagTokens != 0 {
 		v.Tokens = int64(e.tokens)
 	}
-	if e.win != nil {
-		v.Window = int64(e.win.n)
-		v.WindowActive = int64(e.win.countFrom(ms - st.groups[g].SlidingWindowDuration + 1))
+	if w := sh.win(e); w != nil {
+		v.Window = int64(w.n)
+		v.WindowActive = int64(w.countFrom(ms - st.groups[g].SlidingWindowDuration + 1))
 	}
 	return v
 }
@@ -161,7 +161,7 @@ func (l *Limiter) Each(now time.Time, fn func(EntryView) bool) {
 		}
 		buf = buf[:0]
 		return true
-	})
+	}, false)
 }
 
 // NextTicks returns the times of group g's next leaky and cleanup ticks
@@ -197,7 +197,7 @@ func (l *Limiter) Entry(now time.Time, k PeerKey, g GroupID) (v EntryView, ok bo
 	}
 	e := sh.at(slot)
 	sh.applyTicks(e, gr, ms, &sh.stats[g])
-	if e.dead() {
+	if sh.dead(e) {
 		sh.remove(slot, pos)
 		l.total.Add(-1)
 		return v, false

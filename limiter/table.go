@@ -67,7 +67,11 @@ type entry struct {
 	requests uint32 // decisions for this entry (saturating)
 	rejConc  uint32 // rejections by concurrency (saturating)
 	rejRate  uint32 // rejections by rate limit (saturating)
-	win      *window
+	// wi is the entry's sliding window, index+1 in its shard's wins (0:
+	// none). An index, not a pointer: entries then hold no pointer, so the
+	// garbage collector never scans the slab (64 MB at a million entries).
+	wi uint32
+	_  [4]byte // one cache line
 }
 
 const (
@@ -90,6 +94,11 @@ type shard struct {
 	n     int    // live entries
 	epoch uint32 // bumped when Restore replaces the tables
 	stats [MaxGroups]GroupStats
+
+	// wins holds the entries' sliding windows (see entry.wi); winFree the
+	// free indexes in it.
+	wins    []*window
+	winFree []uint32
 
 	// victims are the entries idle longest when the shard was last
 	// surveyed (see evictOne), the oldest last; *cand is the lastSeen of
@@ -201,6 +210,7 @@ func (s *shard) remove(slot, pos uint32) {
 	}
 	s.idx[i] = 0
 	e := s.at(slot)
+	s.dropWin(e)
 	if e.flags&flagPersisted != 0 {
 		s.deleted = append(s.deleted, e.key)
 	}
@@ -254,4 +264,35 @@ func (h *hasher) sum(k *entryKey) uint64 {
 	b := le.Uint64(k[8:16]) ^ h.s[1]
 	c := uint64(le.Uint16(k[16:18])) ^ h.s[2]
 	return mix(mix(a, b)^c, h.s[3])
+}
+
+// win returns e's sliding window, nil when it has none.
+func (s *shard) win(e *entry) *window {
+	if e.wi == 0 {
+		return nil
+	}
+	return s.wins[e.wi-1]
+}
+
+// setWin gives e (which has none) the window w.
+func (s *shard) setWin(e *entry, w *window) {
+	if n := len(s.winFree); n > 0 {
+		i := s.winFree[n-1]
+		s.winFree = s.winFree[:n-1]
+		s.wins[i] = w
+		e.wi = i + 1
+		return
+	}
+	s.wins = append(s.wins, w)
+	e.wi = uint32(len(s.wins))
+}
+
+// dropWin takes e's window away, if it has one.
+func (s *shard) dropWin(e *entry) {
+	if e.wi == 0 {
+		return
+	}
+	s.wins[e.wi-1] = nil
+	s.winFree = append(s.winFree, e.wi-1)
+	e.wi = 0
 }
