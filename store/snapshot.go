@@ -26,6 +26,9 @@ type SaveStats struct {
 	// they were stored or not: the log does not look). A full delta
 	// replaces the stored entries and records none.
 	Deleted int
+	// Skipped is the number of records a compaction dropped because they
+	// did not decode (any load would skip them too).
+	Skipped int
 	// Bytes is the file's size after the save.
 	Bytes int64
 	// BaseBytes is the size of the base (the entries of the last full

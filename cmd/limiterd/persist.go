@@ -43,6 +43,7 @@ type snapshotter struct {
 	deleted      atomic.Uint64
 	errors       atomic.Uint64
 	taken        atomic.Uint64
+	compactions  atomic.Uint64
 }
 
 // restore loads the stored state into the limiter, applying the ticks that
@@ -75,8 +76,8 @@ func (s *snapshotter) restore(ctx context.Context) error {
 	return s.save(ctx)
 }
 
-// save writes one delta (or a full snapshot after a failure, or when the
-// store asked for one to compact its log).
+// save writes one delta (or a full snapshot after a failure), then, when
+// the store says its log has grown, folds the log into its base.
 func (s *snapshotter) save(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -90,9 +91,7 @@ func (s *snapshotter) save(ctx context.Context) error {
 		s.errors.Add(1)
 		return fmt.Errorf("save the snapshot: %w", err)
 	}
-	// When the store's log of incremental saves has grown, the next save
-	// is full: it replaces the store's base and empties the log.
-	s.needFull = st.Compact
+	s.needFull = false
 	if err := s.db.SaveThrottle(ctx, s.th.Snapshot(s.now())); err != nil {
 		s.errors.Add(1)
 		return fmt.Errorf("save the throttle: %w", err)
@@ -101,6 +100,21 @@ func (s *snapshotter) save(ctx context.Context) error {
 	s.lastWritten.Store(int64(st.Written))
 	s.written.Add(uint64(st.Written))
 	s.deleted.Add(uint64(st.Deleted))
+	if st.Compact {
+		// The store merges its own records: nothing of the limiter is
+		// scanned or copied for it. If it fails, the next save is full,
+		// which compacts too.
+		cst, err := s.db.Compact(ctx)
+		if err != nil {
+			s.needFull = true
+			s.errors.Add(1)
+			return fmt.Errorf("compact the snapshot log: %w", err)
+		}
+		s.compactions.Add(1)
+		if cst.Skipped > 0 {
+			s.log.Warn("compaction dropped stored entry records that do not decode", "skipped", cst.Skipped)
+		}
+	}
 	return nil
 }
 
@@ -119,6 +133,7 @@ var (
 	descSnapErrors   = prometheus.NewDesc("limiterd_snapshot_errors_total", "Snapshots that failed to be written (the next one is written whole).", nil, nil)
 	descSnapWritten  = prometheus.NewDesc("limiterd_snapshot_entries_written_total", "(peer, group) entries written by snapshots.", nil, nil)
 	descSnapDeleted  = prometheus.NewDesc("limiterd_snapshot_entries_deleted_total", "(peer, group) entries deleted from the database by snapshots.", nil, nil)
+	descSnapCompact  = prometheus.NewDesc("limiterd_snapshot_compactions_total", "Times the log of incremental snapshots was folded into the stored base.", nil, nil)
 )
 
 // metrics sends the snapshot metrics (for web.NewCollector's extra).
@@ -129,6 +144,7 @@ func (s *snapshotter) metrics(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSnapErrors, prometheus.CounterValue, float64(s.errors.Load()))
 	ch <- prometheus.MustNewConstMetric(descSnapWritten, prometheus.CounterValue, float64(s.written.Load()))
 	ch <- prometheus.MustNewConstMetric(descSnapDeleted, prometheus.CounterValue, float64(s.deleted.Load()))
+	ch <- prometheus.MustNewConstMetric(descSnapCompact, prometheus.CounterValue, float64(s.compactions.Load()))
 }
 
 // openDB opens <data_dir>/limiterd.db; the store's errors name the file
