@@ -114,31 +114,26 @@ func (ld *loader) merge(base, logs []storedBlob) ([][]byte, int, error) {
 	// the transaction ends), sorted by key, the last of each kept.
 	var ops []entryOrder
 	var vals [][]byte
-	for i := range logs {
-		b := &logs[i]
-		rest := b.records
-		for j := 0; len(rest) > 0; j++ {
-			if err := ld.tick(); err != nil {
-				return nil, 0, err
-			}
-			var rec []byte
-			rec, rest = nextRecord(rest)
-			r, err := parseRecord(rec, &scratch)
-			if err == nil && (r.group >= len(b.groups) || !b.groups[r.group].ok) {
-				err = fmt.Errorf("group index %d: no such group name in the blob", r.group)
-			}
-			if err != nil {
-				ld.skip(b, j, 1, err)
-				continue
-			}
-			o := orderOf(b.groups[r.group].rank, &r.peer, uint32(len(vals)))
-			if r.del {
-				o.i = delMark
-			} else {
-				vals = append(vals, append([]byte(nil), r.value...))
-			}
-			ops = append(ops, o)
+	err := ld.eachRecord(logs, func(b *storedBlob, j int, rec []byte) error {
+		r, err := parseRecord(rec, &scratch)
+		if err == nil && (r.group >= len(b.groups) || !b.groups[r.group].ok) {
+			err = fmt.Errorf("group index %d: no such group name in the blob", r.group)
 		}
+		if err != nil {
+			ld.skip(b, j, 1, err)
+			return nil
+		}
+		o := orderOf(b.groups[r.group].rank, &r.peer, uint32(len(vals)))
+		if r.del {
+			o.i = delMark
+		} else {
+			vals = append(vals, append([]byte(nil), r.value...))
+		}
+		ops = append(ops, o)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	sortOrders(ops)
 	ops = lastOfEach(ops)
@@ -155,47 +150,63 @@ func (ld *loader) merge(base, logs []storedBlob) ([][]byte, int, error) {
 	var prev entryOrder
 	first := true
 	j := 0
-	for i := range base {
-		b := &base[i]
-		rest := b.records
-		for k := 0; len(rest) > 0; k++ {
-			if err := ld.tick(); err != nil {
-				return nil, 0, err
-			}
-			var rec []byte
-			rec, rest = nextRecord(rest)
-			r, err := parseRecord(rec, &scratch)
-			switch {
-			case err != nil:
-			case r.group >= len(b.groups) || !b.groups[r.group].ok:
-				err = fmt.Errorf("group index %d: no such group name in the blob", r.group)
-			case r.del:
-				err = errors.New("a deletion in the base")
-			}
-			if err != nil {
-				ld.skip(b, k, 1, err)
-				continue
-			}
-			o := orderOf(b.groups[r.group].rank, &r.peer, 0)
-			if !first && !prev.less(&o) {
-				return nil, 0, errUnsorted
-			}
-			first, prev = false, o
-			for ; j < len(ops) && ops[j].less(&o); j++ {
-				emit(&ops[j])
-			}
-			if j < len(ops) && ops[j].sameKey(&o) {
-				emit(&ops[j]) // the log's last word on this key
-				j++
-				continue
-			}
-			w.add(o.rank(), &r.peer, false, r.value)
-			written++
+	err = ld.eachRecord(base, func(b *storedBlob, k int, rec []byte) error {
+		r, err := parseRecord(rec, &scratch)
+		switch {
+		case err != nil:
+		case r.group >= len(b.groups) || !b.groups[r.group].ok:
+			err = fmt.Errorf("group index %d: no such group name in the blob", r.group)
+		case r.del:
+			err = errors.New("a deletion in the base")
 		}
+		if err != nil {
+			ld.skip(b, k, 1, err)
+			return nil
+		}
+		o := orderOf(b.groups[r.group].rank, &r.peer, 0)
+		if !first && !prev.less(&o) {
+			return errUnsorted
+		}
+		first, prev = false, o
+		for ; j < len(ops) && ops[j].less(&o); j++ {
+			emit(&ops[j])
+		}
+		if j < len(ops) && ops[j].sameKey(&o) {
+			emit(&ops[j]) // the log's last word on this key
+			j++
+			return nil
+		}
+		w.add(o.rank(), &r.peer, false, r.value)
+		written++
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	for ; j < len(ops); j++ {
 		emit(&ops[j])
 	}
 	w.flush()
 	return w.blobs, written, nil
+}
+
+// eachRecord calls fn with every record of blobs in order (its blob and
+// its place there), checking the context now and then; fn's error ends
+// the walk.
+func (ld *loader) eachRecord(blobs []storedBlob, fn func(b *storedBlob, j int, rec []byte) error) error {
+	for i := range blobs {
+		b := &blobs[i]
+		rest := b.records
+		for j := 0; len(rest) > 0; j++ {
+			if err := ld.tick(); err != nil {
+				return err
+			}
+			var rec []byte
+			rec, rest = nextRecord(rest)
+			if err := fn(b, j, rec); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
