@@ -116,8 +116,8 @@ func (ld *loader) merge(base, logs []storedBlob) ([][]byte, int, error) {
 	var vals [][]byte
 	err := ld.eachRecord(logs, func(b *storedBlob, j int, rec []byte) error {
 		r, err := parseRecord(rec, &scratch)
-		if err == nil && (r.group >= len(b.groups) || !b.groups[r.group].ok) {
-			err = fmt.Errorf("group index %d: no such group name in the blob", r.group)
+		if err == nil {
+			err = b.checkRecord(r.group, r.del, true)
 		}
 		if err != nil {
 			ld.skip(b, j, 1, err)
@@ -152,12 +152,8 @@ func (ld *loader) merge(base, logs []storedBlob) ([][]byte, int, error) {
 	j := 0
 	err = ld.eachRecord(base, func(b *storedBlob, k int, rec []byte) error {
 		r, err := parseRecord(rec, &scratch)
-		switch {
-		case err != nil:
-		case r.group >= len(b.groups) || !b.groups[r.group].ok:
-			err = fmt.Errorf("group index %d: no such group name in the blob", r.group)
-		case r.del:
-			err = errors.New("a deletion in the base")
+		if err == nil {
+			err = b.checkRecord(r.group, r.del, false)
 		}
 		if err != nil {
 			ld.skip(b, k, 1, err)

@@ -790,34 +790,33 @@ func (ld *loader) rankNames(lists ...[]storedBlob) {
 // may shorten *dst (to drop it) or rearrange its end. A record that does
 // not decode is skipped, and so is a deletion unless dels.
 func (ld *loader) each(blobs []storedBlob, dels bool, dst *[]limiter.EntrySnapshot, fn func(i int, rank uint32, del bool)) error {
-	for i := range blobs {
-		b := &blobs[i]
-		rest := b.records
-		for j := 0; len(rest) > 0; j++ {
-			if err := ld.tick(); err != nil {
-				return err
-			}
-			var rec []byte
-			rec, rest = nextRecord(rest)
-			n := len(*dst)
-			*dst = append(*dst, limiter.EntrySnapshot{})
-			e := &(*dst)[n]
-			g, del, err := decodeRecord(rec, e)
-			switch {
-			case err != nil:
-			case g >= len(b.groups) || !b.groups[g].ok:
-				err = fmt.Errorf("group index %d: no such group name in the blob", g)
-			case del && !dels:
-				err = errors.New("a deletion in the base")
-			}
-			if err != nil {
-				*dst = (*dst)[:n]
-				ld.skip(b, j, 1, err)
-				continue
-			}
-			e.Group = b.groups[g].name
-			fn(n, b.groups[g].rank, del)
+	return ld.eachRecord(blobs, func(b *storedBlob, j int, rec []byte) error {
+		n := len(*dst)
+		*dst = append(*dst, limiter.EntrySnapshot{})
+		e := &(*dst)[n]
+		g, del, err := decodeRecord(rec, e)
+		if err == nil {
+			err = b.checkRecord(g, del, dels)
 		}
+		if err != nil {
+			*dst = (*dst)[:n]
+			ld.skip(b, j, 1, err)
+			return nil
+		}
+		e.Group = b.groups[g].name
+		fn(n, b.groups[g].rank, del)
+		return nil
+	})
+}
+
+// checkRecord refuses a record of the blob whose group index names no
+// valid group, or that is a deletion where none may be (!dels: the base).
+func (b *storedBlob) checkRecord(g int, del, dels bool) error {
+	switch {
+	case g >= len(b.groups) || !b.groups[g].ok:
+		return fmt.Errorf("group index %d: no such group name in the blob", g)
+	case del && !dels:
+		return errors.New("a deletion in the base")
 	}
 	return nil
 }

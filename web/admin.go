@@ -29,6 +29,15 @@ func readBody(r *http.Request) ([]byte, error) {
 	return b, nil
 }
 
+// decodeBody reads r's body (bounded) and decodes it into v strictly.
+func decodeBody(r *http.Request, v any) error {
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(b, v)
+}
+
 // decodeStrict decodes a JSON object into v, refusing unknown fields.
 func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(b)))

@@ -125,10 +125,7 @@ type checkResponse struct {
 // nginx's auth_request can use it as it is.
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	var req checkRequest
-	b, err := readBody(r)
-	if err == nil {
-		err = decodeStrict(b, &req)
-	}
+	err := decodeBody(r, &req)
 	if err == nil && req.Peer == "" {
 		err = &limiter.FieldError{Field: "peer", Problem: "required"}
 	}
@@ -195,10 +192,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		ID string `json:"id"`
 	}
-	b, err := readBody(r)
-	if err == nil {
-		err = decodeStrict(b, &req)
-	}
+	err := decodeBody(r, &req)
 	if err == nil && req.ID == "" {
 		err = &limiter.FieldError{Field: "id", Problem: "required"}
 	}

@@ -96,10 +96,7 @@ type throttleCheckResponse struct {
 // missing field 422 naming it.
 func (a *ThrottleAPI) HandleWait(w http.ResponseWriter, r *http.Request) {
 	var req throttleWaitRequest
-	b, err := readBody(r)
-	if err == nil {
-		err = decodeStrict(b, &req)
-	}
+	err := decodeBody(r, &req)
 	if err == nil {
 		err = checkThrottleArgs(req.Peer, req.Path)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/web"
 )
 
 // demoPeer is one synthetic client: its address (sent in X-Forwarded-For
@@ -132,21 +133,14 @@ and %d synthetic peers. The abusive one sends 60 requests/s to the general group
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTicker(time.Duration(float64(time.Second) / p.rate))
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
+			web.Every(ctx, time.Duration(float64(time.Second)/p.rate), func() {
 				req, _ := http.NewRequestWithContext(ctx, p.method, base+p.path, strings.NewReader(""))
 				req.Header.Set("X-Forwarded-For", p.addr)
 				p.sent.Add(1)
 				resp, err := client.Do(req)
 				if err != nil {
 					p.other.Add(1)
-					continue
+					return
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -158,22 +152,13 @@ and %d synthetic peers. The abusive one sends 60 requests/s to the general group
 				default:
 					p.other.Add(1)
 				}
-			}
+			})
 		}()
 	}
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
 	start := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			m.demoReport(peers, time.Since(start))
-			return
-		case <-t.C:
-			m.demoReport(peers, time.Since(start))
-		}
-	}
+	web.Every(ctx, 5*time.Second, func() { m.demoReport(peers, time.Since(start)) })
+	wg.Wait()
+	m.demoReport(peers, time.Since(start))
 }
 
 func (m *Main) demoReport(peers []*demoPeer, elapsed time.Duration) {
