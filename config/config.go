@@ -84,9 +84,12 @@ type Admin struct {
 // Peers is the [peers] table: how a request's peer is identified.
 type Peers struct {
 	TrustedProxies []string // IPs or CIDRs, valid for limiter.ParsePrefix
-	IPv6Prefix     int      // 1..120 or 128
-	Exempt         []string // IPs or CIDRs, valid for limiter.ParsePrefix
-	MaxTracked     int      // cap on (peer, group) entries; 0: none
+	// ForwardedHeader is the header the trusted proxies write: "auto",
+	// "x-forwarded-for" or "forwarded".
+	ForwardedHeader string
+	IPv6Prefix      int      // 1..120 or 128
+	Exempt          []string // IPs or CIDRs, valid for limiter.ParsePrefix
+	MaxTracked      int      // cap on (peer, group) entries; 0: none
 }
 
 // Snapshot is the [snapshot] table.
@@ -263,6 +266,14 @@ func (c *Config) Limiter() (limiter.Config, error) {
 	var p problems
 	trusted := parsePrefixes(&p, "peers.trusted_proxies", c.Peers.TrustedProxies)
 	exempt := parsePrefixes(&p, "peers.exempt", c.Peers.Exempt)
+	var err error
+	header := limiter.ForwardedAuto // when c was built by hand
+	if c.Peers.ForwardedHeader != "" {
+		header, err = limiter.ParseForwardedHeader(c.Peers.ForwardedHeader)
+	}
+	if err != nil {
+		p.add("peers.forwarded_header", strings.TrimPrefix(err.Error(), "peers.forwarded_header: "))
+	}
 	if err := p.err(); err != nil {
 		return limiter.Config{}, err
 	}
@@ -271,13 +282,14 @@ func (c *Config) Limiter() (limiter.Config, error) {
 		rules[i] = cloneRule(r)
 	}
 	return limiter.Config{
-		Groups:         maps.Clone(c.Groups),
-		Routes:         rules,
-		ExemptPaths:    slices.Clone(c.Routes.ExemptPaths),
-		TrustedProxies: trusted,
-		IPv6Prefix:     c.Peers.IPv6Prefix,
-		Exempt:         exempt,
-		MaxTracked:     c.Peers.MaxTracked,
+		Groups:          maps.Clone(c.Groups),
+		Routes:          rules,
+		ExemptPaths:     slices.Clone(c.Routes.ExemptPaths),
+		TrustedProxies:  trusted,
+		ForwardedHeader: header,
+		IPv6Prefix:      c.Peers.IPv6Prefix,
+		Exempt:          exempt,
+		MaxTracked:      c.Peers.MaxTracked,
 	}, nil
 }
 

@@ -174,12 +174,14 @@ sync_interval = "-100ms"
 			file: `
 [peers]
 trusted_proxies = ["10.0.0.0/8", "::1%eth0"]
+forwarded_header = "X-Real-IP"
 ipv6_prefix = 121
 exempt = ["127.0.0.1", "10.0.0.1/8", ""]
 max_tracked = -1
 `,
 			want: []string{
 				`config: peers.trusted_proxies[1]: "::1%eth0": an IPv6 zone (%...) cannot be used in an address list`,
+				`config: peers.forwarded_header: must be one of auto, x-forwarded-for, forwarded, got "X-Real-IP"`,
 				"config: peers.ipv6_prefix: must be 1 to 120, or 128 for whole addresses, got 121",
 				`config: peers.exempt[1]: "10.0.0.1/8": host bits are set after /8; did you mean "10.0.0.0/8"?`,
 				`config: peers.exempt[2]: "": empty address`,

@@ -58,7 +58,7 @@ func schema() []field {
 	return []field{
 		table("server", str("listen"), str("upstream"), str("data_dir"), dur("shutdown_timeout")),
 		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease")),
-		table("peers", strs("trusted_proxies"), num("ipv6_prefix"), strs("exempt"), num("max_tracked")),
+		table("peers", strs("trusted_proxies"), str("forwarded_header"), num("ipv6_prefix"), strs("exempt"), num("max_tracked")),
 		table("snapshot", dur("interval")),
 		table("routes", strs("exempt_paths"), field{name: "rule", kind: kindTables, fields: []field{
 			str("group"), strs("paths"), strs("methods"), {name: "reduce_on_status", kind: kindInts},

@@ -35,10 +35,11 @@ type (
 		CheckLease string `toml:"check_lease"`
 	}
 	filePeers struct {
-		TrustedProxies []string `toml:"trusted_proxies"`
-		IPv6Prefix     int      `toml:"ipv6_prefix"`
-		Exempt         []string `toml:"exempt"`
-		MaxTracked     int      `toml:"max_tracked"`
+		TrustedProxies  []string `toml:"trusted_proxies"`
+		ForwardedHeader string   `toml:"forwarded_header"`
+		IPv6Prefix      int      `toml:"ipv6_prefix"`
+		Exempt          []string `toml:"exempt"`
+		MaxTracked      int      `toml:"max_tracked"`
 	}
 	fileSnapshot struct {
 		Interval string `toml:"interval"`
@@ -125,10 +126,11 @@ func (c *Config) TOML() ([]byte, error) {
 			CheckLease: c.Admin.CheckLease.String(),
 		},
 		Peers: filePeers{
-			TrustedProxies: list(c.Peers.TrustedProxies),
-			IPv6Prefix:     c.Peers.IPv6Prefix,
-			Exempt:         list(c.Peers.Exempt),
-			MaxTracked:     c.Peers.MaxTracked,
+			TrustedProxies:  list(c.Peers.TrustedProxies),
+			ForwardedHeader: c.Peers.ForwardedHeader,
+			IPv6Prefix:      c.Peers.IPv6Prefix,
+			Exempt:          list(c.Peers.Exempt),
+			MaxTracked:      c.Peers.MaxTracked,
 		},
 		Snapshot: fileSnapshot{Interval: c.Snapshot.Interval.String()},
 		Routes: fileRoutes{

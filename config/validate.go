@@ -94,6 +94,7 @@ func build(p *problems, t tree) *Config {
 	// [peers]
 	c.Peers.TrustedProxies = b.strs("peers", "trusted_proxies")
 	parsePrefixes(p, "peers.trusted_proxies", c.Peers.TrustedProxies)
+	c.Peers.ForwardedHeader = b.oneOf("peers.forwarded_header", "auto", "x-forwarded-for", "forwarded")
 	if n, ok := b.num("peers", "ipv6_prefix"); ok {
 		c.Peers.IPv6Prefix = int(n)
 		if (n < 1 || n > 120) && n != 128 {

@@ -26,9 +26,11 @@ type Config struct {
 	Routes         []RouteRule
 	ExemptPaths    []string
 	TrustedProxies []netip.Prefix
-	IPv6Prefix     int
-	Exempt         []netip.Prefix
-	Deny           []netip.Prefix
+	// ForwardedHeader is the header a trusted proxy's chain is read from.
+	ForwardedHeader ForwardedHeader
+	IPv6Prefix      int
+	Exempt          []netip.Prefix
+	Deny            []netip.Prefix
 	// MaxTracked caps the (peer, group) entries; 0 means no cap.
 	MaxTracked int
 }
@@ -200,7 +202,7 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 		}
 		st.exemptPaths = append(st.exemptPaths, pat)
 	}
-	if st.ident, err = NewIdentifier(NewPrefixSet(cfg.TrustedProxies), cfg.IPv6Prefix); err != nil {
+	if st.ident, err = NewIdentifier(NewPrefixSet(cfg.TrustedProxies), cfg.IPv6Prefix, cfg.ForwardedHeader); err != nil {
 		return nil, err
 	}
 	st.exempt = NewPrefixSet(cfg.Exempt)

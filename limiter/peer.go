@@ -22,19 +22,65 @@ type Peer struct {
 type Identifier struct {
 	trusted    *PrefixSet
 	ipv6Prefix int
+	header     ForwardedHeader
 }
 
-// NewIdentifier returns an Identifier that believes the forwarding headers
-// of sources in trusted (nil: nobody) and keys IPv6 peers by their first
-// ipv6Prefix bits. ipv6Prefix must be 1..120 or 128 (the whole address);
-// anything else is an error naming peers.ipv6_prefix.
-func NewIdentifier(trusted *PrefixSet, ipv6Prefix int) (*Identifier, error) {
+// ForwardedHeader says which forwarding header a trusted proxy's chain is
+// read from (peers.forwarded_header). Only the header the proxy writes can
+// be believed: a header the proxy passes through untouched is whatever the
+// client sent.
+type ForwardedHeader uint8
+
+// The forwarding headers.
+const (
+	// ForwardedAuto reads X-Forwarded-For when the request has a non-empty
+	// one, else Forwarded. X-Forwarded-For comes first because it is what
+	// proxies write by default (nginx's $proxy_add_x_forwarded_for,
+	// HAProxy's option forwardfor, cloud load balancers); a client's own
+	// Forwarded header, passed through by such a proxy, is then never
+	// read.
+	ForwardedAuto ForwardedHeader = iota
+	// ForwardedXFF reads X-Forwarded-For only.
+	ForwardedXFF
+	// ForwardedRFC7239 reads Forwarded (RFC 7239) only.
+	ForwardedRFC7239
+)
+
+var forwardedHeaderNames = [...]string{"auto", "x-forwarded-for", "forwarded"}
+
+// String returns the configuration name of h.
+func (h ForwardedHeader) String() string {
+	if int(h) < len(forwardedHeaderNames) {
+		return forwardedHeaderNames[h]
+	}
+	return fmt.Sprintf("ForwardedHeader(%d)", uint8(h))
+}
+
+// ParseForwardedHeader parses the value of peers.forwarded_header: "auto",
+// "x-forwarded-for" or "forwarded", in any case.
+func ParseForwardedHeader(s string) (ForwardedHeader, error) {
+	for i, n := range forwardedHeaderNames {
+		if strings.EqualFold(s, n) {
+			return ForwardedHeader(i), nil
+		}
+	}
+	return 0, fmt.Errorf("peers.forwarded_header: must be one of auto, x-forwarded-for, forwarded, got %q", s)
+}
+
+// NewIdentifier returns an Identifier that believes the forwarding header
+// chosen by header of sources in trusted (nil: nobody) and keys IPv6 peers
+// by their first ipv6Prefix bits. ipv6Prefix must be 1..120 or 128 (the
+// whole address); anything else is an error naming peers.ipv6_prefix.
+func NewIdentifier(trusted *PrefixSet, ipv6Prefix int, header ForwardedHeader) (*Identifier, error) {
 	// Prefixes of 121..127 bits are refused: the key of a masked prefix
 	// keeps its length in the place of the last byte (see KeyFromAddr).
 	if (ipv6Prefix < 1 || ipv6Prefix > 120) && ipv6Prefix != 128 {
 		return nil, fmt.Errorf("peers.ipv6_prefix: must be 1 to 120, or 128 for whole addresses, got %d", ipv6Prefix)
 	}
-	return &Identifier{trusted: trusted, ipv6Prefix: ipv6Prefix}, nil
+	if int(header) >= len(forwardedHeaderNames) {
+		return nil, fmt.Errorf("peers.forwarded_header: unknown value %d", header)
+	}
+	return &Identifier{trusted: trusted, ipv6Prefix: ipv6Prefix, header: header}, nil
 }
 
 // PeerFromAddr returns the peer of an already parsed address, keyed as
@@ -79,9 +125,10 @@ type Header interface {
 // so limiterd's listeners must be TCP.
 //
 // Only when the TCP source is in the trusted set are the forwarding headers
-// read (otherwise they are never even parsed). Forwarded (RFC 7239, the
-// "for" parameter of each element) is used when it has at least one
-// non-empty element, else X-Forwarded-For; header lines are taken in order
+// read (otherwise they are never even parsed), and only the one chosen by
+// the Identifier's ForwardedHeader: with ForwardedAuto, X-Forwarded-For
+// when it has at least one non-empty element, else Forwarded (RFC 7239, the
+// "for" parameter of each element). Header lines are taken in order
 // and their comma-separated elements form one chain, empty elements
 // skipped. The chain is walked from the right, passing over addresses in
 // the trusted set: the first address that is not trusted is the peer. When
@@ -112,25 +159,40 @@ func (id *Identifier) PeerOf(remoteAddr string, h Header) Peer {
 // trusted proxy at proxy.
 func (id *Identifier) forwardedPeer(proxy netip.Addr, h Header) netip.Addr {
 	w := chainWalk{trusted: id.trusted, last: proxy}
-	if lines := h.Values("Forwarded"); len(lines) > 0 {
-		for i := len(lines) - 1; i >= 0 && !w.done; i-- {
-			rest := lines[i]
-			for !w.done {
-				before, elem, more := cutLastForwarded(rest)
-				if elem = trimOWS(elem); elem != "" {
-					a, ok := forwardedFor(elem)
-					w.step(a, ok)
-				}
-				if !more {
-					break
-				}
-				rest = before
-			}
-		}
-		if w.seen {
-			return w.last
+	switch id.header {
+	case ForwardedXFF:
+		w.xff(h)
+	case ForwardedRFC7239:
+		w.forwarded(h)
+	default:
+		if w.xff(h); !w.seen {
+			w.forwarded(h)
 		}
 	}
+	return w.last
+}
+
+// forwarded walks the Forwarded lines of h from the right.
+func (w *chainWalk) forwarded(h Header) {
+	lines := h.Values("Forwarded")
+	for i := len(lines) - 1; i >= 0 && !w.done; i-- {
+		rest := lines[i]
+		for !w.done {
+			before, elem, more := cutLastForwarded(rest)
+			if elem = trimOWS(elem); elem != "" {
+				a, ok := forwardedFor(elem)
+				w.step(a, ok)
+			}
+			if !more {
+				break
+			}
+			rest = before
+		}
+	}
+}
+
+// xff walks the X-Forwarded-For lines of h from the right.
+func (w *chainWalk) xff(h Header) {
 	lines := h.Values("X-Forwarded-For")
 	for i := len(lines) - 1; i >= 0 && !w.done; i-- {
 		rest := lines[i]
@@ -149,7 +211,6 @@ func (id *Identifier) forwardedPeer(proxy netip.Addr, h Header) netip.Addr {
 			rest = before
 		}
 	}
-	return w.last
 }
 
 // chainWalk is the state of a right-to-left walk over a forwarding chain.

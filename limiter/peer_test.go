@@ -12,11 +12,16 @@ import (
 
 func mustIdentifier(tb testing.TB, trusted []string, ipv6Prefix int) *limiter.Identifier {
 	tb.Helper()
+	return mustIdentifierFor(tb, trusted, ipv6Prefix, limiter.ForwardedAuto)
+}
+
+func mustIdentifierFor(tb testing.TB, trusted []string, ipv6Prefix int, header limiter.ForwardedHeader) *limiter.Identifier {
+	tb.Helper()
 	set, err := limiter.ParsePrefixSet(trusted)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	id, err := limiter.NewIdentifier(set, ipv6Prefix)
+	id, err := limiter.NewIdentifier(set, ipv6Prefix, header)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -34,12 +39,12 @@ func headers(kv ...string) http.Header {
 
 func TestNewIdentifierIPv6Prefix(t *testing.T) {
 	for _, n := range []int{1, 48, 64, 120, 128} {
-		if _, err := limiter.NewIdentifier(nil, n); err != nil {
+		if _, err := limiter.NewIdentifier(nil, n, limiter.ForwardedAuto); err != nil {
 			t.Errorf("NewIdentifier(nil, %d): %v", n, err)
 		}
 	}
 	for _, n := range []int{-1, 0, 121, 127, 129, 1000} {
-		_, err := limiter.NewIdentifier(nil, n)
+		_, err := limiter.NewIdentifier(nil, n, limiter.ForwardedAuto)
 		if err == nil || !strings.HasPrefix(err.Error(), "peers.ipv6_prefix: ") {
 			t.Errorf("NewIdentifier(nil, %d) error = %v, want one naming peers.ipv6_prefix", n, err)
 		}
@@ -189,16 +194,20 @@ func TestPeerOfForwarded(t *testing.T) {
 		{"Forwarded escaped quote", "10.0.0.1:1", headers("Forwarded", `for=9.9.9.9;ext="x\",for=8.8.8.8"`), "9.9.9.9"},
 		{"Forwarded escaped backslash", "10.0.0.1:1", headers("Forwarded", `for=9.9.9.9;ext="x\\", for=10.0.0.3`), "9.9.9.9"},
 		{"Forwarded spoofed unbalanced quote", "10.0.0.1:1", headers("Forwarded", `for="8.8.8.8, for=9.9.9.9`), "9.9.9.9"},
-		{"Forwarded preferred over XFF", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=9.9.9.9"), "9.9.9.9"},
-		{"Forwarded all trusted, XFF ignored", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=10.0.0.3"), "10.0.0.3"},
+		// Both headers (auto): X-Forwarded-For, which proxies write by
+		// default, wins; a client's Forwarded passed through is not read.
+		{"XFF preferred over Forwarded", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=9.9.9.9"), "8.8.8.8"},
+		{"client Forwarded unknown ignored", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=unknown"), "8.8.8.8"},
+		{"client Forwarded trusted ignored", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=10.0.0.3"), "8.8.8.8"},
+		{"empty XFF: Forwarded", "10.0.0.1:1", headers("X-Forwarded-For", "", "Forwarded", "for=9.9.9.9"), "9.9.9.9"},
+		{"blank XFF: Forwarded", "10.0.0.1:1", headers("X-Forwarded-For", " , ", "Forwarded", "for=9.9.9.9"), "9.9.9.9"},
 		{"empty Forwarded: XFF", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", ""), "8.8.8.8"},
-		{"blank Forwarded: XFF", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", " , "), "8.8.8.8"},
 
 		// Malformed Forwarded elements.
 		{"Forwarded unknown", "10.0.0.1:1", headers("Forwarded", "for=unknown"), "10.0.0.1"},
 		{"Forwarded hidden", "10.0.0.1:1", headers("Forwarded", "for=_hidden, for=10.0.0.3"), "10.0.0.3"},
 		{"Forwarded hidden left of the peer", "10.0.0.1:1", headers("Forwarded", "for=_hidden, for=9.9.9.9"), "9.9.9.9"},
-		{"Forwarded without for", "10.0.0.1:1", headers("Forwarded", "for=8.8.8.8, proto=https", "X-Forwarded-For", "7.7.7.7"), "10.0.0.1"},
+		{"Forwarded without for", "10.0.0.1:1", headers("Forwarded", "for=8.8.8.8, proto=https"), "10.0.0.1"},
 		{"Forwarded twice for", "10.0.0.1:1", headers("Forwarded", "for=8.8.8.8;for=7.7.7.7"), "10.0.0.1"},
 		{"Forwarded empty for", "10.0.0.1:1", headers("Forwarded", "for="), "10.0.0.1"},
 		{"Forwarded garbage", "10.0.0.1:1", headers("Forwarded", "garbage, for=10.0.0.3"), "10.0.0.3"},
@@ -214,6 +223,53 @@ func TestPeerOfForwarded(t *testing.T) {
 				t.Errorf("PeerOf(%q, %v) = {%v, %v}, want %v", tt.remoteAddr, tt.h, p.Addr, p.Key, want)
 			}
 		})
+	}
+}
+
+// TestPeerOfForwardedHeader: peers.forwarded_header names the one header
+// the proxy writes; the other is never read, whatever it says.
+func TestPeerOfForwardedHeader(t *testing.T) {
+	both := headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=9.9.9.9")
+	for _, tt := range []struct {
+		header limiter.ForwardedHeader
+		h      http.Header
+		want   string
+	}{
+		{limiter.ForwardedAuto, both, "8.8.8.8"},
+		{limiter.ForwardedXFF, both, "8.8.8.8"},
+		{limiter.ForwardedRFC7239, both, "9.9.9.9"},
+		{limiter.ForwardedXFF, headers("Forwarded", "for=9.9.9.9"), "10.0.0.1"},
+		{limiter.ForwardedRFC7239, headers("X-Forwarded-For", "8.8.8.8"), "10.0.0.1"},
+		// A client's unidentifiable element in the header the proxy does
+		// not write cannot make the peer the (possibly exempt) proxy.
+		{limiter.ForwardedXFF, headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=unknown"), "8.8.8.8"},
+		{limiter.ForwardedRFC7239, headers("Forwarded", "for=9.9.9.9", "X-Forwarded-For", "garbage"), "9.9.9.9"},
+	} {
+		id := mustIdentifierFor(t, []string{"10.0.0.0/8"}, 64, tt.header)
+		if p := id.PeerOf("10.0.0.1:1", tt.h); p.Addr != netip.MustParseAddr(tt.want) {
+			t.Errorf("%v: PeerOf(%v) = %v, want %v", tt.header, tt.h, p.Addr, tt.want)
+		}
+	}
+}
+
+func TestParseForwardedHeader(t *testing.T) {
+	for s, want := range map[string]limiter.ForwardedHeader{
+		"auto": limiter.ForwardedAuto, "X-Forwarded-For": limiter.ForwardedXFF, "forwarded": limiter.ForwardedRFC7239,
+	} {
+		if got, err := limiter.ParseForwardedHeader(s); err != nil || got != want {
+			t.Errorf("ParseForwardedHeader(%q) = %v, %v; want %v", s, got, err, want)
+		}
+		if got := want.String(); !strings.EqualFold(got, s) {
+			t.Errorf("%d.String() = %q, want %q", want, got, s)
+		}
+	}
+	for _, s := range []string{"", "xff", "X-Real-IP"} {
+		if _, err := limiter.ParseForwardedHeader(s); err == nil || !strings.Contains(err.Error(), "peers.forwarded_header") {
+			t.Errorf("ParseForwardedHeader(%q) error = %v, want one naming peers.forwarded_header", s, err)
+		}
+	}
+	if _, err := limiter.NewIdentifier(nil, 64, limiter.ForwardedHeader(9)); err == nil {
+		t.Error("NewIdentifier with an unknown header: no error")
 	}
 }
 
