@@ -253,9 +253,11 @@ type Delta struct {
 // SnapshotDelta returns the changes since the previous call (or, with full,
 // every entry) and marks them saved: the cost follows the churn, not the
 // population. Deletions are reported only for entries a previous delta (or
-// Restore) reported. A key is in both Changed and Deleted only when it was
-// deleted and created again: its state in Changed is the newer one, so a
-// store applies deletions first. An entry that the scan copied and that was
+// Restore) reported, or that replaced such an entry during the scan. A key
+// is in both Changed and Deleted only when it was deleted and created
+// again; a store applies deletions first. Its state in Changed is the newer
+// one, unless the scan copied the old entry just before its deletion: the
+// new one is then still dirty, and the next delta saves or deletes it. An entry that the scan copied and that was
 // deleted before the scan ended is left out of Changed (and, in an
 // incremental delta, reported deleted), so that no store brings it back.
 // Call it from one goroutine; decisions go on while it runs (one shard lock
@@ -303,12 +305,18 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 				d.Deleted = append(d.Deleted, EntryRef{Peer: k.peer(), Group: names[k.group()]})
 			}
 			_, _, tag := l.shardOf(&k)
-			if _, _, live := sh.find(&k, tag); !live {
+			slot, _, live := sh.find(&k, tag)
+			if !live {
 				if gone == nil {
 					gone = make(map[entryKey]bool)
 				}
 				gone[k] = true
+				continue
 			}
+			// Created again. If the scan copied the old entry, that copy
+			// goes to the store: the new entry's deletion must be reported
+			// even if no delta saves it first.
+			sh.at(slot).flags |= flagPersisted
 		}
 		sh.deleted = sh.deleted[:0]
 		sh.mu.Unlock()

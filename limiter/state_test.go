@@ -516,6 +516,25 @@ func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
 		t.Fatal("the new entry of B was not saved by the next delta")
 	}
 
+	// The same, but the new entry goes before the next delta: the copy in
+	// the store is the old entry's, so the deletion must be reported.
+	d = l.Decide(at(62), peer(B), g)
+	d.Release()
+	limiter.SetAfterScan(l, func() {
+		l.Forget(peer(B).Key)
+		d := l.Decide(at(64), peer(B), g)
+		d.Release()
+	})
+	l.SnapshotDelta(at(66), false)
+	limiter.SetAfterScan(l, nil)
+	l.Forget(peer(B).Key)
+	if _, del := has(l.SnapshotDelta(at(68), false), B); !del {
+		t.Fatal("an entry created during the scan and forgotten before the next delta: deletion not reported")
+	}
+	d = l.Decide(at(69), peer(B), g)
+	d.Release()
+	l.SnapshotDelta(at(69), false)
+
 	// Full: the copy of an entry forgotten during the scan is left out.
 	limiter.SetAfterScan(l, func() { l.Forget(peer(B).Key) })
 	delta = l.SnapshotDelta(at(70), true)
