@@ -181,6 +181,9 @@ func (m *Main) checkConfig(args []string) int {
 	if err == nil {
 		_, err = cfg.Limiter()
 	}
+	if err == nil {
+		err = notBuilt(cfg)
+	}
 	if err != nil {
 		m.printConfigErrors(err)
 		return exitUsage
@@ -192,6 +195,17 @@ func (m *Main) checkConfig(args []string) int {
 	}
 	m.Stdout.Write(b)
 	return exitOK
+}
+
+// notBuilt refuses settings the config accepts but this build cannot
+// honour. Cluster mode (SPEC §12) is not built yet: an operator who asks
+// for limits shared through Redis must not get per-instance limits
+// silently, which would let a peer through once per instance.
+func notBuilt(cfg *config.Config) error {
+	if cfg.Cluster.Backend == "redis" {
+		return errors.New(`cluster.backend: "redis" is not available in this build; every instance decides with its own state (set backend = "local")`)
+	}
+	return nil
 }
 
 // adjust lets demo change the loaded config before serving.
@@ -215,6 +229,9 @@ func (m *Main) start(ctx context.Context, src config.Source, adj adjust) int {
 			adj(cfg)
 		}
 		limCfg, err = cfg.Limiter()
+	}
+	if err == nil {
+		err = notBuilt(cfg)
 	}
 	if err != nil {
 		m.printConfigErrors(err)
@@ -404,6 +421,9 @@ func (m *Main) Reload() error {
 	}
 	limCfg, err := cfg.Limiter()
 	if err != nil {
+		return err
+	}
+	if err := notBuilt(cfg); err != nil {
 		return err
 	}
 	thCfg := cfg.ThrottleConfig()
