@@ -629,6 +629,18 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	return d
 }
 
+// DenyExempt reports whether p is on the deny list, for a request that
+// bypasses Decide (an exempt path): the deny list applies to every request
+// (SPEC §4). A denied one is counted as a denied request of general.
+func (l *Limiter) DenyExempt(p Peer) bool {
+	st := l.set.Load()
+	if !p.Addr.IsValid() || st.deny.Len() == 0 || !st.deny.Contains(p.Addr) {
+		return false
+	}
+	l.countOnly(st.general, p.Key, func(s *GroupStats) { s.Requests++; s.Denied++ })
+	return true
+}
+
 // countOnly bumps counters of a decision that touches no entry.
 func (l *Limiter) countOnly(g GroupID, k PeerKey, f func(*GroupStats)) {
 	key := makeEntryKey(g, &k)

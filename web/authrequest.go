@@ -62,6 +62,11 @@ func (s *Server) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	route := s.lim.Classify(method, path)
+	if route.Exempt && s.lim.DenyExempt(peer) {
+		h.Set(hdrLimiterdStatus, "403")
+		w.WriteHeader(http.StatusForbidden)
+		return
+	}
 	if route.Exempt {
 		s.Counts.ExemptPath.Add(1)
 		w.WriteHeader(http.StatusNoContent)

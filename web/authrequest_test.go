@@ -106,6 +106,17 @@ func TestAuthRequestDeniedPeer(t *testing.T) {
 	if got := w.Header().Get("Retry-After"); got != "" {
 		t.Errorf("Retry-After %q on a denial", got)
 	}
+	// On every request (SPEC §4): an exempt path too.
+	w = authRequest(s, "GET", "/healthcheck/db", "192.0.2.66")
+	if w.Code != http.StatusForbidden || w.Header().Get(hdrLimiterdStatus) != "403" {
+		t.Fatalf("denied on an exempt path: %d %v, want 403 with %s: 403", w.Code, w.Header(), hdrLimiterdStatus)
+	}
+	if n := s.Counts.ExemptPath.Load(); n != 0 {
+		t.Errorf("ExemptPath = %d after a denial, want 0", n)
+	}
+	if st := s.lim.Stats()["general"]; st.Denied != 2 || st.Requests != 2 {
+		t.Errorf("general: %d denied of %d requests, want 2 of 2", st.Denied, st.Requests)
+	}
 }
 
 func TestAuthRequestClassifies(t *testing.T) {

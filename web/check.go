@@ -146,6 +146,10 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		req.Method = http.MethodGet
 	}
 	route := s.lim.Classify(req.Method, req.Path)
+	if route.Exempt && s.lim.DenyExempt(peer) {
+		writeJSON(w, http.StatusForbidden, checkResponse{Status: http.StatusForbidden, Reason: limiter.ReasonDenied.String()})
+		return
+	}
 	if route.Exempt {
 		s.Counts.ExemptPath.Add(1)
 		writeJSON(w, http.StatusOK, checkResponse{Allowed: true, Status: http.StatusOK, Via: "exempt_path"})

@@ -79,12 +79,16 @@ func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	defer s.recoverInternal(w, r)
 	route := s.lim.Classify(r.Method, r.URL.Path)
+	peer := s.lim.PeerOf(r.RemoteAddr, r.Header)
 	if route.Exempt {
+		if s.lim.DenyExempt(peer) {
+			http.Error(w, "Forbidden", http.StatusForbidden)
+			return
+		}
 		s.Counts.ExemptPath.Add(1)
 		s.proxy.ServeHTTP(w, r)
 		return
 	}
-	peer := s.lim.PeerOf(r.RemoteAddr, r.Header)
 	now := s.now()
 	d := s.lim.Decide(now, peer, route.Group)
 	s.Lat.Observe(d.Group, s.now().Sub(now))

@@ -462,6 +462,18 @@ func TestLiveEditsAndAPI(t *testing.T) {
 	if s := d.get("/info").StatusCode; s != 403 {
 		t.Fatalf("denied: %d", s)
 	}
+	// On every request (SPEC §4), an exempt path's included, and the
+	// check API says so too.
+	if code, _ := d.admin("POST", "/api/v1/exemptions", `{"kind":"exempt_path","value":"/info"}`); code != 201 {
+		t.Fatalf("exempt path: %d", code)
+	}
+	if s := d.get("/info").StatusCode; s != 403 {
+		t.Fatalf("denied on an exempt path: %d", s)
+	}
+	if code, v := d.admin("POST", "/api/v1/check", `{"peer":"127.0.0.1","path":"/info"}`); code != 403 || v["allowed"] != false || v["reason"] != "denied" {
+		t.Fatalf("check of a denied peer on an exempt path: %d %v", code, v)
+	}
+	d.admin("DELETE", "/api/v1/exemptions?kind=exempt_path&value=/info", "")
 	d.admin("DELETE", "/api/v1/exemptions?kind=deny_peer&value=127.0.0.1", "")
 	// The global switch.
 	if code, v = d.admin("POST", "/api/v1/limiter/off", ""); code != 200 || v["enabled"] != false {
@@ -484,7 +496,7 @@ func TestLiveEditsAndAPI(t *testing.T) {
 	for _, e := range v["entries"].([]any) {
 		actions = append(actions, e.(map[string]any)["action"].(string))
 	}
-	want := "peer.forget limiter.switch limiter.switch exemption.remove exemption.add exemption.remove exemption.add group.reset group.patch"
+	want := "peer.forget limiter.switch limiter.switch exemption.remove exemption.remove exemption.add exemption.add exemption.remove exemption.add group.reset group.patch"
 	if strings.Join(actions, " ") != want {
 		t.Fatalf("audit actions:\n got %s\nwant %s", strings.Join(actions, " "), want)
 	}
