@@ -112,7 +112,14 @@ func (d *dashboard) requireViewer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var v viewer
 		if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			ip := clientIP(r)
+			if d.s.fails.blocked(ip) {
+				setRetry(w)
+				d.renderError(w, r, http.StatusTooManyRequests, "Too many failed logins from your address: wait a minute and try again.")
+				return
+			}
 			if !tokenOK(got, d.s.opts.Token) {
+				d.s.fails.failed(ip)
 				w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
 				d.renderError(w, r, http.StatusUnauthorized, "The bearer token is not the admin token.")
 				return
@@ -230,13 +237,13 @@ func (d *dashboard) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 func (d *dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	ip := clientIP(r)
 	p := d.page(r, "Log in", "")
-	if d.sess.loginBlocked(ip) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(loginWindow/time.Second)))
+	if d.s.fails.blocked(ip) {
+		setRetry(w)
 		render(w, r, http.StatusTooManyRequests, templates.LoginPage(p, templates.Login{Error: "Too many failed logins from your address: wait a minute and try again."}))
 		return
 	}
 	if !tokenOK(r.PostFormValue("token"), d.s.opts.Token) {
-		d.sess.loginFailed(ip)
+		d.s.fails.failed(ip)
 		render(w, r, http.StatusUnauthorized, templates.LoginPage(p, templates.Login{Error: "That is not the admin token."}))
 		return
 	}

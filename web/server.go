@@ -5,7 +5,6 @@ package web
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -68,6 +67,8 @@ type Server struct {
 	Lat    Latencies
 	Counts ProxyCounters
 	leases *leases
+	// fails counts failed logins per client address.
+	fails *authFails
 	// history is the per-second history of the counters, fed by Run.
 	history *History
 	// Throttle serves the outbound throttle; nil without Options.Throttle.
@@ -96,6 +97,7 @@ func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
 		s.opts.CheckLease = 30 * time.Second
 	}
 	s.leases = newLeases()
+	s.fails = newAuthFails(s.now)
 	s.peers = NewPeerIndex(lim, s.now)
 	s.history = NewHistory()
 	s.peerHist = NewPeerHistory()
@@ -204,12 +206,22 @@ func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 
 const actorToken = "api-token"
 
-// requireToken admits requests carrying the admin bearer token.
+// requireToken admits requests carrying the admin bearer token. A wrong
+// token counts as a failed login of the client's address; a client with
+// too many gets 429 until its window ends, whatever it sends.
 func (s *Server) requireToken(next http.Handler) http.Handler {
-	want := []byte(s.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip := clientIP(r)
+		if s.fails.blocked(ip) {
+			setRetry(w)
+			writeError(w, http.StatusTooManyRequests, "too many failed logins from this address: wait a minute", "")
+			return
+		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || len(want) == 0 || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+		if ok && !tokenOK(got, s.opts.Token) {
+			s.fails.failed(ip)
+		}
+		if !ok || !tokenOK(got, s.opts.Token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
 			writeError(w, http.StatusUnauthorized, "a valid admin token is required (Authorization: Bearer <token>)", "")
 			return

@@ -23,14 +23,6 @@ const (
 	maxSessions = 1000
 )
 
-// Failed logins allowed per client IP per loginWindow before 429.
-const (
-	loginFailures = 5
-	loginWindow   = time.Minute
-	// maxLoginClients bounds the failed-login counters.
-	maxLoginClients = 10000
-)
-
 // session is one logged-in browser.
 type session struct {
 	csrf    string
@@ -56,28 +48,21 @@ type storedSession struct {
 }
 
 // sessions keeps the dashboard's logins, in memory and (with a store) on
-// disk, and counts failed logins per client IP. It is safe for concurrent
+// disk. It is safe for concurrent
 // use; expired entries are dropped when it is next touched, so it owns no
 // goroutine. Looking a session up never touches the store.
 type sessions struct {
-	mu       sync.Mutex
-	now      func() time.Time
-	store    SessionStore
-	log      *slog.Logger
-	byKey    map[string]*session // by sessionKey(id)
-	failures map[string]*loginCounter
-}
-
-// loginCounter counts one client's failed logins in a fixed window.
-type loginCounter struct {
-	start time.Time
-	n     int
+	mu    sync.Mutex
+	now   func() time.Time
+	store SessionStore
+	log   *slog.Logger
+	byKey map[string]*session // by sessionKey(id)
 }
 
 // newSessions returns the sessions the store kept (expired ones are
 // deleted from it), or none without a store.
 func newSessions(ctx context.Context, now func() time.Time, store SessionStore, log *slog.Logger) *sessions {
-	s := &sessions{now: now, store: store, log: log, byKey: map[string]*session{}, failures: map[string]*loginCounter{}}
+	s := &sessions{now: now, store: store, log: log, byKey: map[string]*session{}}
 	if store == nil {
 		return s
 	}
@@ -207,39 +192,6 @@ func (s *sessions) remove(ctx context.Context, id string) {
 	delete(s.byKey, key)
 	s.mu.Unlock()
 	s.forget(ctx, []string{key})
-}
-
-// loginBlocked reports whether ip used up its failed logins.
-func (s *sessions) loginBlocked(ip string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.failures[ip]
-	return ok && s.now().Sub(c.start) < loginWindow && c.n >= loginFailures
-}
-
-// loginFailed counts a failed login of ip.
-func (s *sessions) loginFailed(ip string) {
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.failures[ip]
-	if !ok || now.Sub(c.start) >= loginWindow {
-		if len(s.failures) >= maxLoginClients {
-			for k, v := range s.failures {
-				if now.Sub(v.start) >= loginWindow {
-					delete(s.failures, k)
-				}
-			}
-			if len(s.failures) >= maxLoginClients {
-				// Still full: every entry is recent. Forget them all
-				// rather than grow without bound.
-				clear(s.failures)
-			}
-		}
-		c = &loginCounter{start: now}
-		s.failures[ip] = c
-	}
-	c.n++
 }
 
 func clientIP(r *http.Request) string {

@@ -1,0 +1,75 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Failed authentications allowed per client IP per authWindow before 429:
+// a wrong token in the login form or in an Authorization header.
+const (
+	authFailures = 5
+	authWindow   = time.Minute
+	// maxAuthClients bounds the failure counters.
+	maxAuthClients = 10000
+)
+
+// authFails counts failed authentications per client IP in fixed windows
+// (SPEC §8: failed logins are themselves rate limited). The login form,
+// the dashboard's bearer token and the admin API's share one count, so
+// that a client blocked on one is blocked on all. Safe for concurrent use.
+type authFails struct {
+	mu  sync.Mutex
+	now func() time.Time
+	m   map[string]*failCounter
+}
+
+// failCounter counts one client's failures in a fixed window.
+type failCounter struct {
+	start time.Time
+	n     int
+}
+
+func newAuthFails(now func() time.Time) *authFails {
+	return &authFails{now: now, m: map[string]*failCounter{}}
+}
+
+// blocked reports whether ip used up its failures.
+func (f *authFails) blocked(ip string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.m[ip]
+	return ok && f.now().Sub(c.start) < authWindow && c.n >= authFailures
+}
+
+// failed counts a failure of ip.
+func (f *authFails) failed(ip string) {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.m[ip]
+	if !ok || now.Sub(c.start) >= authWindow {
+		if len(f.m) >= maxAuthClients {
+			for k, v := range f.m {
+				if now.Sub(v.start) >= authWindow {
+					delete(f.m, k)
+				}
+			}
+			if len(f.m) >= maxAuthClients {
+				// Still full: every entry is recent. Forget them all
+				// rather than grow without bound.
+				clear(f.m)
+			}
+		}
+		c = &failCounter{start: now}
+		f.m[ip] = c
+	}
+	c.n++
+}
+
+// setRetry sets the Retry-After of a blocked client's 429.
+func setRetry(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(authWindow/time.Second)))
+}
