@@ -111,7 +111,17 @@ func New(now time.Time, cfg Config) (*Limiter, error) {
 // Apply installs cfg at once, keeping all tracked state. Groups that keep
 // their tick interval keep their schedule; a changed interval applies from
 // the next tick of the old one. On error nothing changes.
+//
+// The ticks due at now are applied first, under the settings they fell
+// under: entries apply their ticks lazily, and one not applied yet would
+// otherwise take the new reduction or expiry (eager ticks, as in the
+// Arweave node, would not). That sweep also deletes the entries of groups
+// removed by the previous Apply, so a group defined again starts afresh on
+// a new schedule, with none left counting ticks on the old one.
 func (l *Limiter) Apply(now time.Time, cfg Config) error {
+	if l.set.Load() != nil {
+		l.Tick(now)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st, err := l.build(now.UnixMilli(), cfg, l.set.Load(), nil)
@@ -827,7 +837,8 @@ const tickBatch = 256
 // deletes the entries left empty, a few hundred entries per lock hold, so
 // that no tick stops the world. Decisions apply due ticks to the entries
 // they touch on their own; Tick keeps idle entries, the gauges and the tick
-// counters current. Call it from one goroutine, about once a second.
+// counters current. Call it about once a second; Apply runs it too, and
+// calls on several goroutines are safe.
 func (l *Limiter) Tick(now time.Time) {
 	ms := now.UnixMilli()
 	st := l.set.Load()

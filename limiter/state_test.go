@@ -608,3 +608,72 @@ func TestEvictionConcurrent(t *testing.T) {
 		t.Fatalf("in flight after every release: %d", inflight)
 	}
 }
+
+// TestApplyAppliesDueTicksFirst: a tick that fell before a live edit is
+// applied with the settings in force when it fell, as the Arweave node's
+// eager ticks would be, even if no decision touched the entry since.
+func TestApplyAppliesDueTicksFirst(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 1000, 1, 100))
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	for i := 0; i < 10; i++ {
+		d := l.Decide(at(0), peer(A), g)
+		d.Release()
+	}
+	// The tick at 1 s took one token (reduction 1); at 1.1 s the reduction
+	// becomes 10.
+	cfg.Groups["test"] = settings(0, 1000, 10, 1000, 10, 100)
+	if err := l.Apply(at(1100), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if v := l.Peer(at(1200), peer(A).Key); len(v) != 1 || v[0].Tokens != 9 {
+		t.Fatalf("after the edit: %+v, want 9 tokens", v)
+	}
+	if v := l.Peer(at(2000), peer(A).Key); len(v) != 1 || v[0].Tokens != 0 {
+		t.Fatalf("after the next tick (reduction 10): %+v, want 0 tokens", v)
+	}
+
+	// The cleanup expiry: a timestamp the old expiry kept past a cleanup
+	// tick stays until the next one.
+	cfg = testConfig(limiter.GroupSettings{SlidingWindowLimit: 1, SlidingWindowDuration: 1000,
+		CleanupInterval: 100, CleanupExpiry: 5000, LeakyLimit: 0, LeakyTickInterval: 1000, LeakyTickReduction: 1, ConcurrencyLimit: 10})
+	l = newLimiter(t, cfg)
+	d := l.Decide(at(0), peer(A), g)
+	d.Release()
+	gs := cfg.Groups["test"]
+	gs.CleanupExpiry = 10
+	cfg.Groups["test"] = gs
+	if err := l.Apply(at(150), cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Eagerly: the tick at 100 kept the timestamp (expiry 5 s); the next,
+	// at 200, drops it. At 160 the window (1 per 1 s) is still full.
+	if d := l.Decide(at(160), peer(A), g); d.Allowed {
+		t.Fatalf("at 160: %+v, want a rejection (the window still holds 0)", d)
+	}
+}
+
+// TestGroupRemovedAndBack: a group removed and defined again at once (before
+// the sweeper ran) does not keep entries whose tick index belongs to its old
+// schedule: they would wait for the new schedule's index to catch up, an
+// hour here, with their tokens stuck.
+func TestGroupRemovedAndBack(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 1000, 10, 100))
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	for i := 0; i < 10; i++ {
+		d := l.Decide(at(3_600_000), peer(A), g)
+		d.Release()
+	}
+	without := testConfig(settings(0, 1000, 10, 1000, 10, 100))
+	delete(without.Groups, "test")
+	if err := l.Apply(at(3_600_000), without); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Apply(at(3_600_100), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.Decide(at(3_602_000), peer(A), g); !d.Allowed {
+		t.Fatalf("two ticks later: %+v, want the bucket drained", d)
+	}
+}
