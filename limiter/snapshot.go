@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -165,29 +166,31 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		}
 	}
 
-	// Oldest first, so that max_tracked keeps the most recent entries.
-	order := make([]int, len(snap.Entries))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return snap.Entries[order[a]].LastSeen < snap.Entries[order[b]].LastSeen })
-	if st.maxTracked > 0 && int64(len(order)) > st.maxTracked {
-		rep.Skipped += len(order) - int(st.maxTracked)
-		order = order[len(order)-int(st.maxTracked):]
-	}
 	byName := make(map[string]GroupID)
 	for g := range st.groups {
 		if st.groups[g].defined && g != int(LocalPeers) {
 			byName[st.groups[g].name] = GroupID(g)
 		}
 	}
-	for _, i := range order {
+	// The entries that can be restored, oldest first, so that max_tracked
+	// keeps the most recent of them.
+	order := make([]int, 0, len(snap.Entries))
+	for i := range snap.Entries {
 		es := &snap.Entries[i]
-		g, ok := byName[es.Group]
-		if !ok || !es.Peer.IsValid() || es.Tokens < 0 || es.Tokens > maxSetting {
+		if _, ok := byName[es.Group]; !ok || !es.Peer.IsValid() || es.Tokens < 0 || es.Tokens > maxSetting {
 			rep.Skipped++
 			continue
 		}
+		order = append(order, i)
+	}
+	sort.SliceStable(order, func(a, b int) bool { return snap.Entries[order[a]].LastSeen < snap.Entries[order[b]].LastSeen })
+	if st.maxTracked > 0 && int64(len(order)) > st.maxTracked {
+		rep.Skipped += len(order) - int(st.maxTracked)
+		order = order[len(order)-int(st.maxTracked):]
+	}
+	for _, i := range order {
+		es := &snap.Entries[i]
+		g := byName[es.Group]
 		gr := &st.groups[g]
 		key := makeEntryKey(g, &es.Peer)
 		sh, _, tag := l.shardOf(&key)
@@ -208,10 +211,10 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		if es.InTokens {
 			e.flags |= flagTokens
 			e.tokens = int32(es.Tokens)
-			e.tick = uint32(es.LeakyTick)
+			e.tick = tickSince(es.LeakyTick, gr.leaky.IndexAt(ms))
 		}
 		if len(es.Window) > 0 {
-			w := &window{ctick: uint32(es.CleanupTick)}
+			w := &window{ctick: tickSince(es.CleanupTick, gr.cleanup.IndexAt(ms))}
 			for _, t := range es.Window {
 				w.add(t+shift, int32(max(gr.SlidingWindowLimit, int64(len(es.Window)))))
 			}
@@ -333,6 +336,17 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 		})
 	}
 	return d
+}
+
+// tickSince returns the 32-bit tick index an entry keeps for the saved
+// index, k being the index now. Entries count ticks in the low 32 bits, so a
+// gap of 2³¹ ticks or more (25 days of 1 ms ticks) would wrap into a
+// negative one: it is cut to the most the entry can count, more than any
+// bucket or window needs to empty. A saved index ahead of k (from a clock
+// that went back) counts as no gap.
+func tickSince(saved, k int64) uint32 {
+	saved = min(max(saved, k-math.MaxInt32), k)
+	return uint32(saved)
 }
 
 func sat32(v uint64) uint32 {

@@ -677,3 +677,56 @@ func TestGroupRemovedAndBack(t *testing.T) {
 		t.Fatalf("two ticks later: %+v, want the bucket drained", d)
 	}
 }
+
+// TestRestoreAfterAHugeGap: 2³¹ ticks and more (25 days of 1 ms ticks)
+// do not wrap into a negative gap that leaves the bucket full.
+func TestRestoreAfterAHugeGap(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 1, 1, 100))
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	for i := 0; i < 10; i++ {
+		d := l.Decide(at(0), peer(A), g)
+		d.Release()
+	}
+	snap := l.Snapshot(at(0))
+	for _, gap := range []int64{1 << 31, 1<<31 + 1000, 1 << 33} {
+		l2 := newLimiter(t, cfg)
+		if _, err := l2.Restore(at(gap), snap); err != nil {
+			t.Fatal(err)
+		}
+		if v := l2.Peer(at(gap), peer(A).Key); len(v) != 0 && v[0].Tokens != 0 {
+			t.Fatalf("gap %d ms: %+v, want the bucket empty", gap, v)
+		}
+		if d := l2.Decide(at(gap), peer(A), g); !d.Allowed {
+			t.Fatalf("gap %d ms: %+v, want an admission", gap, d)
+		}
+	}
+}
+
+// TestRestoreCapCountsOnlyRestorable: entries that cannot be restored (a
+// removed group, a bad key) take no place under max_tracked.
+func TestRestoreCapCountsOnlyRestorable(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 30000, 10, 100))
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	for _, p := range []string{A, B} {
+		d := l.Decide(at(0), peer(p), g)
+		d.Release()
+	}
+	snap := l.Snapshot(at(0))
+	// Two newer entries of a group the restoring config lacks.
+	for i := range 2 {
+		e := snap.Entries[0]
+		e.Group, e.LastSeen = "gone", e.LastSeen+int64(10+i)
+		snap.Entries = append(snap.Entries, e)
+	}
+	cfg.MaxTracked = 2
+	l2 := newLimiter(t, cfg)
+	rep, err := l2.Restore(at(0), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Loaded != 2 || rep.Skipped != 2 || l2.Tracked() != 2 {
+		t.Fatalf("%+v, tracked %d: want both valid entries loaded, the two others skipped", rep, l2.Tracked())
+	}
+}
