@@ -140,6 +140,13 @@ const usage = `usage:
 
 // commonFlags parses -config and -data-dir into a config.Source.
 func (m *Main) commonFlags(name string, args []string, extra func(*flag.FlagSet)) (config.Source, error) {
+	src, _, err := m.flagsAndArgs(name, args, 0, extra)
+	return src, err
+}
+
+// flagsAndArgs is commonFlags for a command that takes up to n arguments,
+// before, between or after the flags; it returns them.
+func (m *Main) flagsAndArgs(name string, args []string, n int, extra func(*flag.FlagSet)) (config.Source, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	path := fs.String("config", "", "config file (default: config.toml in the working directory, else the embedded default)")
@@ -147,17 +154,25 @@ func (m *Main) commonFlags(name string, args []string, extra func(*flag.FlagSet)
 	if extra != nil {
 		extra(fs)
 	}
-	if err := fs.Parse(args); err != nil {
-		return config.Source{}, err
-	}
-	if fs.NArg() > 0 {
-		return config.Source{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return config.Source{}, nil, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if len(pos) == n {
+			return config.Source{}, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
 	src := config.Source{Path: *path, Required: *path != "", Env: m.Env, DataDir: *dataDir}
 	if src.Path == "" {
 		src.Path = "config.toml"
 	}
-	return src, nil
+	return src, pos, nil
 }
 
 func (m *Main) printConfigErrors(err error) {

@@ -162,18 +162,18 @@ func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 	}
 	verb := args[0]
 	var out string
-	src, err := m.commonFlags("snapshot "+verb, args[1:], func(fs *flag.FlagSet) {
+	nargs := 0
+	if verb == "import" {
+		nargs = 1 // FILE, before or after the flags
+	}
+	src, pos, err := m.flagsAndArgs("snapshot "+verb, args[1:], nargs, func(fs *flag.FlagSet) {
 		if verb == "export" {
 			fs.StringVar(&out, "o", "", "write to FILE instead of standard output")
 		}
 	})
 	var in string
-	if err != nil && verb == "import" {
-		// The file comes first: `snapshot import FILE -config …`.
-		if len(args) > 1 {
-			in = args[1]
-			src, err = m.commonFlags("snapshot import", args[2:], nil)
-		}
+	if len(pos) > 0 {
+		in = pos[0]
 	}
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "limiterd snapshot:", err)

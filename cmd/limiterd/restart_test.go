@@ -255,6 +255,20 @@ func TestSnapshotExportRefusesWhileRunning(t *testing.T) {
 	if !bytes.Contains(out, []byte(`"127.0.0.1"`)) {
 		t.Fatalf("the exhausted peer is not in the export:\n%.2000s", out)
 	}
+	// Import takes FILE before or after the flags, and at most one.
+	file := filepath.Join(t.TempDir(), "export.json")
+	if err := os.WriteFile(file, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{file, "-config", cfg}, {"-config", cfg, file}} {
+		if out, err := exec.Command(binary(t), append([]string{"snapshot", "import"}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("snapshot import %v: %v\n%s", args, err, out)
+		}
+	}
+	out, err = exec.Command(binary(t), "snapshot", "import", "-config", cfg, file, file).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "unexpected argument") {
+		t.Fatalf("two files: %v\n%s", err, out)
+	}
 }
 
 func TestThrottleStateSurvivesRestart(t *testing.T) {
