@@ -60,8 +60,14 @@ type FieldError struct {
 	Problem string
 }
 
-// Error returns "<field>: <problem>".
-func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+// Error returns "<field>: <problem>", or the problem alone when no field is
+// at fault.
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Problem
+	}
+	return e.Field + ": " + e.Problem
+}
 
 // Override is a live edit of one group: the keys it sets, by their SPEC §3
 // names, with JSON values (integers, a boolean, a mode string).
@@ -69,14 +75,16 @@ type Override map[string]any
 
 // ParseOverride reads a JSON object of group keys, rejecting unknown keys
 // and values of the wrong type, and returns it as a PartialGroup and the
-// canonical Override. The error names the key.
+// canonical Override. The error names the key; a body that is not a JSON
+// object gives an error wrapping the *json.SyntaxError or
+// *json.UnmarshalTypeError.
 func ParseOverride(body []byte) (PartialGroup, Override, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return PartialGroup{}, nil, &FieldError{Field: "", Problem: "the body is not a JSON object: " + err.Error()}
+		return PartialGroup{}, nil, fmt.Errorf("the body is not a JSON object: %w", err)
 	}
 	if len(raw) == 0 {
-		return PartialGroup{}, nil, &FieldError{Field: "", Problem: "no key to change"}
+		return PartialGroup{}, nil, &FieldError{Problem: "the body names no key to change"}
 	}
 	o := Override{}
 	for k, v := range raw {

@@ -436,6 +436,16 @@ func TestLiveEditsAndAPI(t *testing.T) {
 	if code != 422 || v["field"] != "leaky_limt" {
 		t.Fatalf("%d %v", code, v)
 	}
+	// A body that is not a JSON object is a bad request, as on every
+	// endpoint; an empty object names nothing to change.
+	for _, body := range []string{`{`, `[1]`, `"x"`} {
+		if code, v = d.admin("PATCH", "/api/v1/groups/general", body); code != 400 || !strings.HasPrefix(v["error"].(string), "the body is not a JSON object") {
+			t.Fatalf("PATCH %s: %d %v", body, code, v)
+		}
+	}
+	if code, v = d.admin("PATCH", "/api/v1/groups/general", `{}`); code != 422 || v["error"] != "the body names no key to change" {
+		t.Fatalf("PATCH {}: %d %v", code, v)
+	}
 	// Raise the limit: the next request goes through at once.
 	code, v = d.admin("PATCH", "/api/v1/groups/general", `{"leaky_limit": 25}`)
 	if code != 200 || v["override"].(map[string]any)["leaky_limit"] != 25.0 || v["file"].(map[string]any)["leaky_limit"] != 20.0 {
