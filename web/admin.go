@@ -217,6 +217,11 @@ func QueryPeers(lim *limiter.Limiter, now time.Time, q PeerQuery) ([]limiter.Ent
 
 func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 	q, err := ParsePeerQuery(r.URL.Query())
+	if err == nil && q.Group != "" {
+		if _, ok := s.lim.GroupID(q.Group); !ok {
+			err = &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", q.Group)}
+		}
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

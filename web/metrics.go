@@ -122,7 +122,7 @@ func NewCollector(src StatsSource, lat *Latencies, pc *ProxyCounters, extra ...f
 		upstreamErrors: prometheus.NewDesc("limiterd_upstream_errors_total",
 			"Proxied requests that failed upstream, by kind: unreachable or timeout.", []string{labelKind}, nil),
 		internalErrors: prometheus.NewDesc("limiterd_internal_errors_total",
-			"Requests limiterd answered with 500 because of its own error.", nil, nil),
+			"Requests limiterd answered with 503 because of its own error (a panic in its request path).", nil, nil),
 		exemptPath: prometheus.NewDesc("limiterd_exempt_path_requests_total",
 			"Requests passed on without limiting because their path is in exempt_paths.", nil, nil),
 	}

@@ -446,6 +446,14 @@ func TestLiveEditsAndAPI(t *testing.T) {
 	if code, v = d.admin("PATCH", "/api/v1/groups/general", `{}`); code != 422 || v["error"] != "the body names no key to change" {
 		t.Fatalf("PATCH {}: %d %v", code, v)
 	}
+	// Listing the peers of a group that does not exist is an error, not an
+	// empty list.
+	if code, v = d.admin("GET", "/api/v1/peers?group=nope", ""); code != 422 || v["field"] != "group" {
+		t.Fatalf("peers of an unknown group: %d %v", code, v)
+	}
+	if code, _ = d.admin("GET", "/api/v1/peers?group=general", ""); code != 200 {
+		t.Fatalf("peers of general: %d", code)
+	}
 	// Raise the limit: the next request goes through at once.
 	code, v = d.admin("PATCH", "/api/v1/groups/general", `{"leaky_limit": 25}`)
 	if code != 200 || v["override"].(map[string]any)["leaky_limit"] != 25.0 || v["file"].(map[string]any)["leaky_limit"] != 20.0 {
