@@ -538,7 +538,9 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	sh, si, tag := l.shardOf(&key)
 	sh.mu.Lock()
 	slot, _, ok := sh.find(&key, tag)
-	if !ok && st.maxTracked > 0 && l.total.Load() >= st.maxTracked {
+	// A new entry in a closed group (no window, no bucket) is rejected and
+	// deleted at once, below: it must not evict another peer's entry.
+	if !ok && st.maxTracked > 0 && l.total.Load() >= st.maxTracked && !gs.closed() {
 		sh.mu.Unlock()
 		l.evictOne()
 		sh.mu.Lock()
@@ -650,6 +652,9 @@ func (l *Limiter) DenyExempt(p Peer) bool {
 	l.countOnly(st.general, p.Key, func(s *GroupStats) { s.Requests++; s.Denied++ })
 	return true
 }
+
+// closed reports whether the group admits nothing: no window, no bucket.
+func (g *groupRT) closed() bool { return g.SlidingWindowLimit == 0 && g.LeakyLimit == 0 }
 
 // countOnly bumps counters of a decision that touches no entry.
 func (l *Limiter) countOnly(g GroupID, k PeerKey, f func(*GroupStats)) {

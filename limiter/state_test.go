@@ -182,6 +182,25 @@ func TestMaxTrackedEvictsLongestIdle(t *testing.T) {
 	}
 }
 
+// TestMaxTrackedClosedGroup: a new peer in a closed group is rejected and
+// keeps nothing, so it evicts nobody.
+func TestMaxTrackedClosedGroup(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 30000, 10, 10))
+	cfg.Groups["closed"] = settings(0, 1000, 0, 30000, 1, 10)
+	cfg.MaxTracked = 1
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	closed, _ := l.GroupID("closed")
+	d := l.Decide(at(0), peer(A), g)
+	d.Release()
+	if d := l.Decide(at(1000), peer(B), closed); d.Allowed || d.Reason != limiter.ReasonRateLimit {
+		t.Fatalf("closed group: %+v, want a rate_limit rejection", d)
+	}
+	if l.Tracked() != 1 || l.Evictions() != 0 || len(l.Peer(at(1000), peer(A).Key)) != 1 {
+		t.Fatalf("tracked %d, evictions %d: A's entry should still be there", l.Tracked(), l.Evictions())
+	}
+}
+
 func TestForgetAndStaleRelease(t *testing.T) {
 	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
 	g, _ := l.GroupID("test")
