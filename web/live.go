@@ -339,6 +339,13 @@ func (c *Live) RemoveExemption(ctx context.Context, actor string, e limiter.Exem
 	return c.commit(next, func() error { return c.store.RemoveExemption(ctx, e, a) })
 }
 
+// Enabled reports the global switch as last stored.
+func (c *Live) Enabled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.state.Disabled
+}
+
 // SetEnabled turns the global switch on or off, durably.
 func (c *Live) SetEnabled(ctx context.Context, actor string, on bool) error {
 	c.mu.Lock()

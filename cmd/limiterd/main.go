@@ -293,12 +293,15 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err != nil {
 		return err
 	}
-	snaps := &snapshotter{lim: lim, th: th, db: db, log: m.log, now: now}
-	if err := snaps.restore(ctx); err != nil {
-		return err
-	}
+	// The operators' edits first: the restore applies the ticks that fell
+	// while the daemon was down, under the settings in force then (a live
+	// leaky_tick_reduction, not the file's).
 	live, err := web.NewLive(ctx, lim, db, limCfg, now)
 	if err != nil {
+		return err
+	}
+	snaps := &snapshotter{lim: lim, th: th, db: db, log: m.log, now: now, enabled: live.Enabled}
+	if err := snaps.restore(ctx); err != nil {
 		return err
 	}
 	m.mu.Lock()

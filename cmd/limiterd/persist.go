@@ -33,6 +33,9 @@ type snapshotter struct {
 	db  *store.DB
 	log *slog.Logger
 	now func() time.Time
+	// enabled is the global switch as the live settings store it; a
+	// restore keeps it over the snapshot's (nil: the snapshot's).
+	enabled func() bool
 
 	mu       sync.Mutex
 	needFull bool
@@ -70,6 +73,10 @@ func (s *snapshotter) restore(ctx context.Context) error {
 	r, err := s.lim.Restore(s.now(), snap)
 	if err != nil {
 		return fmt.Errorf("restore the snapshot: %w", err)
+	}
+	if s.enabled != nil {
+		// The switch as stored at its last change, not as of the snapshot.
+		s.lim.SetEnabled(s.enabled())
 	}
 	s.log.Info("restored peer state", "loaded", r.Loaded, "expired", r.Expired, "skipped", r.Skipped, "gap", r.Gap.Round(time.Millisecond), "switch_on", s.lim.Enabled())
 	s.needFull = true

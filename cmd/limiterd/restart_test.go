@@ -188,6 +188,51 @@ func TestRestartAfterSIGTERM(t *testing.T) {
 	}
 }
 
+// TestRestartTicksUnderLiveSettings: the ticks that fell while the daemon
+// was down are applied with the operators' live settings, not the file's
+// (here the file drains a bucket in one tick, the live edit by one token
+// a tick).
+func TestRestartTicksUnderLiveSettings(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	body := testConfig(up.URL, filepath.Join(dir, "data"), "leaky_tick_interval = 1000\n[snapshot]\ninterval = \"1h\"\n")
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startProc(t, cfg)
+	if code, v := p.api("PATCH", "/api/v1/groups/general", `{"leaky_tick_reduction": 1}`); code != 200 {
+		t.Fatalf("%d %v", code, v)
+	}
+	for i := 0; i < 20; i++ {
+		p.status("/info")
+	}
+	tokens := func(p *proc) float64 {
+		t.Helper()
+		code, v := p.api("GET", "/api/v1/peers/127.0.0.1", "")
+		if code != 200 {
+			return 0 // forgotten: the bucket drained
+		}
+		for _, g := range v["groups"].([]any) {
+			if g := g.(map[string]any); g["group"] == "general" {
+				return g["tokens"].(float64)
+			}
+		}
+		return 0
+	}
+	before := tokens(p)
+	if before < 15 {
+		t.Fatalf("%v tokens after 20 requests", before)
+	}
+	p.stop(syscall.SIGTERM)
+	time.Sleep(2500 * time.Millisecond) // two or three ticks while down
+	p = startProc(t, cfg)
+	// One token a tick: a handful of ticks since, not a drained bucket.
+	if after := tokens(p); after < before-8 || after > before-1 {
+		t.Fatalf("%v tokens before the restart, %v after: want one fewer per tick", before, after)
+	}
+}
+
 func TestRestartAfterKill9(t *testing.T) {
 	up, _ := countingUpstream(t, nil)
 	cfg, _ := writeProcConfig(t, up.URL, "200ms")
