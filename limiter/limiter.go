@@ -175,7 +175,7 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 		}
 		g := groupRT{defined: true, id: id, ver: ver, name: name, GroupSettings: gs}
 		switch {
-		case saved[name][0].valid():
+		case saved[name][0].Valid():
 			g.leaky = saved[name][0].Retimed(now, gs.LeakyTickInterval)
 			g.cleanup = saved[name][1].Retimed(now, gs.CleanupInterval)
 		case prev != nil && prev.groups[id].defined:

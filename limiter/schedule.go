@@ -93,8 +93,9 @@ func (s Schedule) Shifted(d int64) Schedule {
 	return s
 }
 
-// valid reports whether s can be used.
-func (s Schedule) valid() bool {
+// Valid reports whether s can be used: intervals from 1 to 2³¹−1 ms, and
+// an anchor far from the ends of int64 (Restore refuses others).
+func (s Schedule) Valid() bool {
 	return s.Interval > 0 && s.Interval <= maxSetting &&
 		(s.Switch == 0 || (s.NextInterval > 0 && s.NextInterval <= maxSetting)) &&
 		s.Anchor > math.MinInt64/4 && s.Anchor < math.MaxInt64/4

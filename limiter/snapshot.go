@@ -128,7 +128,7 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 	}
 	saved := make(map[string][2]Schedule, len(snap.Groups))
 	for _, g := range snap.Groups {
-		if !g.Leaky.valid() || !g.Cleanup.valid() {
+		if !g.Leaky.Valid() || !g.Cleanup.Valid() {
 			return rep, fmt.Errorf("snapshot: group %q: invalid tick schedule", g.Name)
 		}
 		saved[g.Name] = [2]Schedule{g.Leaky.Shifted(shift), g.Cleanup.Shifted(shift)}

@@ -306,10 +306,21 @@ func (doc *Document) validate() error {
 			continue
 		}
 		o = normalizeOverride(o)
-		if _, err := o.Partial(); err != nil {
+		p, err := o.Partial()
+		if err == nil {
+			// The values' ranges too, as a live edit checks them: over
+			// general's shipped settings, every key this override leaves
+			// alone is valid.
+			err = p.Over(limiter.ArweaveGroups()[limiter.GroupGeneral]).Validate(g)
+		}
+		if err != nil {
 			var fe *limiter.FieldError
-			if errors.As(err, &fe) {
+			var se *limiter.SettingError
+			switch {
+			case errors.As(err, &fe):
 				return importErr(path+"."+fe.Field, "%s", fe.Problem)
+			case errors.As(err, &se) && se.Key != "":
+				return importErr(path+"."+se.Key, "%s", se.Problem)
 			}
 			return importErr(path, "%v", err)
 		}
@@ -357,6 +368,11 @@ func (doc *Document) validate() error {
 		}
 		ids[a.ID] = i
 	}
+	if doc.Snapshot.TakenAt <= 0 && (len(doc.Snapshot.Entries) > 0 || len(doc.Snapshot.Groups) > 0) {
+		// Entries and schedules are as of that time; without it the daemon
+		// takes the store for empty and its first save wipes them.
+		return importErr("snapshot.taken_at_ms", "missing or not > 0 while the snapshot has entries or groups")
+	}
 	groups := map[string]int{}
 	for i, g := range doc.Snapshot.Groups {
 		path := fmt.Sprintf("snapshot.groups[%d]", i)
@@ -371,8 +387,8 @@ func (doc *Document) validate() error {
 			name string
 			s    limiter.Schedule
 		}{{"leaky", g.Leaky}, {"cleanup", g.Cleanup}} {
-			if s.s.Interval <= 0 || (s.s.Switch != 0 && s.s.NextInterval <= 0) {
-				return importErr(path+"."+s.name, "the interval must be > 0")
+			if !s.s.Valid() {
+				return importErr(path+"."+s.name, "not a usable schedule: intervals must be from 1 to 2147483647 ms")
 			}
 		}
 	}

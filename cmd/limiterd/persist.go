@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -196,9 +197,14 @@ func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, nil))
-	db, err := openDB(cfg.Server.DataDir, log)
+	// Export only reads: a mistyped data dir must not get a new, empty
+	// database, nor a backup of an older schema be migrated in place.
+	db, err := store.Open(dbPath(cfg.Server.DataDir), store.Options{Timeout: time.Second, Logger: log, ReadOnly: verb == "export"})
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "limiterd snapshot:", err)
+		if errors.Is(err, store.ErrNeedsMigration) {
+			fmt.Fprintln(m.Stderr, "limiterd snapshot: export reads only; a limiterd serve (or import) on this data dir upgrades it first")
+		}
 		return exitRuntime
 	}
 	defer db.Close()

@@ -310,6 +310,15 @@ func TestSnapshotExportRefusesWhileRunning(t *testing.T) {
 			t.Fatalf("snapshot import %v: %v\n%s", args, err, out)
 		}
 	}
+	// Export only reads: a mistyped data dir is an error, not a new database.
+	missing := filepath.Join(t.TempDir(), "nodir")
+	out, err = exec.Command(binary(t), "snapshot", "export", "-config", cfg, "-data-dir", missing).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "no such file") {
+		t.Fatalf("export from a missing data dir: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("export created %s: %v", missing, err)
+	}
 	out, err = exec.Command(binary(t), "snapshot", "import", "-config", cfg, file, file).CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "unexpected argument") {
 		t.Fatalf("two files: %v\n%s", err, out)
