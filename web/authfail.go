@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Failed authentications allowed per client IP per authWindow before 429:
-// a wrong token in the login form or in an Authorization header.
+// Failed logins (a wrong token in the login form) allowed per client IP per
+// authWindow before 429.
 const (
 	authFailures = 5
 	authWindow   = time.Minute
@@ -16,10 +16,10 @@ const (
 	maxAuthClients = 10000
 )
 
-// authFails counts failed authentications per client IP in fixed windows
-// (SPEC §8: failed logins are themselves rate limited). The login form,
-// the dashboard's bearer token and the admin API's share one count, so
-// that a client blocked on one is blocked on all. Safe for concurrent use.
+// authFails counts failed logins per client IP in fixed windows (SPEC §8:
+// failed logins are themselves rate limited). It blocks the login form
+// only: bearer tokens are for machines, whose address a block would take
+// from the data plane too (see docs/decisions.md). Safe for concurrent use.
 type authFails struct {
 	mu  sync.Mutex
 	now func() time.Time

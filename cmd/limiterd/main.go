@@ -465,6 +465,19 @@ func (m *Main) Reload() error {
 // one stored in <data_dir>/admin.token, generating and storing it (mode
 // 0600, logged once) on first start.
 func (m *Main) adminToken(cfg *config.Config) (string, error) {
+	t, err := m.readAdminToken(cfg)
+	if err == nil && len(t) < minTokenLen {
+		// Only the login form limits guesses (docs/decisions.md): the
+		// token itself must be unguessable.
+		m.log.Warn("the admin token is short: use at least 24 random characters, or leave admin.token unset to have one generated", "length", len(t))
+	}
+	return t, err
+}
+
+// minTokenLen is the shortest admin token limiterd does not warn about.
+const minTokenLen = 24
+
+func (m *Main) readAdminToken(cfg *config.Config) (string, error) {
 	if cfg.Admin.Token != "" {
 		return cfg.Admin.Token, nil
 	}
