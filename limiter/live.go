@@ -89,13 +89,15 @@ func ParseOverride(body []byte) (PartialGroup, Override, error) {
 	o := Override{}
 	for k, v := range raw {
 		var val any
+		// The literal's kind first: json.Unmarshal takes null for false or
+		// "", and a string holding digits for a json.Number.
+		lit := strings.TrimSpace(string(v))
 		switch k {
 		case KeyManualReductionOff:
-			var b bool
-			if err := json.Unmarshal(v, &b); err != nil {
-				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be true or false"}
+			if lit != "true" && lit != "false" {
+				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be true or false, got " + lit}
 			}
-			val = b
+			val = lit == "true"
 		case KeyMode:
 			var s string
 			if err := json.Unmarshal(v, &s); err != nil {
@@ -108,6 +110,9 @@ func ParseOverride(body []byte) (PartialGroup, Override, error) {
 		default:
 			if !isIntKey(k) {
 				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "unknown key"}
+			}
+			if lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {
+				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be an integer, got " + lit}
 			}
 			var n json.Number
 			dec := json.NewDecoder(strings.NewReader(string(v)))

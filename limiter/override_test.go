@@ -1,0 +1,43 @@
+package limiter_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// TestParseOverride: a live edit takes values of the keys' own JSON kinds
+// only, and names the key of the first one that is not.
+func TestParseOverride(t *testing.T) {
+	for _, c := range []struct{ body, field, problem string }{
+		{`{"is_manual_reduction_disabled": null}`, "is_manual_reduction_disabled", "must be true or false"},
+		{`{"is_manual_reduction_disabled": "true"}`, "is_manual_reduction_disabled", "must be true or false"},
+		{`{"is_manual_reduction_disabled": 1}`, "is_manual_reduction_disabled", "must be true or false"},
+		{`{"leaky_limit": "5"}`, "leaky_limit", "must be an integer"},
+		{`{"leaky_limit": null}`, "leaky_limit", "must be an integer"},
+		{`{"leaky_limit": true}`, "leaky_limit", "must be an integer"},
+		{`{"leaky_limit": 1.5}`, "leaky_limit", "must be an integer"},
+		{`{"leaky_limit": [5]}`, "leaky_limit", "must be an integer"},
+		{`{"mode": null}`, "mode", ""},
+		{`{"mode": 1}`, "mode", "must be a string"},
+		{`{"leaky_limt": 5}`, "leaky_limt", "unknown key"},
+		{`{}`, "", "the body names no key to change"},
+	} {
+		_, _, err := limiter.ParseOverride([]byte(c.body))
+		fe, ok := err.(*limiter.FieldError)
+		if !ok || fe.Field != c.field || !strings.Contains(fe.Problem, c.problem) {
+			t.Errorf("%s: %v, want a FieldError of %q saying %q", c.body, err, c.field, c.problem)
+		}
+	}
+	p, o, err := limiter.ParseOverride([]byte(`{"is_manual_reduction_disabled": false, "leaky_limit": -0, "concurrency_limit": 20, "mode": "dry_run"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o["is_manual_reduction_disabled"] != false || o["leaky_limit"] != int64(0) || o["concurrency_limit"] != int64(20) || o["mode"] != "dry_run" {
+		t.Errorf("override %v", o)
+	}
+	if p.LeakyLimit == nil || *p.LeakyLimit != 0 {
+		t.Errorf("partial %+v", p)
+	}
+}
