@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,6 +133,16 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil && req.Path == "" {
 		err = &limiter.FieldError{Field: "path", Problem: "required"}
+	}
+	if err == nil && !strings.HasPrefix(req.Path, "/") {
+		err = &limiter.FieldError{Field: "path", Problem: "must begin with /, got " + strconv.Quote(req.Path)}
+	}
+	if err == nil && req.Method != "" && !isToken(req.Method) {
+		err = &limiter.FieldError{Field: "method", Problem: "not an HTTP method: " + strconv.Quote(req.Method)}
+	}
+	// The query string is not part of the path (SPEC §5).
+	if i := strings.IndexByte(req.Path, '?'); i >= 0 {
+		req.Path = req.Path[:i]
 	}
 	var peer limiter.Peer
 	if err == nil {

@@ -536,6 +536,19 @@ func TestLiveEditsAndAPI(t *testing.T) {
 	if code, v = d.admin("POST", "/api/v1/check", `{"peer":"not an ip","path":"/x"}`); code != 422 || v["field"] != "peer" {
 		t.Fatalf("%d %v", code, v)
 	}
+	// What the nginx check refuses, this one refuses too, naming the field.
+	for body, field := range map[string]string{
+		`{"peer":"192.0.2.7","path":"info"}`:                     "path",
+		`{"peer":"192.0.2.7","path":"/info","method":"bad one"}`: "method",
+	} {
+		if code, v = d.admin("POST", "/api/v1/check", body); code != 422 || v["field"] != field {
+			t.Fatalf("%s: %d %v", body, code, v)
+		}
+	}
+	// The query is not part of the path.
+	if code, v = d.admin("POST", "/api/v1/check", `{"peer":"192.0.2.8","path":"/chunk/1?x=/info"}`); code != 200 || v["group"] != "chunk" {
+		t.Fatalf("path with a query: %d %v", code, v)
+	}
 }
 
 func TestBadConfigExit2(t *testing.T) {
