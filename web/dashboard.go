@@ -243,9 +243,17 @@ func (d *dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	id, _ := d.sess.create(r.Context())
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil, MaxAge: int(sessionTTL / time.Second),
+		Secure: overHTTPS(r), MaxAge: int(sessionTTL / time.Second),
 	})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// overHTTPS reports whether the browser reached the dashboard over HTTPS:
+// directly, or through a reverse proxy that says so (X-Forwarded-Proto,
+// as nginx, HAProxy and load balancers send it). Believing the header
+// from anyone is safe: it can only make the cookie Secure.
+func overHTTPS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 func (d *dashboard) handleLogout(w http.ResponseWriter, r *http.Request) {

@@ -389,8 +389,16 @@ func TestDashboardLogin(t *testing.T) {
 			c = x
 		}
 	}
-	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || len(c.Value) != 64 {
+	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || len(c.Value) != 64 || c.Secure {
 		t.Fatalf("cookie %+v", c)
+	}
+	// Behind an HTTPS reverse proxy the cookie is Secure.
+	secure := false
+	for _, x := range d.do("POST", "/login", url.Values{"token": {dashToken}}, "X-Forwarded-Proto", "https").Cookies() {
+		secure = secure || (x.Name == "limiterd_session" && x.Secure)
+	}
+	if !secure {
+		t.Fatal("a login through an HTTPS proxy did not get a Secure cookie")
 	}
 	cookie := c.Name + "=" + c.Value
 	d.page("/", cookie)
