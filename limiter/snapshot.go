@@ -117,6 +117,12 @@ type RestoreReport struct {
 // (entries left empty are not loaded). A clock that went backwards counts
 // as no gap: every time in the snapshot is moved back with it. Requests in
 // flight before Restore release nothing afterwards. Call it before serving.
+//
+// For the next SnapshotDelta, which need not be full: every entry loaded
+// is changed (its ticks were applied), the entries left out by max_tracked
+// or emptied by the gap are deleted, and the entries of groups not defined
+// now are not mentioned, so that a store keeps them until the group is
+// back.
 func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 	ms := now.UnixMilli()
 	var rep RestoreReport
@@ -185,8 +191,18 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 	}
 	sort.SliceStable(order, func(a, b int) bool { return snap.Entries[order[a]].LastSeen < snap.Entries[order[b]].LastSeen })
 	if st.maxTracked > 0 && int64(len(order)) > st.maxTracked {
-		rep.Skipped += len(order) - int(st.maxTracked)
-		order = order[len(order)-int(st.maxTracked):]
+		cut := len(order) - int(st.maxTracked)
+		rep.Skipped += cut
+		// Evicted, in effect: the next delta deletes them from the store.
+		for _, i := range order[:cut] {
+			es := &snap.Entries[i]
+			key := makeEntryKey(byName[es.Group], &es.Peer)
+			sh, _, _ := l.shardOf(&key)
+			sh.mu.Lock()
+			sh.deleted = append(sh.deleted, key)
+			sh.mu.Unlock()
+		}
+		order = order[cut:]
 	}
 	for _, i := range order {
 		es := &snap.Entries[i]
@@ -206,8 +222,9 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		e.requests = sat32(es.Requests)
 		e.rejConc = sat32(es.RejectedConcurrency)
 		e.rejRate = sat32(es.RejectedRateLimit)
-		// The entry came from the store: deleting it must be reported.
-		e.flags |= flagPersisted
+		// The entry came from the store: deleting it must be reported, and
+		// the ticks applied below changed it since.
+		e.flags |= flagPersisted | flagDirty
 		if es.InTokens {
 			e.flags |= flagTokens
 			e.tokens = int32(es.Tokens)

@@ -51,8 +51,13 @@ type snapshotter struct {
 }
 
 // restore loads the stored state into the limiter, applying the ticks that
-// fell while the daemon was down, then rewrites the store whole so that it
-// holds exactly what was loaded.
+// fell while the daemon was down. It saves nothing: the stored snapshot
+// stays valid (restoring it again applies the same ticks), and the next
+// save, in the background while the daemon serves, writes every restored
+// entry (Restore marks them changed). That save is incremental, not whole,
+// so the entries of groups the config lacks now (a typo, a start from the
+// wrong directory on the embedded defaults) stay in the store for when the
+// group is back.
 func (s *snapshotter) restore(ctx context.Context) error {
 	snap, rep, err := s.db.LoadSnapshot(ctx)
 	if err != nil {
@@ -80,8 +85,8 @@ func (s *snapshotter) restore(ctx context.Context) error {
 		s.lim.SetEnabled(s.enabled())
 	}
 	s.log.Info("restored peer state", "loaded", r.Loaded, "expired", r.Expired, "skipped", r.Skipped, "gap", r.Gap.Round(time.Millisecond), "switch_on", s.lim.Enabled())
-	s.needFull = true
-	return s.save(ctx)
+	s.needFull = false
+	return nil
 }
 
 // save writes one delta (or a full snapshot after a failure), then, when

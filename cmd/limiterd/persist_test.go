@@ -86,3 +86,86 @@ func TestSnapshotterCompacts(t *testing.T) {
 		t.Errorf("the store holds %d entries, the limiter %d", len(snap.Entries), len(want.Entries))
 	}
 }
+
+// TestRestoreKeepsGroupsTheConfigLacks: a start with a config that lacks a
+// group (a typo, the embedded defaults from the wrong directory) leaves
+// that group's peers in the store; the next start with the group has them
+// back. Entries cut by max_tracked leave the store.
+func TestRestoreKeepsGroupsTheConfigLacks(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	db, err := store.Open(filepath.Join(t.TempDir(), "limiterd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	withFoo := limiter.Config{Groups: limiter.ArweaveGroups(), IPv6Prefix: 64}
+	withFoo.Groups["foo"] = withFoo.Groups["general"]
+	start := func(cfg limiter.Config) *limiter.Limiter {
+		t.Helper()
+		lim, err := limiter.New(now, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		th, err := limiter.NewThrottle(limiter.ArweaveThrottleConfig(), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &snapshotter{lim: lim, th: th, db: db, log: slog.New(slog.DiscardHandler), now: clock}
+		if err := s.restore(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return lim
+	}
+	save := func(lim *limiter.Limiter) {
+		t.Helper()
+		th, _ := limiter.NewThrottle(limiter.ArweaveThrottleConfig(), now)
+		s := &snapshotter{lim: lim, th: th, db: db, log: slog.New(slog.DiscardHandler), now: clock}
+		if err := s.save(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens := func(lim *limiter.Limiter, peer, group string) int64 {
+		p, _ := lim.ParsePeer(peer)
+		for _, v := range lim.Peer(now, p.Key) {
+			if v.Group == group {
+				return v.Tokens
+			}
+		}
+		return -1
+	}
+
+	lim := start(withFoo)
+	foo, _ := lim.GroupID("foo")
+	general, _ := lim.GroupID("general")
+	for i, peer := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"} {
+		p, _ := lim.ParsePeer(peer)
+		for range 3 {
+			d := lim.Decide(now.Add(time.Duration(i)*time.Second), p, []limiter.GroupID{foo, general, general}[i])
+			d.Release()
+		}
+	}
+	save(lim)
+
+	// Without foo, and a cap of one entry: .3 (seen last) stays, .2 goes.
+	now = now.Add(time.Second)
+	without := limiter.Config{Groups: limiter.ArweaveGroups(), IPv6Prefix: 64, MaxTracked: 1}
+	lim = start(without)
+	if got := tokens(lim, "192.0.2.3", "general"); got != 3 || lim.Tracked() != 1 {
+		t.Fatalf("without foo: .3 has %d tokens, %d tracked; want 3 and 1", got, lim.Tracked())
+	}
+	save(lim) // the daemon's next save
+
+	now = now.Add(time.Second)
+	lim = start(withFoo)
+	if got := tokens(lim, "192.0.2.1", "foo"); got != 3 {
+		t.Errorf("foo's peer after a start without foo: %d tokens, want 3", got)
+	}
+	if got := tokens(lim, "192.0.2.2", "general"); got != -1 {
+		t.Errorf("the entry cut by max_tracked came back with %d tokens", got)
+	}
+	if got := tokens(lim, "192.0.2.3", "general"); got != 3 {
+		t.Errorf(".3: %d tokens, want 3", got)
+	}
+}
