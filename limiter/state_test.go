@@ -628,6 +628,14 @@ func TestEvictionConcurrent(t *testing.T) {
 	}
 }
 
+// admitN decides (and releases) n requests of peer p in group g at ms.
+func admitN(l *limiter.Limiter, ms int64, p string, g limiter.GroupID, n int) {
+	for range n {
+		d := l.Decide(at(ms), peer(p), g)
+		d.Release()
+	}
+}
+
 // TestApplyAppliesDueTicksFirst: a tick that fell before a live edit is
 // applied with the settings in force when it fell, as the Arweave node's
 // eager ticks would be, even if no decision touched the entry since.
@@ -635,10 +643,7 @@ func TestApplyAppliesDueTicksFirst(t *testing.T) {
 	cfg := testConfig(settings(0, 1000, 10, 1000, 1, 100))
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
-	for i := 0; i < 10; i++ {
-		d := l.Decide(at(0), peer(A), g)
-		d.Release()
-	}
+	admitN(l, 0, A, g, 10)
 	// The tick at 1 s took one token (reduction 1); at 1.1 s the reduction
 	// becomes 10.
 	cfg.Groups["test"] = settings(0, 1000, 10, 1000, 10, 100)
@@ -680,10 +685,7 @@ func TestGroupRemovedAndBack(t *testing.T) {
 	cfg := testConfig(settings(0, 1000, 10, 1000, 10, 100))
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
-	for i := 0; i < 10; i++ {
-		d := l.Decide(at(3_600_000), peer(A), g)
-		d.Release()
-	}
+	admitN(l, 3_600_000, A, g, 10)
 	without := testConfig(settings(0, 1000, 10, 1000, 10, 100))
 	delete(without.Groups, "test")
 	if err := l.Apply(at(3_600_000), without); err != nil {
@@ -703,10 +705,7 @@ func TestRestoreAfterAHugeGap(t *testing.T) {
 	cfg := testConfig(settings(0, 1000, 10, 1, 1, 100))
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
-	for i := 0; i < 10; i++ {
-		d := l.Decide(at(0), peer(A), g)
-		d.Release()
-	}
+	admitN(l, 0, A, g, 10)
 	snap := l.Snapshot(at(0))
 	for _, gap := range []int64{1 << 31, 1<<31 + 1000, 1 << 33} {
 		l2 := newLimiter(t, cfg)
