@@ -86,7 +86,7 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.Counts.ExemptPath.Add(1)
-		s.proxy.ServeHTTP(w, r)
+		s.proxy.ServeHTTP(s.newProxyWriter(w), r)
 		return
 	}
 	now := s.now()
@@ -106,13 +106,9 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, r, &d)
 		return
 	}
-	if len(route.ReduceOnStatus) == 0 {
-		s.proxy.ServeHTTP(w, r)
-		return
-	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := s.newProxyWriter(w)
 	s.proxy.ServeHTTP(sw, r)
-	if slices.Contains(route.ReduceOnStatus, sw.status) {
+	if len(route.ReduceOnStatus) > 0 && slices.Contains(route.ReduceOnStatus, sw.status) {
 		s.lim.Reduce(s.now(), peer.Key, route.Group)
 	}
 }
@@ -216,31 +212,54 @@ func prefersJSON(accept string) bool {
 	return qJSON > 0 && qJSON >= qText
 }
 
-// statusWriter remembers the status the upstream answered.
-type statusWriter struct {
+// DefaultSendTimeout is Options.SendTimeout's default.
+const DefaultSendTimeout = 60 * time.Second
+
+// proxyWriter is the ResponseWriter of a proxied request. It remembers
+// the status the upstream answered (for reduce_on_status), and it moves
+// the connection's write deadline sendTimeout past each write that makes
+// progress: a response may take as long as it takes while the client
+// reads it (chunks and blocks to slow peers), but a client that stops
+// reading is cut off sendTimeout later, as nginx's send_timeout does. The
+// server's WriteTimeout is the deadline until the first write.
+type proxyWriter struct {
 	http.ResponseWriter
-	status int
+	status   int
+	timeout  time.Duration
+	deadline time.Time // the write deadline last set; zero: the server's
 }
 
-func (w *statusWriter) WriteHeader(code int) {
+func (s *Server) newProxyWriter(w http.ResponseWriter) *proxyWriter {
+	return &proxyWriter{ResponseWriter: w, timeout: s.opts.SendTimeout}
+}
+
+func (w *proxyWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+func (w *proxyWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+	}
+	// Set again when a quarter of the timeout is used up: one deadline
+	// change per write would be a timer reset per 32 KiB.
+	if now := time.Now(); w.deadline.Sub(now) < w.timeout*3/4 {
+		w.deadline = now.Add(w.timeout)
+		// An error means the connection cannot take deadlines: the
+		// server's stays.
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(w.deadline)
 	}
 	return w.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the connection.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *proxyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Flush passes flushes through for streamed responses.
-func (w *statusWriter) Flush() {
+func (w *proxyWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

@@ -52,6 +52,10 @@ type Options struct {
 	// Sessions keeps the dashboard's logins across restarts; nil keeps
 	// them in memory only.
 	Sessions SessionStore
+	// SendTimeout bounds how long a proxied response may wait for the
+	// client to take more of it; 0 means DefaultSendTimeout. There is no
+	// bound on the whole response.
+	SendTimeout time.Duration
 }
 
 // Server serves the public and the admin listeners. It is safe for
@@ -92,6 +96,9 @@ func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.opts.SendTimeout <= 0 {
+		s.opts.SendTimeout = DefaultSendTimeout
 	}
 	if s.opts.CheckLease <= 0 {
 		s.opts.CheckLease = 30 * time.Second
@@ -190,8 +197,10 @@ func (s *Server) AdminHandler() http.Handler {
 }
 
 // NewHTTPServer returns an http.Server for h with timeouts a slow client
-// cannot abuse: headers within 10 s, a body within 60 s, idle connections
-// closed after 120 s, headers at most 64 KiB.
+// cannot abuse: headers within 10 s, a body within 60 s, a response written
+// within 120 s (the proxy extends this while the client reads, see
+// proxyWriter), idle connections closed after 120 s, headers at most
+// 64 KiB.
 func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
