@@ -131,9 +131,12 @@ func (s *snapshotter) save(ctx context.Context) error {
 	return nil
 }
 
+// loop saves every interval until ctx ends. A save under way when it ends
+// finishes (stopping waits for it): cancelled, it would count as a failed
+// snapshot and make the final one a full rewrite.
 func (s *snapshotter) loop(ctx context.Context, every time.Duration) {
 	web.Every(ctx, every, func() {
-		if err := s.save(ctx); err != nil {
+		if err := s.save(context.WithoutCancel(ctx)); err != nil {
 			s.log.Error("snapshot", "err", err)
 		}
 	})
