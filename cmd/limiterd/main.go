@@ -51,6 +51,12 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first signal starts the drain; from then on the signals' default
+	// action is back, so that a second one stops the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	m := NewMain()
 	code := m.Run(ctx, os.Args[1:])
 	stop()

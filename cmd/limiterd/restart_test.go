@@ -382,3 +382,29 @@ func TestDashboardSessionSurvivesRestart(t *testing.T) {
 		t.Fatalf("overview after kill -9 and a restart: %d, want 200 (still logged in)", s)
 	}
 }
+
+// TestSecondSignalStopsAtOnce: SIGTERM drains (up to shutdown_timeout, 5 s
+// here); a second signal during the drain ends the process at once.
+func TestSecondSignalStopsAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	up, _ := countingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	cfg, _ := writeProcConfig(t, up.URL, "1h")
+	p := startProc(t, cfg)
+	go http.Get(p.public + "/info") // in flight: the drain waits for it
+	time.Sleep(300 * time.Millisecond)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-p.exited:
+	case <-time.After(3 * time.Second):
+		t.Fatalf("still draining %v after the second signal", time.Since(start))
+	}
+}
