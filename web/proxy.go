@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -41,6 +42,9 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 		Transport:    tr,
 		ErrorHandler: s.proxyError,
 		BufferPool:   &bufferPool{},
+		// What the proxy logs itself (an upstream that broke off a body)
+		// goes to the structured log, as a warning.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 }
 
