@@ -517,8 +517,7 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 		g = st.general
 	}
 	if p.Addr.IsValid() {
-		if st.deny.Len() > 0 && st.deny.Contains(p.Addr) {
-			l.countOnly(g, p.Key, func(s *GroupStats) { s.Requests++; s.Denied++ })
+		if l.denied(st, p, g) {
 			return Decision{Reason: ReasonDenied, Group: g}
 		}
 		if st.exempt.Len() > 0 && st.exempt.Contains(p.Addr) {
@@ -646,10 +645,15 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 // (SPEC §4). A denied one is counted as a denied request of general.
 func (l *Limiter) DenyExempt(p Peer) bool {
 	st := l.set.Load()
+	return l.denied(st, p, st.general)
+}
+
+// denied reports whether p is on the deny list, counting the denial in g.
+func (l *Limiter) denied(st *settings, p Peer, g GroupID) bool {
 	if !p.Addr.IsValid() || st.deny.Len() == 0 || !st.deny.Contains(p.Addr) {
 		return false
 	}
-	l.countOnly(st.general, p.Key, func(s *GroupStats) { s.Requests++; s.Denied++ })
+	l.countOnly(g, p.Key, func(s *GroupStats) { s.Requests++; s.Denied++ })
 	return true
 }
 

@@ -274,15 +274,15 @@ type Delta struct {
 // every entry) and marks them saved: the cost follows the churn, not the
 // population. Deletions are reported only for entries a previous delta (or
 // Restore) reported, or that replaced such an entry during the scan. A key
-// is in both Changed and Deleted only when it was deleted and created
-// again; a store applies deletions first. Its state in Changed is the newer
-// one, unless the scan copied the old entry just before its deletion: the
-// new one is then still dirty, and the next delta saves or deletes it. An entry that the scan copied and that was
-// deleted before the scan ended is left out of Changed (and, in an
-// incremental delta, reported deleted), so that no store brings it back.
-// Call it from one goroutine; decisions go on while it runs (one shard lock
-// at a time, a few hundred entries per hold). If the caller fails to store
-// the delta it must ask for a full one next.
+// is in both Changed and Deleted only when it was deleted and created again;
+// a store applies deletions first. Its state in Changed is the newer one,
+// unless the scan copied the old entry just before its deletion: the new one
+// is then still dirty, and the next delta saves or deletes it. An entry that
+// the scan copied and that was deleted before the scan ended is left out of
+// Changed (and, in an incremental delta, reported deleted), so that no store
+// brings it back. Call it from one goroutine; decisions go on while it runs
+// (one shard lock at a time, a few hundred entries per hold). If the caller
+// fails to store the delta it must ask for a full one next.
 func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 	ms := now.UnixMilli()
 	st := l.set.Load()

@@ -1,8 +1,6 @@
 package web
 
 import (
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -67,9 +65,4 @@ func (f *authFails) failed(ip string) {
 		f.m[ip] = c
 	}
 	c.n++
-}
-
-// setRetry sets the Retry-After of a blocked client's 429.
-func setRetry(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", strconv.Itoa(int(authWindow/time.Second)))
 }

@@ -231,7 +231,7 @@ func (d *dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	ip := clientIP(r)
 	p := d.page(r, "Log in", "")
 	if d.s.fails.blocked(ip) {
-		setRetry(w)
+		w.Header().Set("Retry-After", strconv.Itoa(int(authWindow/time.Second)))
 		render(w, r, http.StatusTooManyRequests, templates.LoginPage(p, templates.Login{Error: "Too many failed logins from your address: wait a minute and try again."}))
 		return
 	}

@@ -112,7 +112,7 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	sw := s.newProxyWriter(w)
 	s.proxy.ServeHTTP(sw, r)
-	if len(route.ReduceOnStatus) > 0 && slices.Contains(route.ReduceOnStatus, sw.status) {
+	if slices.Contains(route.ReduceOnStatus, sw.status) {
 		s.lim.Reduce(s.now(), peer.Key, route.Group)
 	}
 }

@@ -200,10 +200,7 @@ func (m *Main) checkConfig(args []string) int {
 	}
 	cfg, _, err := config.Load(src)
 	if err == nil {
-		_, err = cfg.Limiter()
-	}
-	if err == nil {
-		err = notBuilt(cfg)
+		_, err = limiterConfig(cfg)
 	}
 	if err != nil {
 		m.printConfigErrors(err)
@@ -218,15 +215,16 @@ func (m *Main) checkConfig(args []string) int {
 	return exitOK
 }
 
-// notBuilt refuses settings the config accepts but this build cannot
-// honour. Cluster mode (SPEC §12) is not built yet: an operator who asks
-// for limits shared through Redis must not get per-instance limits
-// silently, which would let a peer through once per instance.
-func notBuilt(cfg *config.Config) error {
+// limiterConfig is cfg.Limiter(), refusing also the settings the config
+// accepts but this build cannot honour: check-config, serve and SIGHUP
+// all go through it. Cluster mode (SPEC §12) is not built yet: an operator
+// who asks for limits shared through Redis must not get per-instance
+// limits silently, which would let a peer through once per instance.
+func limiterConfig(cfg *config.Config) (limiter.Config, error) {
 	if cfg.Cluster.Backend == "redis" {
-		return errors.New(`cluster.backend: "redis" is not available in this build; every instance decides with its own state (set backend = "local")`)
+		return limiter.Config{}, errors.New(`cluster.backend: "redis" is not available in this build; every instance decides with its own state (set backend = "local")`)
 	}
-	return nil
+	return cfg.Limiter()
 }
 
 // adjust lets demo change the loaded config before serving.
@@ -249,10 +247,7 @@ func (m *Main) start(ctx context.Context, src config.Source, adj adjust) int {
 		if adj != nil {
 			adj(cfg)
 		}
-		limCfg, err = cfg.Limiter()
-	}
-	if err == nil {
-		err = notBuilt(cfg)
+		limCfg, err = limiterConfig(cfg)
 	}
 	if err != nil {
 		m.printConfigErrors(err)
@@ -443,11 +438,8 @@ func (m *Main) Reload() error {
 	if m.adj != nil {
 		m.adj(cfg)
 	}
-	limCfg, err := cfg.Limiter()
+	limCfg, err := limiterConfig(cfg)
 	if err != nil {
-		return err
-	}
-	if err := notBuilt(cfg); err != nil {
 		return err
 	}
 	thCfg := cfg.ThrottleConfig()
