@@ -46,6 +46,7 @@ import (
 
 	"github.com/limiterd/limiterd"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // Config is the typed configuration (plain values; components never see
@@ -340,14 +341,14 @@ func cloneRule(r limiter.RouteRule) limiter.RouteRule {
 
 // ThrottleConfig converts the [throttle] table into the core's throttle
 // configuration.
-func (c *Config) ThrottleConfig() limiter.ThrottleConfig {
-	t := limiter.ThrottleConfig{
+func (c *Config) ThrottleConfig() throttle.Config {
+	t := throttle.Config{
 		Period: c.Throttle.Period, RetryInterval: c.Throttle.RetryInterval,
 		ExemptPeers: c.Throttle.ExemptPeers, ExemptPaths: c.Throttle.ExemptPaths,
 		DefaultType: c.Throttle.DefaultType, DefaultRPM: c.Throttle.DefaultRPM,
 	}
 	for _, r := range c.Throttle.Rules {
-		t.Rules = append(t.Rules, limiter.ThrottleRule{Type: r.Type, RPM: r.RPM, Paths: r.Paths})
+		t.Rules = append(t.Rules, throttle.Rule{Type: r.Type, RPM: r.RPM, Paths: r.Paths})
 	}
 	return t
 }

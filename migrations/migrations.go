@@ -61,7 +61,7 @@ func v1CreateBuckets(tx *bbolt.Tx) error {
 	return nil
 }
 
-// v1LiveState is the JSON document of version 1 (limiter.LiveState as it
+// v1LiveState is the JSON document of version 1 (live.LiveState as it
 // was then), kept raw where version 2 stores it unchanged.
 type v1LiveState struct {
 	Overrides  map[string]json.RawMessage `json:"overrides"`

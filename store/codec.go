@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // One codec pair per stored value type. Decoders never keep the slice they
@@ -222,12 +223,12 @@ func decodeJSON(v []byte, dst any) error {
 	return nil
 }
 
-func encodeOverride(o limiter.Override) ([]byte, error) { return json.Marshal(o) }
+func encodeOverride(o live.Override) ([]byte, error) { return json.Marshal(o) }
 
-// decodeOverride returns integers as int64 (as limiter.ParseOverride
+// decodeOverride returns integers as int64 (as live.ParseOverride
 // does), booleans and strings as such.
-func decodeOverride(v []byte) (limiter.Override, error) {
-	var o limiter.Override
+func decodeOverride(v []byte) (live.Override, error) {
+	var o live.Override
 	if err := decodeJSON(v, &o); err != nil {
 		return nil, err
 	}
@@ -236,7 +237,7 @@ func decodeOverride(v []byte) (limiter.Override, error) {
 
 // normalizeOverride turns the json.Number values of o into int64 (or
 // float64 when not an integer, which Override.Partial then refuses).
-func normalizeOverride(o limiter.Override) limiter.Override {
+func normalizeOverride(o live.Override) live.Override {
 	for k, x := range o {
 		if n, ok := x.(json.Number); ok {
 			if i, err := n.Int64(); err == nil {
@@ -249,10 +250,10 @@ func normalizeOverride(o limiter.Override) limiter.Override {
 	return o
 }
 
-func encodeExemption(e limiter.Exemption) ([]byte, error) { return json.Marshal(e) }
+func encodeExemption(e live.Exemption) ([]byte, error) { return json.Marshal(e) }
 
-func decodeExemption(v []byte) (limiter.Exemption, error) {
-	var e limiter.Exemption
+func decodeExemption(v []byte) (live.Exemption, error) {
+	var e live.Exemption
 	err := decodeJSON(v, &e)
 	return e, err
 }
@@ -270,11 +271,11 @@ func decodeDisabled(v []byte) (bool, error) {
 	return b, err
 }
 
-func encodeAudit(a limiter.AuditEntry) ([]byte, error) { return json.Marshal(a) }
+func encodeAudit(a live.AuditEntry) ([]byte, error) { return json.Marshal(a) }
 
 // decodeAudit keeps the numbers of Old and New exact (json.Number).
-func decodeAudit(v []byte) (limiter.AuditEntry, error) {
-	var a limiter.AuditEntry
+func decodeAudit(v []byte) (live.AuditEntry, error) {
+	var a live.AuditEntry
 	err := decodeJSON(v, &a)
 	return a, err
 }

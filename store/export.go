@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/migrations"
 )
 
@@ -23,10 +24,10 @@ import (
 type Document struct {
 	// SchemaVersion is the schema of the database exported (informative:
 	// the document's shape does not depend on it).
-	SchemaVersion int                  `json:"schema_version"`
-	Live          limiter.LiveState    `json:"live"`
-	Audit         []limiter.AuditEntry `json:"audit"` // oldest first
-	Snapshot      limiter.Snapshot     `json:"snapshot"`
+	SchemaVersion int               `json:"schema_version"`
+	Live          live.LiveState    `json:"live"`
+	Audit         []live.AuditEntry `json:"audit"` // oldest first
+	Snapshot      limiter.Snapshot  `json:"snapshot"`
 	// Throttle is the outbound throttle's state, when one was saved.
 	Throttle *limiter.ThrottleSnapshot `json:"throttle,omitempty"`
 }
@@ -41,7 +42,7 @@ func (db *DB) Export(ctx context.Context, w io.Writer) error {
 			return err
 		}
 		doc.SchemaVersion = int(v)
-		doc.Live = limiter.LiveState{Overrides: map[string]limiter.Override{}}
+		doc.Live = live.LiveState{Overrides: map[string]live.Override{}}
 		if err := readLive(tx, &doc.Live); err != nil {
 			return err
 		}
@@ -49,7 +50,7 @@ func (db *DB) Export(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		doc.Audit = []limiter.AuditEntry{}
+		doc.Audit = []live.AuditEntry{}
 		err = ab.ForEach(func(k, v []byte) error {
 			a, err := decodeAudit(v)
 			if err != nil || len(k) != 8 {
@@ -82,7 +83,7 @@ func (db *DB) Export(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	if doc.Live.Exemptions == nil {
-		doc.Live.Exemptions = []limiter.Exemption{}
+		doc.Live.Exemptions = []live.Exemption{}
 	}
 	if doc.Snapshot.Entries == nil {
 		doc.Snapshot.Entries = []limiter.EntrySnapshot{}
@@ -293,7 +294,7 @@ func (doc *Document) validate() error {
 		return importErr("schema_version", "%d is newer than this limiterd (%d); upgrade limiterd", doc.SchemaVersion, n)
 	}
 	if doc.Live.Overrides == nil {
-		doc.Live.Overrides = map[string]limiter.Override{}
+		doc.Live.Overrides = map[string]live.Override{}
 	}
 	for _, g := range slices.Sorted(maps.Keys(doc.Live.Overrides)) {
 		o := doc.Live.Overrides[g]
@@ -314,7 +315,7 @@ func (doc *Document) validate() error {
 			err = p.Over(limiter.ArweaveGroups()[limiter.GroupGeneral]).Validate(g)
 		}
 		if err != nil {
-			var fe *limiter.FieldError
+			var fe *live.FieldError
 			var se *limiter.SettingError
 			switch {
 			case errors.As(err, &fe):
@@ -326,18 +327,18 @@ func (doc *Document) validate() error {
 		}
 		doc.Live.Overrides[g] = o
 	}
-	seen := map[limiter.Exemption]int{}
+	seen := map[live.Exemption]int{}
 	for i, e := range doc.Live.Exemptions {
 		path := fmt.Sprintf("live.exemptions[%d]", i)
 		ne, err := e.Normalize()
 		if err != nil {
-			var fe *limiter.FieldError
+			var fe *live.FieldError
 			if errors.As(err, &fe) {
 				return importErr(path+"."+fe.Field, "%s", fe.Problem)
 			}
 			return importErr(path, "%v", err)
 		}
-		key := limiter.Exemption{Kind: ne.Kind, Value: ne.Value}
+		key := live.Exemption{Kind: ne.Kind, Value: ne.Value}
 		if j, dup := seen[key]; dup {
 			return importErr(path, "%s %q is also live.exemptions[%d]", ne.Kind, ne.Value, j)
 		}

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/migrations"
 	"github.com/limiterd/limiterd/store"
 )
@@ -28,22 +29,22 @@ import (
 
 // fixture is what every fixture holds, in its own version's layout.
 type fixture struct {
-	live     limiter.LiveState
-	audit    []limiter.AuditEntry // oldest first, IDs from 1
-	snapshot limiter.Snapshot     // entries in key order
+	live     live.LiveState
+	audit    []live.AuditEntry // oldest first, IDs from 1
+	snapshot limiter.Snapshot  // entries in key order
 }
 
 func fixtureData() fixture {
 	f := fixture{
-		live: limiter.LiveState{
-			Overrides: map[string]limiter.Override{
+		live: live.LiveState{
+			Overrides: map[string]live.Override{
 				"chunk":   {"leaky_limit": int64(9000), "mode": "dry_run"},
 				"metrics": {"concurrency_limit": int64(1), "is_manual_reduction_disabled": true},
 			},
-			Exemptions: []limiter.Exemption{
-				{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8", Note: "office"},
-				{Kind: limiter.DenyPeer, Value: "203.0.113.7"},
-				{Kind: limiter.ExemptPath, Value: "/health/**"},
+			Exemptions: []live.Exemption{
+				{Kind: live.ExemptPeer, Value: "10.0.0.0/8", Note: "office"},
+				{Kind: live.DenyPeer, Value: "203.0.113.7"},
+				{Kind: live.ExemptPath, Value: "/health/**"},
 			},
 			Disabled: true,
 		},

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/store"
 )
 
@@ -90,8 +91,8 @@ func peer(s string) limiter.PeerKey {
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func audit(action, target string, old, new any) limiter.AuditEntry {
-	return limiter.AuditEntry{Time: t0, Actor: "token", Action: action, Target: target, Old: old, New: new}
+func audit(action, target string, old, new any) live.AuditEntry {
+	return live.AuditEntry{Time: t0, Actor: "token", Action: action, Target: target, Old: old, New: new}
 }
 
 // sched returns a valid schedule.

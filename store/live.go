@@ -9,7 +9,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // bucket returns a bucket of the current schema; a missing one means the
@@ -44,7 +44,7 @@ func (db *DB) view(ctx context.Context, what string, fn func(tx *bbolt.Tx) error
 }
 
 // appendAudit stores a with the next audit id.
-func appendAudit(tx *bbolt.Tx, a limiter.AuditEntry) error {
+func appendAudit(tx *bbolt.Tx, a live.AuditEntry) error {
 	b, err := bucket(tx, bucketAudit)
 	if err != nil {
 		return err
@@ -63,10 +63,10 @@ func appendAudit(tx *bbolt.Tx, a limiter.AuditEntry) error {
 
 // LoadLive returns the operators' live state: the overrides by group, the
 // exemptions in the order they were added, the switch.
-func (db *DB) LoadLive(ctx context.Context) (limiter.LiveState, error) {
-	st := limiter.LiveState{Overrides: map[string]limiter.Override{}}
+func (db *DB) LoadLive(ctx context.Context) (live.LiveState, error) {
+	st := live.LiveState{Overrides: map[string]live.Override{}}
 	err := db.view(ctx, "load the live settings", func(tx *bbolt.Tx) error {
-		st = limiter.LiveState{Overrides: map[string]limiter.Override{}}
+		st = live.LiveState{Overrides: map[string]live.Override{}}
 		return readLive(tx, &st)
 	})
 	return st, err
@@ -74,7 +74,7 @@ func (db *DB) LoadLive(ctx context.Context) (limiter.LiveState, error) {
 
 // readLive reads the live state. A value that does not decode is an
 // error: a live setting silently dropped could lift a limit or a block.
-func readLive(tx *bbolt.Tx, st *limiter.LiveState) error {
+func readLive(tx *bbolt.Tx, st *live.LiveState) error {
 	ob, err := bucket(tx, bucketOverrides)
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func readLive(tx *bbolt.Tx, st *limiter.LiveState) error {
 
 // SetOverride stores o as group's override (a nil o deletes it) and a, in
 // one transaction.
-func (db *DB) SetOverride(ctx context.Context, group string, o limiter.Override, a limiter.AuditEntry) error {
+func (db *DB) SetOverride(ctx context.Context, group string, o live.Override, a live.AuditEntry) error {
 	if group == "" {
 		return fmt.Errorf("set override: empty group name")
 	}
@@ -149,7 +149,7 @@ func (db *DB) SetOverride(ctx context.Context, group string, o limiter.Override,
 
 // findExemption returns the key of the exemption of e's kind and value, or
 // nil.
-func findExemption(b *bbolt.Bucket, e limiter.Exemption) ([]byte, error) {
+func findExemption(b *bbolt.Bucket, e live.Exemption) ([]byte, error) {
 	c := b.Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
 		x, err := decodeExemption(v)
@@ -165,7 +165,7 @@ func findExemption(b *bbolt.Bucket, e limiter.Exemption) ([]byte, error) {
 
 // AddExemption stores e and a in one transaction. An exemption of the same
 // kind and value is replaced in place (its note updated), never doubled.
-func (db *DB) AddExemption(ctx context.Context, e limiter.Exemption, a limiter.AuditEntry) error {
+func (db *DB) AddExemption(ctx context.Context, e live.Exemption, a live.AuditEntry) error {
 	v, err := encodeExemption(e)
 	if err != nil {
 		return fmt.Errorf("add exemption: %w", err)
@@ -195,7 +195,7 @@ func (db *DB) AddExemption(ctx context.Context, e limiter.Exemption, a limiter.A
 
 // RemoveExemption removes the exemption of e's kind and value (absent: a
 // no-op) and stores a, in one transaction.
-func (db *DB) RemoveExemption(ctx context.Context, e limiter.Exemption, a limiter.AuditEntry) error {
+func (db *DB) RemoveExemption(ctx context.Context, e live.Exemption, a live.AuditEntry) error {
 	return db.update(ctx, fmt.Sprintf("remove %s %q", e.Kind, e.Value), func(tx *bbolt.Tx) error {
 		b, err := bucket(tx, bucketExemptions)
 		if err != nil {
@@ -215,7 +215,7 @@ func (db *DB) RemoveExemption(ctx context.Context, e limiter.Exemption, a limite
 }
 
 // SetDisabled stores the global switch and a, in one transaction.
-func (db *DB) SetDisabled(ctx context.Context, disabled bool, a limiter.AuditEntry) error {
+func (db *DB) SetDisabled(ctx context.Context, disabled bool, a live.AuditEntry) error {
 	return db.update(ctx, "set the global switch", func(tx *bbolt.Tx) error {
 		b, err := bucket(tx, bucketLive)
 		if err != nil {
@@ -230,18 +230,18 @@ func (db *DB) SetDisabled(ctx context.Context, disabled bool, a limiter.AuditEnt
 
 // Record stores an audit entry for an action that changes no setting. Its
 // ID is assigned by the store (a.ID is ignored).
-func (db *DB) Record(ctx context.Context, a limiter.AuditEntry) error {
+func (db *DB) Record(ctx context.Context, a live.AuditEntry) error {
 	return db.update(ctx, "record audit entry", func(tx *bbolt.Tx) error { return appendAudit(tx, a) })
 }
 
 // Audit returns up to limit audit entries with IDs below before (0: from
 // the newest), newest first. An entry that does not decode is skipped and
 // logged.
-func (db *DB) Audit(ctx context.Context, limit int, before uint64) ([]limiter.AuditEntry, error) {
+func (db *DB) Audit(ctx context.Context, limit int, before uint64) ([]live.AuditEntry, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	var out []limiter.AuditEntry
+	var out []live.AuditEntry
 	err := db.view(ctx, "read the audit log", func(tx *bbolt.Tx) error {
 		out = out[:0]
 		b, err := bucket(tx, bucketAudit)

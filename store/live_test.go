@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 func TestLoadLiveEmpty(t *testing.T) {
@@ -16,7 +17,7 @@ func TestLoadLiveEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := limiter.LiveState{Overrides: map[string]limiter.Override{}}
+	want := live.LiveState{Overrides: map[string]live.Override{}}
 	if !reflect.DeepEqual(st, want) {
 		t.Errorf("LoadLive = %#v, want %#v", st, want)
 	}
@@ -27,82 +28,82 @@ func TestLive(t *testing.T) {
 	steps := []struct {
 		name string
 		do   func() error
-		want limiter.LiveState
+		want live.LiveState
 	}{
 		{"override chunk", func() error {
-			return db.SetOverride(ctx, "chunk", limiter.Override{"leaky_limit": int64(900), "mode": "dry_run", "is_manual_reduction_disabled": true}, audit("group.patch", "chunk", nil, nil))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"chunk": {"leaky_limit": int64(900), "mode": "dry_run", "is_manual_reduction_disabled": true}}}},
+			return db.SetOverride(ctx, "chunk", live.Override{"leaky_limit": int64(900), "mode": "dry_run", "is_manual_reduction_disabled": true}, audit("group.patch", "chunk", nil, nil))
+		}, live.LiveState{Overrides: map[string]live.Override{"chunk": {"leaky_limit": int64(900), "mode": "dry_run", "is_manual_reduction_disabled": true}}}},
 		{"override general", func() error {
-			return db.SetOverride(ctx, "general", limiter.Override{"concurrency_limit": int64(10)}, audit("group.patch", "general", nil, nil))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{
+			return db.SetOverride(ctx, "general", live.Override{"concurrency_limit": int64(10)}, audit("group.patch", "general", nil, nil))
+		}, live.LiveState{Overrides: map[string]live.Override{
 			"chunk":   {"leaky_limit": int64(900), "mode": "dry_run", "is_manual_reduction_disabled": true},
 			"general": {"concurrency_limit": int64(10)},
 		}}},
 		{"replace chunk's", func() error {
-			return db.SetOverride(ctx, "chunk", limiter.Override{"leaky_limit": int64(1)}, audit("group.patch", "chunk", nil, nil))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"chunk": {"leaky_limit": int64(1)}, "general": {"concurrency_limit": int64(10)}}}},
+			return db.SetOverride(ctx, "chunk", live.Override{"leaky_limit": int64(1)}, audit("group.patch", "chunk", nil, nil))
+		}, live.LiveState{Overrides: map[string]live.Override{"chunk": {"leaky_limit": int64(1)}, "general": {"concurrency_limit": int64(10)}}}},
 		{"delete chunk's", func() error {
 			return db.SetOverride(ctx, "chunk", nil, audit("group.reset", "chunk", nil, nil))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"general": {"concurrency_limit": int64(10)}}}},
+		}, live.LiveState{Overrides: map[string]live.Override{"general": {"concurrency_limit": int64(10)}}}},
 		{"exemptions in order", func() error {
-			for _, e := range []limiter.Exemption{
-				{Kind: limiter.DenyPeer, Value: "9.9.9.9"},
-				{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8", Note: "office"},
-				{Kind: limiter.ExemptPath, Value: "/info"},
+			for _, e := range []live.Exemption{
+				{Kind: live.DenyPeer, Value: "9.9.9.9"},
+				{Kind: live.ExemptPeer, Value: "10.0.0.0/8", Note: "office"},
+				{Kind: live.ExemptPath, Value: "/info"},
 			} {
 				if err := db.AddExemption(ctx, e, audit("exemption.add", string(e.Kind), nil, e.Value)); err != nil {
 					return err
 				}
 			}
 			return nil
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []limiter.Exemption{
-			{Kind: limiter.DenyPeer, Value: "9.9.9.9"},
-			{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8", Note: "office"},
-			{Kind: limiter.ExemptPath, Value: "/info"},
+		}, live.LiveState{Overrides: map[string]live.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []live.Exemption{
+			{Kind: live.DenyPeer, Value: "9.9.9.9"},
+			{Kind: live.ExemptPeer, Value: "10.0.0.0/8", Note: "office"},
+			{Kind: live.ExemptPath, Value: "/info"},
 		}}},
 		{"re-adding replaces the note in place", func() error {
-			e := limiter.Exemption{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8", Note: "whole office"}
+			e := live.Exemption{Kind: live.ExemptPeer, Value: "10.0.0.0/8", Note: "whole office"}
 			return db.AddExemption(ctx, e, audit("exemption.add", string(e.Kind), nil, e.Value))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []limiter.Exemption{
-			{Kind: limiter.DenyPeer, Value: "9.9.9.9"},
-			{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8", Note: "whole office"},
-			{Kind: limiter.ExemptPath, Value: "/info"},
+		}, live.LiveState{Overrides: map[string]live.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []live.Exemption{
+			{Kind: live.DenyPeer, Value: "9.9.9.9"},
+			{Kind: live.ExemptPeer, Value: "10.0.0.0/8", Note: "whole office"},
+			{Kind: live.ExemptPath, Value: "/info"},
 		}}},
 		{"remove one (kind and value match, the note does not matter)", func() error {
-			e := limiter.Exemption{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8"}
+			e := live.Exemption{Kind: live.ExemptPeer, Value: "10.0.0.0/8"}
 			return db.RemoveExemption(ctx, e, audit("exemption.remove", string(e.Kind), e.Value, nil))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []limiter.Exemption{
-			{Kind: limiter.DenyPeer, Value: "9.9.9.9"},
-			{Kind: limiter.ExemptPath, Value: "/info"},
+		}, live.LiveState{Overrides: map[string]live.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []live.Exemption{
+			{Kind: live.DenyPeer, Value: "9.9.9.9"},
+			{Kind: live.ExemptPath, Value: "/info"},
 		}}},
 		{"remove an absent one: no-op", func() error {
-			e := limiter.Exemption{Kind: limiter.DenyPeer, Value: "10.0.0.0/8"}
+			e := live.Exemption{Kind: live.DenyPeer, Value: "10.0.0.0/8"}
 			return db.RemoveExemption(ctx, e, audit("exemption.remove", string(e.Kind), e.Value, nil))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []limiter.Exemption{
-			{Kind: limiter.DenyPeer, Value: "9.9.9.9"},
-			{Kind: limiter.ExemptPath, Value: "/info"},
+		}, live.LiveState{Overrides: map[string]live.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []live.Exemption{
+			{Kind: live.DenyPeer, Value: "9.9.9.9"},
+			{Kind: live.ExemptPath, Value: "/info"},
 		}}},
 		{"added after a removal: last", func() error {
-			e := limiter.Exemption{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8"}
+			e := live.Exemption{Kind: live.ExemptPeer, Value: "10.0.0.0/8"}
 			return db.AddExemption(ctx, e, audit("exemption.add", string(e.Kind), nil, e.Value))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []limiter.Exemption{
-			{Kind: limiter.DenyPeer, Value: "9.9.9.9"},
-			{Kind: limiter.ExemptPath, Value: "/info"},
-			{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8"},
+		}, live.LiveState{Overrides: map[string]live.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []live.Exemption{
+			{Kind: live.DenyPeer, Value: "9.9.9.9"},
+			{Kind: live.ExemptPath, Value: "/info"},
+			{Kind: live.ExemptPeer, Value: "10.0.0.0/8"},
 		}}},
 		{"switch off", func() error {
 			return db.SetDisabled(ctx, true, audit("limiter.switch", "global", "on", "off"))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"general": {"concurrency_limit": int64(10)}}, Disabled: true, Exemptions: []limiter.Exemption{
-			{Kind: limiter.DenyPeer, Value: "9.9.9.9"},
-			{Kind: limiter.ExemptPath, Value: "/info"},
-			{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8"},
+		}, live.LiveState{Overrides: map[string]live.Override{"general": {"concurrency_limit": int64(10)}}, Disabled: true, Exemptions: []live.Exemption{
+			{Kind: live.DenyPeer, Value: "9.9.9.9"},
+			{Kind: live.ExemptPath, Value: "/info"},
+			{Kind: live.ExemptPeer, Value: "10.0.0.0/8"},
 		}}},
 		{"switch on", func() error {
 			return db.SetDisabled(ctx, false, audit("limiter.switch", "global", "off", "on"))
-		}, limiter.LiveState{Overrides: map[string]limiter.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []limiter.Exemption{
-			{Kind: limiter.DenyPeer, Value: "9.9.9.9"},
-			{Kind: limiter.ExemptPath, Value: "/info"},
-			{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8"},
+		}, live.LiveState{Overrides: map[string]live.Override{"general": {"concurrency_limit": int64(10)}}, Exemptions: []live.Exemption{
+			{Kind: live.DenyPeer, Value: "9.9.9.9"},
+			{Kind: live.ExemptPath, Value: "/info"},
+			{Kind: live.ExemptPeer, Value: "10.0.0.0/8"},
 		}}},
 	}
 	for i, s := range steps {
@@ -132,10 +133,10 @@ func TestLive(t *testing.T) {
 		t.Errorf("%d audit entries, want 13 (one per change)", len(all))
 	}
 	// An override that is stored keeps its audit entry: both or neither.
-	if err := db.SetOverride(ctx, "x", limiter.Override{"leaky_limit": func() {}}, audit("group.patch", "x", nil, nil)); err == nil {
+	if err := db.SetOverride(ctx, "x", live.Override{"leaky_limit": func() {}}, audit("group.patch", "x", nil, nil)); err == nil {
 		t.Error("SetOverride of an unencodable value: no error")
 	}
-	if err := db.SetOverride(ctx, "x", limiter.Override{"leaky_limit": int64(1)}, audit("group.patch", "x", func() {}, nil)); err == nil {
+	if err := db.SetOverride(ctx, "x", live.Override{"leaky_limit": int64(1)}, audit("group.patch", "x", func() {}, nil)); err == nil {
 		t.Error("SetOverride with an unencodable audit entry: no error")
 	}
 	if st, _ := db.LoadLive(ctx); st.Overrides["x"] != nil {
@@ -144,7 +145,7 @@ func TestLive(t *testing.T) {
 	if n, _ := db.Audit(ctx, 100, 0); len(n) != 13 {
 		t.Errorf("%d audit entries after failed changes, want 13", len(n))
 	}
-	if err := db.SetOverride(ctx, "", limiter.Override{}, audit("a", "b", nil, nil)); err == nil {
+	if err := db.SetOverride(ctx, "", live.Override{}, audit("a", "b", nil, nil)); err == nil {
 		t.Error("SetOverride of group \"\": no error")
 	}
 }
@@ -162,7 +163,7 @@ func TestAuditOrderAndPaging(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ids := func(as []limiter.AuditEntry) []uint64 {
+	ids := func(as []live.AuditEntry) []uint64 {
 		var out []uint64
 		for _, a := range as {
 			out = append(out, a.ID)

@@ -12,9 +12,9 @@
 //
 //	meta/schema_version        uint64 BE: len(migrations.All) when current
 //	live/disabled              JSON boolean: the global switch is off
-//	overrides/<group>          JSON limiter.Override
-//	exemptions/<uint64 BE>     JSON limiter.Exemption, in order of addition
-//	audit/<uint64 BE id>       JSON limiter.AuditEntry; ids from NextSequence
+//	overrides/<group>          JSON live.Override
+//	exemptions/<uint64 BE>     JSON live.Exemption, in order of addition
+//	audit/<uint64 BE id>       JSON live.AuditEntry; ids from NextSequence
 //	entry_base/<uint64 BE>     blob (see blob.go): the entries of the last
 //	                           full save, in key order (group, peer key)
 //	entry_log/<uint64 BE seq><uint32 BE part>

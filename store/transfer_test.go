@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/store"
 )
 
@@ -21,10 +22,10 @@ func populate(t *testing.T, db *store.DB) {
 			t.Fatal(err)
 		}
 	}
-	must(db.SetOverride(ctx, "chunk", limiter.Override{"leaky_limit": int64(900), "mode": "dry_run"}, audit("group.patch", "chunk", map[string]any{"leaky_limit": 6000}, map[string]any{"leaky_limit": 900})))
-	must(db.SetOverride(ctx, "general", limiter.Override{"is_manual_reduction_disabled": true}, audit("group.patch", "general", nil, nil)))
-	must(db.AddExemption(ctx, limiter.Exemption{Kind: limiter.DenyPeer, Value: "2001:db8::/32", Note: "abuse"}, audit("exemption.add", "deny_peer", nil, "2001:db8::/32")))
-	must(db.AddExemption(ctx, limiter.Exemption{Kind: limiter.ExemptPath, Value: "re:^/info$"}, audit("exemption.add", "exempt_path", nil, "re:^/info$")))
+	must(db.SetOverride(ctx, "chunk", live.Override{"leaky_limit": int64(900), "mode": "dry_run"}, audit("group.patch", "chunk", map[string]any{"leaky_limit": 6000}, map[string]any{"leaky_limit": 900})))
+	must(db.SetOverride(ctx, "general", live.Override{"is_manual_reduction_disabled": true}, audit("group.patch", "general", nil, nil)))
+	must(db.AddExemption(ctx, live.Exemption{Kind: live.DenyPeer, Value: "2001:db8::/32", Note: "abuse"}, audit("exemption.add", "deny_peer", nil, "2001:db8::/32")))
+	must(db.AddExemption(ctx, live.Exemption{Kind: live.ExemptPath, Value: "re:^/info$"}, audit("exemption.add", "exempt_path", nil, "re:^/info$")))
 	must(db.SetDisabled(ctx, true, audit("limiter.switch", "global", "on", "off")))
 	must(db.Record(ctx, audit("peer.forget", "10.0.0.1", nil, nil)))
 	_, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: t0.UnixMilli(), Enabled: false, Groups: groups(), Changed: []limiter.EntrySnapshot{
@@ -95,7 +96,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Errorf("throttle: %+v, want %+v", thB, thA)
 	}
 	// New audit entries continue the imported ids; new exemptions go last.
-	if err := b.AddExemption(ctx, limiter.Exemption{Kind: limiter.ExemptPeer, Value: "10.0.0.0/8"}, audit("exemption.add", "exempt_peer", nil, "10.0.0.0/8")); err != nil {
+	if err := b.AddExemption(ctx, live.Exemption{Kind: live.ExemptPeer, Value: "10.0.0.0/8"}, audit("exemption.add", "exempt_peer", nil, "10.0.0.0/8")); err != nil {
 		t.Fatal(err)
 	}
 	if last, _ := b.Audit(ctx, 1, 0); last[0].ID != auditA[0].ID+1 {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // Page is what the layout needs on every page.
@@ -150,7 +151,7 @@ type Exemptions struct {
 }
 
 // ExemptionKinds lists the kinds an operator may add.
-var ExemptionKinds = []string{string(limiter.ExemptPeer), string(limiter.ExemptPath), string(limiter.DenyPeer)}
+var ExemptionKinds = []string{string(live.ExemptPeer), string(live.ExemptPath), string(live.DenyPeer)}
 
 // AuditRow is one audit entry, ready to show.
 type AuditRow struct {
@@ -256,12 +257,18 @@ type Outbound struct {
 	// Configured is false when the daemon runs no outbound throttle.
 	Configured bool
 	Enabled    bool
-	Stats      limiter.ThrottleStats
+	Stats      OutboundCounts
 	// Keys are the busiest (peer, type) keys: most waiters first, then
 	// the fullest.
 	Keys []OutboundKey
 	// Limit is how many keys the page shows at most.
 	Limit int
+}
+
+// OutboundCounts are the outbound throttle's counters and gauges.
+type OutboundCounts struct {
+	Keys, Timestamps, Waiters               int64
+	Admitted, Refused, Delayed, Exempt, Off uint64
 }
 
 // OutboundKey is one (peer, type) of the outbound throttle.

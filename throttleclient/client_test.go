@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/throttleclient"
 	"github.com/limiterd/limiterd/web"
 )
@@ -20,12 +20,12 @@ const token = "s3cret"
 
 // serve starts a limiterd-like admin server with the throttle API behind
 // the bearer token: one call per period per (peer, type) (rpm 2).
-func serve(t *testing.T, period, retry time.Duration) (*httptest.Server, *limiter.Throttle, *web.ThrottleAPI) {
+func serve(t *testing.T, period, retry time.Duration) (*httptest.Server, *throttle.Throttle, *web.ThrottleAPI) {
 	t.Helper()
-	th, err := limiter.NewThrottle(limiter.ThrottleConfig{
+	th, err := throttle.New(time.Now(), throttle.Config{
 		Period: period, RetryInterval: retry, DefaultType: "api", DefaultRPM: 2,
 		ExemptPeers: []string{"trusted"},
-	}, time.Now())
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

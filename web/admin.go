@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 const maxBody = 64 << 10
@@ -44,7 +45,7 @@ func decodeStrict(b []byte, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &limiter.FieldError{Field: strings.Trim(f, `"`), Problem: "unknown field"}
+			return &live.FieldError{Field: strings.Trim(f, `"`), Problem: "unknown field"}
 		}
 		return fmt.Errorf("%w: the body is not the expected JSON object: %v", errBadRequest, err)
 	}
@@ -140,19 +141,19 @@ func ParsePeerQuery(v map[string][]string) (PeerQuery, error) {
 		q.Sort = "rejections"
 	}
 	if _, ok := sortKeys[q.Sort]; !ok {
-		return q, &limiter.FieldError{Field: "sort", Problem: "one of rejections, requests, tokens, last_seen, inflight"}
+		return q, &live.FieldError{Field: "sort", Problem: "one of rejections, requests, tokens, last_seen, inflight"}
 	}
 	if s := strings.TrimSpace(get("q")); s != "" {
 		p, err := parseSearch(s)
 		if err != nil {
-			return q, &limiter.FieldError{Field: "q", Problem: err.Error()}
+			return q, &live.FieldError{Field: "q", Problem: err.Error()}
 		}
 		q.Prefix = p
 	}
 	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 1000 {
-			return q, &limiter.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"}
+			return q, &live.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"}
 		}
 		q.Limit = n
 	}
@@ -160,7 +161,7 @@ func ParsePeerQuery(v map[string][]string) (PeerQuery, error) {
 		b, err := base64.RawURLEncoding.DecodeString(s)
 		n, err2 := strconv.Atoi(string(b))
 		if err != nil || err2 != nil || n < 0 || n > 1_000_000 {
-			return q, &limiter.FieldError{Field: "cursor", Problem: "not a cursor this API returned"}
+			return q, &live.FieldError{Field: "cursor", Problem: "not a cursor this API returned"}
 		}
 		q.Offset = n
 	}
@@ -219,7 +220,7 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 	q, err := ParsePeerQuery(r.URL.Query())
 	if err == nil && q.Group != "" {
 		if _, ok := s.lim.GroupID(q.Group); !ok {
-			err = &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", q.Group)}
+			err = &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", q.Group)}
 		}
 	}
 	if err != nil {
@@ -255,14 +256,14 @@ func (s *Server) peerParam(r *http.Request) (limiter.PeerKey, string, error) {
 		rest, action = p, "reduce"
 	}
 	if rest == "" {
-		return limiter.PeerKey{}, "", &limiter.FieldError{Field: "peer", Problem: "missing"}
+		return limiter.PeerKey{}, "", &live.FieldError{Field: "peer", Problem: "missing"}
 	}
 	if p, err := s.lim.ParsePeer(rest); err == nil {
 		return p.Key, action, nil
 	}
 	k, err := limiter.ParsePeerKey(rest)
 	if err != nil {
-		return k, "", &limiter.FieldError{Field: "peer", Problem: err.Error()}
+		return k, "", &live.FieldError{Field: "peer", Problem: err.Error()}
 	}
 	return k, action, nil
 }
@@ -278,7 +279,7 @@ func (s *Server) handlePeer(w http.ResponseWriter, r *http.Request) {
 	}
 	views := s.lim.Peer(s.now(), k)
 	if len(views) == 0 {
-		s.fail(w, r, fmt.Errorf("peer %s: %w (not tracked)", k, ErrNotFound))
+		s.fail(w, r, fmt.Errorf("peer %s: %w (not tracked)", k, live.ErrNotFound))
 		return
 	}
 	out := make([]peerEntry, len(views))
@@ -308,7 +309,7 @@ func (s *Server) handleForgetPeer(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handlePeerAction(w http.ResponseWriter, r *http.Request) {
 	k, action, err := s.peerParam(r)
 	if err == nil && action != "reduce" {
-		err = fmt.Errorf("%w: unknown peer action", ErrNotFound)
+		err = fmt.Errorf("%w: unknown peer action", live.ErrNotFound)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -320,7 +321,7 @@ func (s *Server) handlePeerAction(w http.ResponseWriter, r *http.Request) {
 	}
 	g, ok := s.lim.GroupID(name)
 	if !ok || g == limiter.LocalPeers {
-		s.fail(w, r, &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
+		s.fail(w, r, &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
 		return
 	}
 	res := s.lim.Reduce(s.now(), k, g)
@@ -332,22 +333,22 @@ func (s *Server) handlePeerAction(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleExemptions(w http.ResponseWriter, r *http.Request) {
-	live, file := s.live.Exemptions()
-	if live == nil {
-		live = []limiter.Exemption{}
+	added, file := s.live.Exemptions()
+	if added == nil {
+		added = []live.Exemption{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"exemptions": live, "file": file})
+	writeJSON(w, http.StatusOK, map[string]any{"exemptions": added, "file": file})
 }
 
-func (s *Server) exemptionBody(r *http.Request) (limiter.Exemption, error) {
-	var e limiter.Exemption
+func (s *Server) exemptionBody(r *http.Request) (live.Exemption, error) {
+	var e live.Exemption
 	b, err := readBody(r)
 	if err != nil {
 		return e, err
 	}
 	if len(b) == 0 {
 		// DELETE ?kind=&value= is accepted too.
-		e.Kind, e.Value = limiter.ExemptionKind(r.URL.Query().Get("kind")), r.URL.Query().Get("value")
+		e.Kind, e.Value = live.ExemptionKind(r.URL.Query().Get("kind")), r.URL.Query().Get("value")
 		return e, nil
 	}
 	return e, decodeStrict(b, &e)
@@ -383,11 +384,6 @@ func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
-		// ar_rate_limiter's off/on: new outbound calls pass at once; callers
-		// already waiting keep waiting.
-		if s.opts.Throttle != nil {
-			s.opts.Throttle.SetEnabled(on)
-		}
 		writeJSON(w, http.StatusOK, map[string]any{"enabled": s.lim.Enabled()})
 	}
 }
@@ -397,7 +393,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			s.fail(w, r, &limiter.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"})
+			s.fail(w, r, &live.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"})
 			return
 		}
 		limit = n
@@ -405,7 +401,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("before"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			s.fail(w, r, &limiter.FieldError{Field: "before", Problem: "an audit entry id"})
+			s.fail(w, r, &live.FieldError{Field: "before", Problem: "an audit entry id"})
 			return
 		}
 		before = n
@@ -416,7 +412,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if entries == nil {
-		entries = []limiter.AuditEntry{}
+		entries = []live.AuditEntry{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // newAuthServer returns a Server on a fake clock whose general group
@@ -34,7 +35,7 @@ func newAuthServer(t *testing.T) *Server {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return t0 }
-	live, err := NewLive(context.Background(), lim, NewMemoryStore(), cfg, now)
+	live, err := live.New(context.Background(), lim, OpenTestStore(t), cfg, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestAuthRequestAdmitsThenLimits(t *testing.T) {
 
 func TestAuthRequestDeniedPeer(t *testing.T) {
 	s := newAuthServer(t)
-	if _, err := s.live.AddExemption(context.Background(), "test", limiter.Exemption{Kind: limiter.DenyPeer, Value: "192.0.2.66"}); err != nil {
+	if _, err := s.live.AddExemption(context.Background(), "test", live.Exemption{Kind: live.DenyPeer, Value: "192.0.2.66"}); err != nil {
 		t.Fatal(err)
 	}
 	w := authRequest(s, "GET", "/info", "192.0.2.66")

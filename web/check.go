@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // leases hold the in-flight slots of /api/v1/check admissions until the
@@ -129,16 +130,16 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	var req checkRequest
 	err := decodeBody(r, &req)
 	if err == nil && req.Peer == "" {
-		err = &limiter.FieldError{Field: "peer", Problem: "required"}
+		err = &live.FieldError{Field: "peer", Problem: "required"}
 	}
 	if err == nil && req.Path == "" {
-		err = &limiter.FieldError{Field: "path", Problem: "required"}
+		err = &live.FieldError{Field: "path", Problem: "required"}
 	}
 	if err == nil && !strings.HasPrefix(req.Path, "/") {
-		err = &limiter.FieldError{Field: "path", Problem: "must begin with /, got " + strconv.Quote(req.Path)}
+		err = &live.FieldError{Field: "path", Problem: "must begin with /, got " + strconv.Quote(req.Path)}
 	}
 	if err == nil && req.Method != "" && !isToken(req.Method) {
-		err = &limiter.FieldError{Field: "method", Problem: "not an HTTP method: " + strconv.Quote(req.Method)}
+		err = &live.FieldError{Field: "method", Problem: "not an HTTP method: " + strconv.Quote(req.Method)}
 	}
 	// The query string is not part of the path (SPEC §5).
 	if i := strings.IndexByte(req.Path, '?'); i >= 0 {
@@ -147,7 +148,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	var peer limiter.Peer
 	if err == nil {
 		if peer, err = s.lim.ParsePeer(req.Peer); err != nil {
-			err = &limiter.FieldError{Field: "peer", Problem: err.Error()}
+			err = &live.FieldError{Field: "peer", Problem: err.Error()}
 		}
 	}
 	if err != nil {
@@ -210,14 +211,14 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 	}
 	err := decodeBody(r, &req)
 	if err == nil && req.ID == "" {
-		err = &limiter.FieldError{Field: "id", Problem: "required"}
+		err = &live.FieldError{Field: "id", Problem: "required"}
 	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if !s.leases.release(req.ID) {
-		s.fail(w, r, fmt.Errorf("lease %q: %w (released already, or expired)", req.ID, ErrNotFound))
+		s.fail(w, r, fmt.Errorf("lease %q: %w (released already, or expired)", req.ID, live.ErrNotFound))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"released": true})

@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/static"
 	"github.com/limiterd/limiterd/templates"
 )
@@ -187,16 +188,16 @@ func (d *dashboard) renderError(w http.ResponseWriter, r *http.Request, status i
 // fail shows err as a page with the status the admin API would use.
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
-	var fe *limiter.FieldError
+	var fe *live.FieldError
 	var se *limiter.SettingError
 	switch {
 	case errors.As(err, &fe), errors.As(err, &se):
 		status = http.StatusUnprocessableEntity
 	case errors.Is(err, errBadRequest):
 		status = http.StatusBadRequest
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, live.ErrNotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, ErrExists):
+	case errors.Is(err, live.ErrExists):
 		status = http.StatusConflict
 	default:
 		d.s.log.Error("dashboard", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -305,17 +306,18 @@ func (d *dashboard) handleStats(w http.ResponseWriter, r *http.Request) {
 func (d *dashboard) handleSwitch(w http.ResponseWriter, r *http.Request) {
 	on, err := strconv.ParseBool(r.PostFormValue("on"))
 	if err != nil {
-		d.fail(w, r, &limiter.FieldError{Field: "on", Problem: "must be true or false"})
+		d.fail(w, r, &live.FieldError{Field: "on", Problem: "must be true or false"})
 		return
 	}
 	if err := d.s.live.SetEnabled(r.Context(), viewerOf(r).actor(), on); err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	if d.s.opts.Throttle != nil {
-		d.s.opts.Throttle.SetEnabled(on)
+	done := "off"
+	if on {
+		done = "on"
 	}
-	redirect(w, r, "/?done="+onOff(on))
+	redirect(w, r, "/?done="+done)
 }
 
 // Groups.
@@ -332,13 +334,13 @@ func keyKind(k string) string {
 
 // groupForm is the form of v, showing submitted values (if any) in place
 // of the effective ones and err next to its key.
-func groupForm(v GroupView, submitted map[string]string, err error) templates.GroupForm {
+func groupForm(v live.GroupView, submitted map[string]string, err error) templates.GroupForm {
 	f := templates.GroupForm{Name: v.Name, HasOverride: len(v.Override) > 0}
-	eff := settingsMap(v.Effective)
+	eff := live.Values(v.Effective)
 	field, msg := "", ""
 	if err != nil {
 		msg = err.Error()
-		var fe *limiter.FieldError
+		var fe *live.FieldError
 		var se *limiter.SettingError
 		switch {
 		case errors.As(err, &fe):
@@ -374,8 +376,8 @@ func (d *dashboard) handleGroups(w http.ResponseWriter, r *http.Request) {
 
 // groupPatch turns the posted form into a live edit of the keys whose
 // value differs from the effective one.
-func groupPatch(v GroupView, form map[string][]string) (map[string]string, map[string]any, error) {
-	eff := settingsMap(v.Effective)
+func groupPatch(v live.GroupView, form map[string][]string) (map[string]string, map[string]any, error) {
+	eff := live.Values(v.Effective)
 	submitted := map[string]string{}
 	patch := map[string]any{}
 	var firstErr error
@@ -393,7 +395,7 @@ func groupPatch(v GroupView, form map[string][]string) (map[string]string, map[s
 		case "bool":
 			b, err := strconv.ParseBool(s)
 			if err != nil && firstErr == nil {
-				firstErr = &limiter.FieldError{Field: k, Problem: "must be true or false"}
+				firstErr = &live.FieldError{Field: k, Problem: "must be true or false"}
 			}
 			patch[k] = b
 		case "mode":
@@ -401,7 +403,7 @@ func groupPatch(v GroupView, form map[string][]string) (map[string]string, map[s
 		default:
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil && firstErr == nil {
-				firstErr = &limiter.FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %q", s)}
+				firstErr = &live.FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %q", s)}
 			}
 			patch[k] = n
 		}
@@ -428,7 +430,7 @@ func (d *dashboard) handleSaveGroup(w http.ResponseWriter, r *http.Request) {
 			v, err = d.s.live.PatchGroup(r.Context(), viewerOf(r).actor(), name, body)
 		}
 	}
-	var fe *limiter.FieldError
+	var fe *live.FieldError
 	var se *limiter.SettingError
 	if errors.As(err, &fe) || errors.As(err, &se) {
 		// Nothing changed: show the form again with the message.
@@ -464,7 +466,7 @@ func (d *dashboard) handleSaveGroup(w http.ResponseWriter, r *http.Request) {
 
 // groupDone answers a successful save: the refreshed form for htmx, a
 // redirect to the groups page otherwise.
-func (d *dashboard) groupDone(w http.ResponseWriter, r *http.Request, v GroupView, done string) {
+func (d *dashboard) groupDone(w http.ResponseWriter, r *http.Request, v live.GroupView, done string) {
 	if isHTMX(r) {
 		form := groupForm(v, nil, nil)
 		form.Notice = flashes[done]
@@ -489,18 +491,18 @@ func (d *dashboard) handleExemptions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *dashboard) handleAddExemption(w http.ResponseWriter, r *http.Request) {
-	e := limiter.Exemption{
-		Kind:  limiter.ExemptionKind(r.PostFormValue("kind")),
+	e := live.Exemption{
+		Kind:  live.ExemptionKind(r.PostFormValue("kind")),
 		Value: strings.TrimSpace(r.PostFormValue("value")),
 		Note:  strings.TrimSpace(r.PostFormValue("note")),
 	}
 	_, err := d.s.live.AddExemption(r.Context(), viewerOf(r).actor(), e)
 	if err != nil {
-		var fe *limiter.FieldError
+		var fe *live.FieldError
 		var se *limiter.SettingError
 		status := http.StatusUnprocessableEntity
 		switch {
-		case errors.Is(err, ErrExists):
+		case errors.Is(err, live.ErrExists):
 			status = http.StatusConflict
 		case errors.As(err, &fe), errors.As(err, &se):
 		default:
@@ -516,7 +518,7 @@ func (d *dashboard) handleAddExemption(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *dashboard) handleRemoveExemption(w http.ResponseWriter, r *http.Request) {
-	e := limiter.Exemption{Kind: limiter.ExemptionKind(r.PostFormValue("kind")), Value: r.PostFormValue("value")}
+	e := live.Exemption{Kind: live.ExemptionKind(r.PostFormValue("kind")), Value: r.PostFormValue("value")}
 	if err := d.s.live.RemoveExemption(r.Context(), viewerOf(r).actor(), e); err != nil {
 		d.fail(w, r, err)
 		return
@@ -540,7 +542,7 @@ func auditValue(v any) string {
 	return string(b)
 }
 
-func auditRow(a limiter.AuditEntry) templates.AuditRow {
+func auditRow(a live.AuditEntry) templates.AuditRow {
 	return templates.AuditRow{
 		ID: a.ID, Time: a.Time.UTC().Format(time.RFC3339), Actor: a.Actor, Action: a.Action,
 		Target: a.Target, Old: auditValue(a.Old), New: auditValue(a.New),

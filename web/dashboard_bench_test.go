@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // benchPages are the dashboard's pages and the endpoints its scripts poll,
@@ -57,29 +59,29 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 	cfg.Exempt = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8")}
 	cfg.ExemptPaths = []string{"/health"}
 	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
-	live, err := NewLive(ctx, lim, NewMemoryStore(), cfg, now)
+	lv, err := live.New(ctx, lim, OpenTestStore(b), cfg, now)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range 50 {
-		kind := []limiter.ExemptionKind{limiter.ExemptPeer, limiter.DenyPeer}[i%2]
-		if _, err := live.AddExemption(ctx, "bench", limiter.Exemption{Kind: kind, Value: fmt.Sprintf("198.18.%d.0/24", i), Note: "bench"}); err != nil {
+		kind := []live.ExemptionKind{live.ExemptPeer, live.DenyPeer}[i%2]
+		if _, err := lv.AddExemption(ctx, "bench", live.Exemption{Kind: kind, Value: fmt.Sprintf("198.18.%d.0/24", i), Note: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	for i := range 5000 {
-		if err := live.Record(ctx, "bench", "peer.reduce", fmt.Sprintf("11.3.%d.%d general", (i>>8)&255, i&255), nil, "reduced"); err != nil {
+		if err := lv.Record(ctx, "bench", "peer.reduce", fmt.Sprintf("11.3.%d.%d general", (i>>8)&255, i&255), nil, "reduced"); err != nil {
 			b.Fatal(err)
 		}
 	}
-	th, err := limiter.NewThrottle(limiter.ArweaveThrottleConfig(), t0)
+	th, err := throttle.New(t0, throttle.ArweaveConfig())
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range 2000 {
 		th.Try(t0, fmt.Sprintf("node-%d.example:1984", i), "/info")
 	}
-	s = NewServer(lim, live, Options{Token: "bench-token", Now: now, Throttle: th})
+	s = NewServer(lim, lv, Options{Token: "bench-token", Now: now, Throttle: th})
 
 	// What Run builds in the background.
 	s.peers.Refresh()

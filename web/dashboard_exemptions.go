@@ -1,7 +1,7 @@
 package web
 
 import (
-	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/templates"
 )
 
@@ -10,12 +10,12 @@ import (
 // none: config.Limiter leaves the deny list empty, the deny list is live
 // state, but a file entry would still be shown).
 var exemptionLists = []struct {
-	kind           limiter.ExemptionKind
+	kind           live.ExemptionKind
 	title, fileKey string
 }{
-	{limiter.ExemptPeer, "Exempt peers and CIDRs", "peers.exempt"},
-	{limiter.ExemptPath, "Exempt paths", "routes.exempt_paths"},
-	{limiter.DenyPeer, "Deny list (answered 403)", ""},
+	{live.ExemptPeer, "Exempt peers and CIDRs", "peers.exempt"},
+	{live.ExemptPath, "Exempt paths", "routes.exempt_paths"},
+	{live.DenyPeer, "Deny list (answered 403)", ""},
 }
 
 // exemptions is the exemptions page's data: per kind, the file's entries

@@ -14,7 +14,11 @@ func (d *dashboard) outbound() templates.Outbound {
 	if th == nil {
 		return templates.Outbound{}
 	}
-	o := templates.Outbound{Configured: true, Enabled: th.Enabled(), Stats: th.Stats(), Limit: outboundKeys}
+	st := th.Stats()
+	o := templates.Outbound{Configured: true, Enabled: th.Enabled(), Limit: outboundKeys, Stats: templates.OutboundCounts{
+		Keys: st.Keys, Timestamps: st.Timestamps, Waiters: st.Waiters,
+		Admitted: st.Admitted, Refused: st.Refused, Delayed: st.Delayed, Exempt: st.Exempt, Off: st.Off,
+	}}
 	for _, k := range th.Keys(d.s.now(), outboundKeys) {
 		v := templates.OutboundKey{Peer: k.Peer, Type: k.Type, Count: k.Count, Capacity: k.Capacity, Waiters: k.Waiters, EarliestIn: "now"}
 		if k.EarliestIn > 0 {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // send makes n requests of ip in group general.
@@ -214,10 +215,10 @@ func TestDashboardExemptionLists(t *testing.T) {
 		c.Deny = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
 	})
 	cookie, csrf := d.login()
-	for _, e := range []limiter.Exemption{
-		{Kind: limiter.ExemptPeer, Value: "203.0.113.5", Note: "monitoring"},
-		{Kind: limiter.ExemptPath, Value: "/metrics"},
-		{Kind: limiter.DenyPeer, Value: "198.51.100.0/24", Note: "abuse"},
+	for _, e := range []live.Exemption{
+		{Kind: live.ExemptPeer, Value: "203.0.113.5", Note: "monitoring"},
+		{Kind: live.ExemptPath, Value: "/metrics"},
+		{Kind: live.DenyPeer, Value: "198.51.100.0/24", Note: "abuse"},
 	} {
 		if _, err := d.live.AddExemption(context.Background(), "test", e); err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/templates"
 )
 
@@ -68,11 +69,11 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 	q, err := ParsePeerQuery(in)
 	if err == nil && q.Group != "" {
 		if _, ok := d.s.lim.GroupID(q.Group); !ok {
-			err = &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", q.Group)}
+			err = &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", q.Group)}
 		}
 	}
 	if err != nil {
-		var fe *limiter.FieldError
+		var fe *live.FieldError
 		if !errors.As(err, &fe) {
 			d.fail(w, r, err)
 			return
@@ -101,14 +102,14 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 func (d *dashboard) peerKey(s string) (limiter.PeerKey, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return limiter.PeerKey{}, &limiter.FieldError{Field: "key", Problem: "missing"}
+		return limiter.PeerKey{}, &live.FieldError{Field: "key", Problem: "missing"}
 	}
 	if p, err := d.s.lim.ParsePeer(s); err == nil {
 		return p.Key, nil
 	}
 	k, err := limiter.ParsePeerKey(s)
 	if err != nil {
-		return k, &limiter.FieldError{Field: "key", Problem: err.Error()}
+		return k, &live.FieldError{Field: "key", Problem: err.Error()}
 	}
 	return k, nil
 }
@@ -121,7 +122,7 @@ func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 	}
 	data := templates.PeerDetail{Key: k.String(), Result: peerFlashes[r.URL.Query().Get("result")]}
 	if p, ok := k.Prefix(); ok {
-		data.Prefix = prefixString(p)
+		data.Prefix = limiter.FormatPrefix(p)
 	}
 	now := d.s.now()
 	views := d.s.lim.Peer(now, k)
@@ -250,12 +251,12 @@ func (d *dashboard) peerAudit(r *http.Request, k limiter.PeerKey) ([]templates.A
 // auditConcerns reports whether a is about the peer key (whose addresses
 // are p when hasPrefix): a reduction or a forgetting of it, or an
 // exemption or denial of an address or CIDR that overlaps p.
-func auditConcerns(a limiter.AuditEntry, key string, p netip.Prefix, hasPrefix bool) bool {
+func auditConcerns(a live.AuditEntry, key string, p netip.Prefix, hasPrefix bool) bool {
 	switch a.Action {
 	case "peer.reduce":
 		return strings.HasPrefix(a.Target, key+" ")
 	case "exemption.add", "exemption.remove":
-		if !hasPrefix || (a.Target != string(limiter.ExemptPeer) && a.Target != string(limiter.DenyPeer)) {
+		if !hasPrefix || (a.Target != string(live.ExemptPeer) && a.Target != string(live.DenyPeer)) {
 			return false
 		}
 		v := a.New
@@ -281,7 +282,7 @@ func (d *dashboard) handleReducePeer(w http.ResponseWriter, r *http.Request) {
 	name := r.PostFormValue("group")
 	g, ok := d.s.lim.GroupID(name)
 	if !ok || g == limiter.LocalPeers {
-		d.fail(w, r, &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
+		d.fail(w, r, &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
 		return
 	}
 	res := d.s.lim.Reduce(d.s.now(), k, g)

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
+	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/web"
 )
 
@@ -41,7 +43,7 @@ type dash struct {
 	t     *testing.T
 	h     http.Handler
 	lim   *limiter.Limiter
-	live  *web.Live
+	live  *live.Live
 	clock *clock
 }
 
@@ -71,7 +73,7 @@ func newDashServer(t *testing.T, edit func(*limiter.Config)) (*dash, *web.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := web.NewLive(context.Background(), lim, web.NewMemoryStore(), cfg, c.Now)
+	live, err := live.New(context.Background(), lim, web.OpenTestStore(t), cfg, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +279,7 @@ func TestDashboardPagesStructure(t *testing.T) {
 	d := newDash(t)
 	cookie, csrf := d.login()
 	// Give the pages something to list.
-	if _, err := d.live.AddExemption(context.Background(), "test", limiter.Exemption{Kind: limiter.DenyPeer, Value: "198.51.100.0/24"}); err != nil {
+	if _, err := d.live.AddExemption(context.Background(), "test", live.Exemption{Kind: live.DenyPeer, Value: "198.51.100.0/24"}); err != nil {
 		t.Fatal(err)
 	}
 	g, _ := d.lim.GroupID("general")
@@ -770,18 +772,18 @@ func TestDashboardOutbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := web.NewLive(context.Background(), lim, web.NewMemoryStore(), cfg, c.Now)
+	live, err := live.New(context.Background(), lim, web.OpenTestStore(t), cfg, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := limiter.NewThrottle(limiter.ArweaveThrottleConfig(), c.Now())
+	th, err := throttle.New(c.Now(), throttle.ArweaveConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
 		th.Try(c.Now(), hostile, "/info")
 	}
-	th.AddWaiter(hostile, limiter.DefaultThrottleType, 1)
+	th.AddWaiter(hostile, throttle.DefaultType, 1)
 	s := web.NewServer(lim, live, web.Options{Token: dashToken, Now: c.Now, Throttle: th})
 	d = &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}
 	cookie, csrf = d.login()

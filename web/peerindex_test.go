@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // bigLimiter tracks n IPv4 peers in general (peer i sent 1+i%7 requests)
@@ -120,7 +121,7 @@ func BenchmarkDashboardQueries1M(b *testing.B) {
 func TestPeersAPILargeTable(t *testing.T) {
 	lim, t0 := bigLimiter(t, indexFrom+5000)
 	now := func() time.Time { return t0 }
-	live, err := NewLive(context.Background(), lim, NewMemoryStore(), lim.Config(), now)
+	live, err := live.New(context.Background(), lim, OpenTestStore(t), lim.Config(), now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // proxyOver serves s's public handler on loopback with the server write
@@ -27,7 +28,7 @@ func proxyOver(t *testing.T, upstream http.HandlerFunc, writeTimeout, sendTimeou
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := NewLive(context.Background(), lim, NewMemoryStore(), cfg, time.Now)
+	live, err := live.New(context.Background(), lim, OpenTestStore(t), cfg, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // Options configure a Server.
@@ -48,7 +50,7 @@ type Options struct {
 	Transport http.RoundTripper
 	// Throttle is the outbound throttle served at /api/v1/throttle; nil
 	// leaves those routes out. The global switch turns it off and on too.
-	Throttle *limiter.Throttle
+	Throttle *throttle.Throttle
 	// Sessions keeps the dashboard's logins across restarts; nil keeps
 	// them in memory only.
 	Sessions SessionStore
@@ -63,7 +65,7 @@ type Options struct {
 // sampling the history and the peer history).
 type Server struct {
 	lim    *limiter.Limiter
-	live   *Live
+	live   *live.Live
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
@@ -89,8 +91,8 @@ type Server struct {
 }
 
 // NewServer returns a Server deciding with lim and editing through live.
-func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
-	s := &Server{lim: lim, live: live, opts: opts, log: opts.Logger, now: opts.Now}
+func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) *Server {
+	s := &Server{lim: lim, live: lv, opts: opts, log: opts.Logger, now: opts.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -111,7 +113,12 @@ func NewServer(lim *limiter.Limiter, live *Live, opts Options) *Server {
 	s.proxy = s.newProxy()
 	if opts.Throttle != nil {
 		s.Throttle = NewThrottleAPI(opts.Throttle, s.now, nil)
-		opts.Throttle.SetEnabled(lim.Enabled())
+		// The global switch turns the throttle off and on too
+		// (ar_rate_limiter's off/on: new outbound calls pass at once;
+		// callers already waiting keep waiting).
+		if lv != nil {
+			lv.Follow(opts.Throttle)
+		}
 	}
 	return s
 }
@@ -308,7 +315,7 @@ func writeError(w http.ResponseWriter, status int, msg, field string) {
 
 // fail maps an error to its status: the one place that does.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var fe *limiter.FieldError
+	var fe *live.FieldError
 	var se *limiter.SettingError
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
@@ -319,9 +326,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusUnprocessableEntity, err.Error(), se.Key)
 	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, errBadRequest):
 		writeError(w, http.StatusBadRequest, err.Error(), "")
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, live.ErrNotFound):
 		writeError(w, http.StatusNotFound, err.Error(), "")
-	case errors.Is(err, ErrExists):
+	case errors.Is(err, live.ErrExists):
 		writeError(w, http.StatusConflict, err.Error(), "")
 	default:
 		s.log.Error("admin API", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -8,7 +8,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // ThrottleAPI serves the outbound throttle (SPEC §10) over HTTP: POST
@@ -18,7 +19,7 @@ import (
 // owns one timer and is evaluated once per retry interval, on a fixed
 // schedule (see sleeper), never more often.
 type ThrottleAPI struct {
-	t     *limiter.Throttle
+	t     *throttle.Throttle
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
 	// errs maps errors to statuses: the package's one mapping (Server.fail).
@@ -36,7 +37,7 @@ type ThrottleAPI struct {
 // time.Now). sleep waits d or until ctx ends, returning ctx.Err() then; nil
 // means a real timer, one per waiting call, reused between its retries.
 // Tests inject both to run the waiting loop on a fake timeline.
-func NewThrottleAPI(t *limiter.Throttle, now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) *ThrottleAPI {
+func NewThrottleAPI(t *throttle.Throttle, now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) *ThrottleAPI {
 	a := &ThrottleAPI{
 		t: t, now: now, sleep: sleep, epoch: time.Now(), realNow: now == nil,
 		errs: &Server{log: slog.New(slog.DiscardHandler)},
@@ -104,7 +105,7 @@ func (a *ThrottleAPI) HandleWait(w http.ResponseWriter, r *http.Request) {
 	if err == nil && req.Timeout != "" {
 		timeout, err = time.ParseDuration(req.Timeout)
 		if err != nil || timeout <= 0 {
-			err = &limiter.FieldError{Field: "timeout", Problem: fmt.Sprintf("%q is not a positive duration such as \"5s\"", req.Timeout)}
+			err = &live.FieldError{Field: "timeout", Problem: fmt.Sprintf("%q is not a positive duration such as \"5s\"", req.Timeout)}
 		}
 	}
 	if err != nil {
@@ -194,7 +195,7 @@ func (a *ThrottleAPI) HandleCheck(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		for k := range q {
 			if k != "peer" && k != "path" {
-				err = &limiter.FieldError{Field: k, Problem: "unknown parameter"}
+				err = &live.FieldError{Field: k, Problem: "unknown parameter"}
 				break
 			}
 		}
@@ -221,9 +222,9 @@ func (a *ThrottleAPI) HandleCheck(w http.ResponseWriter, r *http.Request) {
 func checkThrottleArgs(peer, path string) error {
 	switch {
 	case peer == "":
-		return &limiter.FieldError{Field: "peer", Problem: "required"}
+		return &live.FieldError{Field: "peer", Problem: "required"}
 	case path == "":
-		return &limiter.FieldError{Field: "path", Problem: "required"}
+		return &live.FieldError{Field: "path", Problem: "required"}
 	}
 	return nil
 }

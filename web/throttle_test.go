@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/config"
-	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/web"
 )
 
@@ -52,16 +52,16 @@ func (c *fakeClock) Sleeps() []time.Duration {
 
 // seedThrottle is the seed's setup: every path of type "api" at rpm, a
 // 30 s period, 1 s retries.
-func seedThrottle(t testing.TB, rpm int, edit ...func(*limiter.ThrottleConfig)) *limiter.Throttle {
+func seedThrottle(t testing.TB, rpm int, edit ...func(*throttle.Config)) *throttle.Throttle {
 	t.Helper()
-	cfg := limiter.ThrottleConfig{
+	cfg := throttle.Config{
 		Period: 30 * time.Second, RetryInterval: time.Second,
 		DefaultType: "api", DefaultRPM: rpm,
 	}
 	for _, e := range edit {
 		e(&cfg)
 	}
-	th, err := limiter.NewThrottle(cfg, time.Now())
+	th, err := throttle.New(time.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestThrottleWaitBlocksUntilTheWindowFrees(t *testing.T) {
 }
 
 func TestThrottleWaitExemptAndOff(t *testing.T) {
-	th := seedThrottle(t, 2, func(c *limiter.ThrottleConfig) {
+	th := seedThrottle(t, 2, func(c *throttle.Config) {
 		c.ExemptPeers = []string{"trusted-peer"}
 		c.ExemptPaths = []string{"re:^/health"}
 	})
@@ -318,7 +318,7 @@ func TestThrottleWaitBadBodies(t *testing.T) {
 }
 
 func TestThrottleCheck(t *testing.T) {
-	th := seedThrottle(t, 10, func(c *limiter.ThrottleConfig) { // capacity 4
+	th := seedThrottle(t, 10, func(c *throttle.Config) { // capacity 4
 		c.ExemptPeers = []string{"trusted"}
 	})
 	clock := newFakeClock()
@@ -372,7 +372,7 @@ func TestThrottleCheck(t *testing.T) {
 // The one real-time test: with a 100 ms retry interval a blocked call is
 // re-evaluated about ten times a second, never more often.
 func TestThrottleRetryIntervalHonoured(t *testing.T) {
-	th := seedThrottle(t, 2, func(c *limiter.ThrottleConfig) {
+	th := seedThrottle(t, 2, func(c *throttle.Config) {
 		c.Period = time.Hour
 		c.RetryInterval = 100 * time.Millisecond
 	})
@@ -409,10 +409,10 @@ func TestShippedThrottleConfigMatchesCore(t *testing.T) {
 	if len(got.ExemptPaths) == 0 {
 		got.ExemptPaths = nil
 	}
-	if want := limiter.ArweaveThrottleConfig(); !reflect.DeepEqual(got, want) {
-		t.Errorf("config.toml's [throttle]:\n%+v\nlimiter.ArweaveThrottleConfig():\n%+v", got, want)
+	if want := throttle.ArweaveConfig(); !reflect.DeepEqual(got, want) {
+		t.Errorf("config.toml's [throttle]:\n%+v\nthrottle.ArweaveConfig():\n%+v", got, want)
 	}
-	if _, err := limiter.NewThrottle(got, time.Now()); err != nil {
+	if _, err := throttle.New(time.Now(), got); err != nil {
 		t.Error(err)
 	}
 }
@@ -428,7 +428,7 @@ func TestShippedThrottleConfigMatchesCore(t *testing.T) {
 // measures 10 s (also what -benchtime 10s converges to).
 func BenchmarkThrottleWaiters(b *testing.B) {
 	const waiters = 10000
-	th := seedThrottle(b, 2, func(c *limiter.ThrottleConfig) { c.Period = 24 * time.Hour })
+	th := seedThrottle(b, 2, func(c *throttle.Config) { c.Period = 24 * time.Hour })
 	api := web.NewThrottleAPI(th, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	wait(ctx, api, `{"peer":"hot","path":"/x"}`) // the key is full from now on

@@ -36,6 +36,8 @@ import (
 
 	"github.com/limiterd/limiterd/config"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
+	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/web"
 )
 
@@ -81,9 +83,9 @@ type Main struct {
 	src      config.Source
 	adj      adjust
 	cfg      *config.Config
-	live     *web.Live
+	live     *live.Live
 	lim      *limiter.Limiter
-	throttle *limiter.Throttle
+	throttle *throttle.Throttle
 }
 
 // NewMain returns a Main on the process's streams and environment, with
@@ -290,14 +292,14 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		return err
 	}
 	defer db.Close()
-	th, err := limiter.NewThrottle(cfg.ThrottleConfig(), now())
+	th, err := throttle.New(now(), cfg.ThrottleConfig())
 	if err != nil {
 		return err
 	}
 	// The operators' edits first: the restore applies the ticks that fell
 	// while the daemon was down, under the settings in force then (a live
 	// leaky_tick_reduction, not the file's).
-	live, err := web.NewLive(ctx, lim, db, limCfg, now)
+	live, err := live.New(ctx, lim, db, limCfg, now)
 	if err != nil {
 		return err
 	}
@@ -398,7 +400,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 
 // tickLoop runs the limiter's sweeper and frees idle throttle keys once a
 // second.
-func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *limiter.Throttle, now func() time.Time) {
+func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *throttle.Throttle, now func() time.Time) {
 	web.Every(ctx, time.Second, func() {
 		lim.Tick(now())
 		th.Cleanup(now())
@@ -443,7 +445,7 @@ func (m *Main) Reload() error {
 		return err
 	}
 	thCfg := cfg.ThrottleConfig()
-	if _, err := limiter.NewThrottle(thCfg, time.Now()); err != nil {
+	if _, err := throttle.New(time.Now(), thCfg); err != nil {
 		return err
 	}
 	if err := m.live.SetBase(limCfg); err != nil {

@@ -17,12 +17,14 @@ import (
 
 	"github.com/limiterd/limiterd/config"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/store"
+	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/web"
 )
 
-// The bbolt store is the web.Store of the daemon.
-var _ web.Store = (*store.DB)(nil)
+// The bbolt store is the live.Store of the daemon.
+var _ live.Store = (*store.DB)(nil)
 
 func dbPath(dataDir string) string { return filepath.Join(dataDir, "limiterd.db") }
 
@@ -30,7 +32,7 @@ func dbPath(dataDir string) string { return filepath.Join(dataDir, "limiterd.db"
 // on demand and once more at shutdown. Safe for concurrent use.
 type snapshotter struct {
 	lim *limiter.Limiter
-	th  *limiter.Throttle
+	th  *throttle.Throttle
 	db  *store.DB
 	log *slog.Logger
 	now func() time.Time
@@ -254,7 +256,7 @@ var (
 )
 
 // throttleMetrics sends the outbound throttle's metrics.
-func throttleMetrics(th *limiter.Throttle) func(ch chan<- prometheus.Metric) {
+func throttleMetrics(th *throttle.Throttle) func(ch chan<- prometheus.Metric) {
 	return func(ch chan<- prometheus.Metric) {
 		st := th.Stats()
 		ch <- prometheus.MustNewConstMetric(descThrottleWaiters, prometheus.GaugeValue, float64(st.Waiters))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/store"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // The snapshotter saves incrementally until the store says its log has
@@ -23,7 +24,7 @@ func TestSnapshotterCompacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := limiter.NewThrottle(limiter.ArweaveThrottleConfig(), now)
+	th, err := throttle.New(now, throttle.ArweaveConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestRestoreKeepsGroupsTheConfigLacks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		th, err := limiter.NewThrottle(limiter.ArweaveThrottleConfig(), now)
+		th, err := throttle.New(now, throttle.ArweaveConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +121,7 @@ func TestRestoreKeepsGroupsTheConfigLacks(t *testing.T) {
 	}
 	save := func(lim *limiter.Limiter) {
 		t.Helper()
-		th, _ := limiter.NewThrottle(limiter.ArweaveThrottleConfig(), now)
+		th, _ := throttle.New(now, throttle.ArweaveConfig())
 		s := &snapshotter{lim: lim, th: th, db: db, log: slog.New(slog.DiscardHandler), now: clock}
 		if err := s.save(ctx); err != nil {
 			t.Fatal(err)

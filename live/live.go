@@ -1,11 +1,10 @@
-package web
+package live
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -18,18 +17,18 @@ import (
 // with its audit entry. The bbolt store implements it; MemoryStore is the
 // in-process one.
 type Store interface {
-	LoadLive(ctx context.Context) (limiter.LiveState, error)
+	LoadLive(ctx context.Context) (LiveState, error)
 	// SetOverride stores o as group's override; a nil o deletes it.
-	SetOverride(ctx context.Context, group string, o limiter.Override, a limiter.AuditEntry) error
-	AddExemption(ctx context.Context, e limiter.Exemption, a limiter.AuditEntry) error
-	RemoveExemption(ctx context.Context, e limiter.Exemption, a limiter.AuditEntry) error
-	SetDisabled(ctx context.Context, disabled bool, a limiter.AuditEntry) error
+	SetOverride(ctx context.Context, group string, o Override, a AuditEntry) error
+	AddExemption(ctx context.Context, e Exemption, a AuditEntry) error
+	RemoveExemption(ctx context.Context, e Exemption, a AuditEntry) error
+	SetDisabled(ctx context.Context, disabled bool, a AuditEntry) error
 	// Audit returns up to limit entries with IDs below before (0: the
 	// newest), newest first.
-	Audit(ctx context.Context, limit int, before uint64) ([]limiter.AuditEntry, error)
+	Audit(ctx context.Context, limit int, before uint64) ([]AuditEntry, error)
 	// Record stores an audit entry for an action that changes no setting
 	// (forgetting a peer, a manual reduction).
-	Record(ctx context.Context, a limiter.AuditEntry) error
+	Record(ctx context.Context, a AuditEntry) error
 }
 
 // Errors of the live settings.
@@ -49,18 +48,36 @@ type Live struct {
 	lim   *limiter.Limiter
 	store Store
 	base  limiter.Config
-	state limiter.LiveState
+	state LiveState
 	now   func() time.Time
+	// follow are turned on and off with the global switch (Follow).
+	follow []Switch
 }
 
-// NewLive loads the stored live state and applies it over base.
-func NewLive(ctx context.Context, lim *limiter.Limiter, store Store, base limiter.Config, now func() time.Time) (*Live, error) {
+// Switch is something the global switch turns on and off besides the
+// limiter: the outbound throttle.
+type Switch interface {
+	SetEnabled(on bool)
+}
+
+// Follow makes sw follow the global switch from now on, setting it at
+// once: Live is the one place the switch is applied, so no handler turns
+// the throttle on or off by itself.
+func (c *Live) Follow(sw Switch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.follow = append(c.follow, sw)
+	sw.SetEnabled(!c.state.Disabled)
+}
+
+// New loads the stored live state and applies it over base.
+func New(ctx context.Context, lim *limiter.Limiter, store Store, base limiter.Config, now func() time.Time) (*Live, error) {
 	st, err := store.LoadLive(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load live settings: %w", err)
 	}
 	if st.Overrides == nil {
-		st.Overrides = map[string]limiter.Override{}
+		st.Overrides = map[string]Override{}
 	}
 	c := &Live{lim: lim, store: store, base: base, state: st, now: now}
 	cfg, err := c.effective(base, st)
@@ -77,7 +94,7 @@ func NewLive(ctx context.Context, lim *limiter.Limiter, store Store, base limite
 }
 
 // effective merges st over base.
-func (c *Live) effective(base limiter.Config, st limiter.LiveState) (limiter.Config, error) {
+func (c *Live) effective(base limiter.Config, st LiveState) (limiter.Config, error) {
 	cfg := base
 	cfg.Groups = maps.Clone(base.Groups)
 	for g, o := range st.Overrides {
@@ -101,17 +118,17 @@ func (c *Live) effective(base limiter.Config, st limiter.LiveState) (limiter.Con
 	cfg.ExemptPaths = slices.Clone(base.ExemptPaths)
 	for _, e := range st.Exemptions {
 		switch e.Kind {
-		case limiter.ExemptPeer, limiter.DenyPeer:
+		case ExemptPeer, DenyPeer:
 			p, err := limiter.ParsePrefix(e.Value)
 			if err != nil {
 				return cfg, fmt.Errorf("%s %q: %w", e.Kind, e.Value, err)
 			}
-			if e.Kind == limiter.ExemptPeer {
+			if e.Kind == ExemptPeer {
 				cfg.Exempt = append(cfg.Exempt, p)
 			} else {
 				cfg.Deny = append(cfg.Deny, p)
 			}
-		case limiter.ExemptPath:
+		case ExemptPath:
 			cfg.ExemptPaths = append(cfg.ExemptPaths, e.Value)
 		}
 	}
@@ -120,7 +137,7 @@ func (c *Live) effective(base limiter.Config, st limiter.LiveState) (limiter.Con
 
 // commit validates next, runs store (which makes it durable), then applies
 // it. c.mu must be held.
-func (c *Live) commit(next limiter.LiveState, store func() error) error {
+func (c *Live) commit(next LiveState, store func() error) error {
 	cfg, err := c.effective(c.base, next)
 	if err != nil {
 		return err
@@ -136,20 +153,23 @@ func (c *Live) commit(next limiter.LiveState, store func() error) error {
 		return err
 	}
 	c.lim.SetEnabled(!next.Disabled)
+	for _, sw := range c.follow {
+		sw.SetEnabled(!next.Disabled)
+	}
 	c.state = next
 	return nil
 }
 
-func (c *Live) clone() limiter.LiveState {
-	return limiter.LiveState{
+func (c *Live) clone() LiveState {
+	return LiveState{
 		Overrides:  maps.Clone(c.state.Overrides),
 		Exemptions: slices.Clone(c.state.Exemptions),
 		Disabled:   c.state.Disabled,
 	}
 }
 
-func (c *Live) audit(actor, action, target string, old, new any) limiter.AuditEntry {
-	return limiter.AuditEntry{Time: c.now().UTC(), Actor: actor, Action: action, Target: target, Old: old, New: new}
+func (c *Live) audit(actor, action, target string, old, new any) AuditEntry {
+	return AuditEntry{Time: c.now().UTC(), Actor: actor, Action: action, Target: target, Old: old, New: new}
 }
 
 // SetBase replaces the file configuration (a SIGHUP reload), keeping the
@@ -175,13 +195,15 @@ type GroupView struct {
 	Effective limiter.GroupSettings `json:"effective"`
 	Mode      string                `json:"mode"`
 	File      map[string]any        `json:"file"`
-	Override  limiter.Override      `json:"override,omitempty"`
+	Override  Override              `json:"override,omitempty"`
 	// NextLeakyTick is when the group's tokens are next reduced; the tick
 	// phase survives restarts.
 	NextLeakyTick time.Time `json:"next_leaky_tick"`
 }
 
-func settingsMap(s limiter.GroupSettings) map[string]any {
+// Values returns every key of s by its SPEC §3 name, with JSON-ready
+// values: what the API shows and an override is compared against.
+func Values(s limiter.GroupSettings) map[string]any {
 	m := make(map[string]any, len(limiter.GroupKeys))
 	for _, k := range limiter.GroupKeys {
 		m[k], _ = s.Value(k)
@@ -216,7 +238,7 @@ func (c *Live) groupLocked(name string) GroupView {
 	if id, ok := c.lim.GroupID(name); ok {
 		eff, _ = c.lim.Settings(id)
 	}
-	v := GroupView{Name: name, Effective: eff, Mode: eff.Mode.String(), File: settingsMap(c.base.Groups[name]), Override: c.state.Overrides[name]}
+	v := GroupView{Name: name, Effective: eff, Mode: eff.Mode.String(), File: Values(c.base.Groups[name]), Override: c.state.Overrides[name]}
 	if id, ok := c.lim.GroupID(name); ok {
 		next, _ := c.lim.NextTicks(id, c.now())
 		v.NextLeakyTick = next.UTC()
@@ -227,7 +249,7 @@ func (c *Live) groupLocked(name string) GroupView {
 // PatchGroup applies a live edit (a JSON object of group keys) over the
 // group's current override.
 func (c *Live) PatchGroup(ctx context.Context, actor, group string, body []byte) (GroupView, error) {
-	_, patch, err := limiter.ParseOverride(body)
+	_, patch, err := ParseOverride(body)
 	if err != nil {
 		return GroupView{}, err
 	}
@@ -240,12 +262,12 @@ func (c *Live) PatchGroup(ctx context.Context, actor, group string, body []byte)
 	old := c.state.Overrides[group]
 	merged := maps.Clone(old)
 	if merged == nil {
-		merged = limiter.Override{}
+		merged = Override{}
 	}
 	maps.Copy(merged, patch)
 	next.Overrides[group] = merged
 	oldVals := map[string]any{}
-	cur := settingsMap(c.groupLocked(group).Effective)
+	cur := Values(c.groupLocked(group).Effective)
 	for k := range patch {
 		oldVals[k] = cur[k]
 	}
@@ -279,31 +301,24 @@ func (c *Live) DeleteOverrides(ctx context.Context, actor, group string) (GroupV
 
 // Exemptions returns the live exemptions, and the file's lists (exempt
 // peers, exempt paths, deny list) for reference.
-func (c *Live) Exemptions() (live []limiter.Exemption, file []limiter.Exemption) {
+func (c *Live) Exemptions() (live []Exemption, file []Exemption) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	live = slices.Clone(c.state.Exemptions)
 	for _, p := range c.base.Exempt {
-		file = append(file, limiter.Exemption{Kind: limiter.ExemptPeer, Value: prefixString(p)})
+		file = append(file, Exemption{Kind: ExemptPeer, Value: limiter.FormatPrefix(p)})
 	}
 	for _, p := range c.base.ExemptPaths {
-		file = append(file, limiter.Exemption{Kind: limiter.ExemptPath, Value: p})
+		file = append(file, Exemption{Kind: ExemptPath, Value: p})
 	}
 	for _, p := range c.base.Deny {
-		file = append(file, limiter.Exemption{Kind: limiter.DenyPeer, Value: prefixString(p)})
+		file = append(file, Exemption{Kind: DenyPeer, Value: limiter.FormatPrefix(p)})
 	}
 	return live, file
 }
 
-func prefixString(p netip.Prefix) string {
-	if p.Bits() == p.Addr().BitLen() {
-		return p.Addr().String()
-	}
-	return p.String()
-}
-
 // AddExemption adds a live exemption or deny entry.
-func (c *Live) AddExemption(ctx context.Context, actor string, e limiter.Exemption) (limiter.Exemption, error) {
+func (c *Live) AddExemption(ctx context.Context, actor string, e Exemption) (Exemption, error) {
 	e, err := e.Normalize()
 	if err != nil {
 		return e, err
@@ -322,7 +337,7 @@ func (c *Live) AddExemption(ctx context.Context, actor string, e limiter.Exempti
 }
 
 // RemoveExemption removes a live exemption or deny entry.
-func (c *Live) RemoveExemption(ctx context.Context, actor string, e limiter.Exemption) error {
+func (c *Live) RemoveExemption(ctx context.Context, actor string, e Exemption) error {
 	e, err := e.Normalize()
 	if err != nil {
 		return err
@@ -330,7 +345,7 @@ func (c *Live) RemoveExemption(ctx context.Context, actor string, e limiter.Exem
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := c.clone()
-	i := slices.IndexFunc(next.Exemptions, func(x limiter.Exemption) bool { return x.Kind == e.Kind && x.Value == e.Value })
+	i := slices.IndexFunc(next.Exemptions, func(x Exemption) bool { return x.Kind == e.Kind && x.Value == e.Value })
 	if i < 0 {
 		return fmt.Errorf("%s %q: %w", e.Kind, e.Value, ErrNotFound)
 	}
@@ -372,6 +387,6 @@ func (c *Live) Record(ctx context.Context, actor, action, target string, old, ne
 }
 
 // Audit returns audit entries, newest first.
-func (c *Live) Audit(ctx context.Context, limit int, before uint64) ([]limiter.AuditEntry, error) {
+func (c *Live) Audit(ctx context.Context, limit int, before uint64) ([]AuditEntry, error) {
 	return c.store.Audit(ctx, limit, before)
 }

@@ -1,65 +1,70 @@
-package limiter
+// Package throttle is the outbound throttle of SPEC §10 (HyperBEAM/Arweave
+// ar_rate_limiter): it tells the node when it may send its own request to a
+// peer. Like the limiter core it is pure: the standard library and the
+// core's path patterns only, time always an argument, no goroutine.
+package throttle
 
 import (
 	"cmp"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/limiterd/limiterd/limiter"
 )
 
-// ThrottleRule is one [[throttle.rule]]: outbound calls whose path matches
+// Rule is one [[throttle.rule]]: outbound calls whose path matches
 // one of Paths are of type Type and allowed RPM requests per minute (SPEC
-// §10). A ThrottleRule is a plain value.
-type ThrottleRule struct {
+// §10). A Rule is a plain value.
+type Rule struct {
 	// Type names the rule's call type; calls of one type to one peer share
 	// a window. Several rules may give the same type.
 	Type string
 	// RPM is the rate in requests per minute; a peer may take Capacity(RPM)
 	// calls of the type per period.
 	RPM int
-	// Paths are patterns parsed with ParseThrottlePattern ("re:" patterns
+	// Paths are patterns parsed with limiter.ParseThrottlePattern ("re:" patterns
 	// are case-insensitive); any one matching is enough. At least one.
 	Paths []string
 }
 
-// ThrottleConfig configures a Throttle: the [throttle] table as plain
-// values. A ThrottleConfig is a plain value; NewThrottle and Apply copy it.
-type ThrottleConfig struct {
+// Config configures a Throttle: the [throttle] table as plain
+// values. A Config is a plain value; New and Apply copy it.
+type Config struct {
 	// Period is the counting window (Arweave: 30 s); at least 1 ms, used
 	// in whole milliseconds.
 	Period time.Duration
 	// RetryInterval is how often a call not admitted is evaluated again
-	// (Arweave: 1 s); at least 1 ms. It is what ThrottleResult.RetryIn says.
+	// (Arweave: 1 s); at least 1 ms. It is what Result.RetryIn says.
 	RetryInterval time.Duration
 	// ExemptPeers are peer names never throttled, compared exactly.
 	ExemptPeers []string
-	// ExemptPaths are patterns (ParseThrottlePattern) never throttled.
+	// ExemptPaths are patterns (limiter.ParseThrottlePattern) never throttled.
 	ExemptPaths []string
 	// DefaultType and DefaultRPM classify a path no rule matches.
 	DefaultType string
 	DefaultRPM  int
 	// Rules are tried in order; the first rule with a matching path wins.
-	Rules []ThrottleRule
+	Rules []Rule
 }
 
 // Throttle defaults (SPEC §3, §10): the Arweave client's values.
 const (
-	DefaultThrottlePeriod        = 30 * time.Second
-	DefaultThrottleRetryInterval = time.Second
-	DefaultThrottleType          = "default"
-	DefaultThrottleRPM           = 900
+	DefaultPeriod        = 30 * time.Second
+	DefaultRetryInterval = time.Second
+	DefaultType          = "default"
+	DefaultRPM           = 900
 )
 
-// ArweaveThrottleRules returns the Arweave client's throttle table (SPEC
+// ArweaveRules returns the Arweave client's throttle table (SPEC
 // §11.3), the rules of the shipped config.toml, as a new slice. A path none
-// matches is of DefaultThrottleType at DefaultThrottleRPM. Only exactly
+// matches is of DefaultType at DefaultRPM. Only exactly
 // "/vdf" is get_vdf: "/vdf2" falls through to the default, as in Arweave.
-func ArweaveThrottleRules() []ThrottleRule {
-	return []ThrottleRule{
+func ArweaveRules() []Rule {
+	return []Rule{
 		{Type: "chunk", RPM: 12000, Paths: []string{"/chunk/**", "/chunk2/**"}},
 		{Type: "data_sync_record", RPM: 40, Paths: []string{"/data_sync_record/**"}},
 		{Type: "footprints", RPM: 200, Paths: []string{"/footprints/**"}},
@@ -72,15 +77,15 @@ func ArweaveThrottleRules() []ThrottleRule {
 	}
 }
 
-// ArweaveThrottleConfig returns the shipped [throttle] table: the Arweave
-// defaults and ArweaveThrottleRules, no exemptions.
-func ArweaveThrottleConfig() ThrottleConfig {
-	return ThrottleConfig{
-		Period:        DefaultThrottlePeriod,
-		RetryInterval: DefaultThrottleRetryInterval,
-		DefaultType:   DefaultThrottleType,
-		DefaultRPM:    DefaultThrottleRPM,
-		Rules:         ArweaveThrottleRules(),
+// ArweaveConfig returns the shipped [throttle] table: the Arweave
+// defaults and ArweaveRules, no exemptions.
+func ArweaveConfig() Config {
+	return Config{
+		Period:        DefaultPeriod,
+		RetryInterval: DefaultRetryInterval,
+		DefaultType:   DefaultType,
+		DefaultRPM:    DefaultRPM,
+		Rules:         ArweaveRules(),
 	}
 }
 
@@ -95,22 +100,22 @@ func Capacity(rpm int) int {
 	return max(1, c)
 }
 
-// ThrottleError is an invalid ThrottleConfig. Key names the configuration
+// ConfigError is an invalid Config. Key names the configuration
 // key, 0-based: "throttle.rule[2].paths[0]", "throttle.exempt_paths[0]".
-type ThrottleError struct {
+type ConfigError struct {
 	Key     string
 	Problem string
-	Err     error // a *PatternError for a bad pattern
+	Err     error // a *limiter.PatternError for a bad pattern
 }
 
 // Error returns "<key>: <problem>".
-func (e *ThrottleError) Error() string { return e.Key + ": " + e.Problem }
+func (e *ConfigError) Error() string { return e.Key + ": " + e.Problem }
 
 // Unwrap returns the underlying error, if any.
-func (e *ThrottleError) Unwrap() error { return e.Err }
+func (e *ConfigError) Unwrap() error { return e.Err }
 
-// ThrottleResult is the outcome of one Throttle evaluation.
-type ThrottleResult struct {
+// Result is the outcome of one Throttle evaluation.
+type Result struct {
 	// Admitted is true when the call may go ahead now.
 	Admitted bool
 	// Exempt is true for an exempt peer or path: admitted, nothing recorded.
@@ -132,8 +137,8 @@ type ThrottleResult struct {
 	EarliestIn time.Duration
 }
 
-// ThrottleStats are the throttle's counters (they only grow) and gauges.
-type ThrottleStats struct {
+// Stats are the throttle's counters (they only grow) and gauges.
+type Stats struct {
 	Keys       int64  // (peer, type) keys tracked
 	Timestamps int64  // admission timestamps held, over all keys
 	Waiters    int64  // calls waiting now (see AddWaiter)
@@ -142,10 +147,12 @@ type ThrottleStats struct {
 	Delayed    uint64 // calls that had to wait (counted by AddWaiter)
 	Exempt     uint64 // calls of exempt peers or paths
 	Off        uint64 // calls admitted because the throttle was off
+	// Since is when the counters started: the time given to New.
+	Since time.Time
 }
 
-// ThrottleKeyView is the state of one (peer, type), for the dashboard.
-type ThrottleKeyView struct {
+// KeyView is the state of one (peer, type), for the dashboard.
+type KeyView struct {
 	Peer     string
 	Type     string
 	Count    int // timestamps in the window
@@ -153,23 +160,6 @@ type ThrottleKeyView struct {
 	Waiters  int // calls waiting on the key
 	// EarliestIn is how long until a call could be admitted (0: now).
 	EarliestIn time.Duration
-}
-
-// ThrottleSnapshot is the throttle's state as plain values, for
-// persistence.
-type ThrottleSnapshot struct {
-	// TakenAt is when the snapshot was taken, Unix ms.
-	TakenAt int64               `json:"taken_at_ms"`
-	Enabled bool                `json:"enabled"`
-	Keys    []ThrottleKeyRecord `json:"keys"`
-}
-
-// ThrottleKeyRecord is one (peer, type) of a ThrottleSnapshot.
-type ThrottleKeyRecord struct {
-	Peer string `json:"peer"`
-	Type string `json:"type"`
-	// Timestamps are the admissions in the window, Unix ms, oldest first.
-	Timestamps []int64 `json:"timestamps"`
 }
 
 // Throttle is the outbound throttle of SPEC §10 (HyperBEAM/Arweave
@@ -184,6 +174,7 @@ type Throttle struct {
 	set     atomic.Pointer[throttleSettings]
 	enabled atomic.Bool
 	seed    maphash.Seed
+	since   time.Time // when the counters started
 
 	keys       atomic.Int64
 	timestamps atomic.Int64
@@ -215,21 +206,21 @@ type throttleEntry struct {
 	waiters int
 }
 
-// throttleSettings is a compiled ThrottleConfig; immutable.
+// throttleSettings is a compiled Config; immutable.
 type throttleSettings struct {
-	cfg         ThrottleConfig // deep copy
-	period      int64          // ms
+	cfg         Config // deep copy
+	period      int64  // ms
 	exemptPeers map[string]struct{}
-	exemptPaths []*Pattern
+	exemptPaths []*limiter.Pattern
 	rules       []throttleRuleRT
 	def         throttleClass
 	typeCap     map[string]int // capacity of each type: its first rule's
-	limit       int            // segments splitPath must look at
+	limit       int            // segments SplitPath must look at
 }
 
 type throttleRuleRT struct {
 	class throttleClass
-	pats  []*Pattern
+	pats  []*limiter.Pattern
 }
 
 // throttleClass is the classification of a path.
@@ -240,16 +231,15 @@ type throttleClass struct {
 	exempt bool // an exempt path
 }
 
-// NewThrottle returns a Throttle for cfg, switched on, tracking nothing.
-// now is unused today and kept so that every constructor of the core takes
-// the time. An error is a *ThrottleError naming the key.
-func NewThrottle(cfg ThrottleConfig, now time.Time) (*Throttle, error) {
-	_ = now
+// New returns a Throttle for cfg, switched on, tracking nothing, whose
+// counters start at now (Stats.Since). An error is a *ConfigError naming
+// the key.
+func New(now time.Time, cfg Config) (*Throttle, error) {
 	st, err := compileThrottle(cfg)
 	if err != nil {
 		return nil, err
 	}
-	t := &Throttle{seed: maphash.MakeSeed()}
+	t := &Throttle{seed: maphash.MakeSeed(), since: now}
 	for i := range t.shards {
 		t.shards[i].m = make(map[throttleKey]*throttleEntry)
 	}
@@ -260,8 +250,8 @@ func NewThrottle(cfg ThrottleConfig, now time.Time) (*Throttle, error) {
 
 // Apply installs cfg at once, keeping all timestamps and waiters: a key
 // whose type no rule gives any more simply expires. On error nothing
-// changes; the error is a *ThrottleError naming the key.
-func (t *Throttle) Apply(cfg ThrottleConfig) error {
+// changes; the error is a *ConfigError naming the key.
+func (t *Throttle) Apply(cfg Config) error {
 	st, err := compileThrottle(cfg)
 	if err != nil {
 		return err
@@ -271,9 +261,9 @@ func (t *Throttle) Apply(cfg ThrottleConfig) error {
 }
 
 // Config returns a copy of the configuration in force.
-func (t *Throttle) Config() ThrottleConfig { return cloneThrottleConfig(t.set.Load().cfg) }
+func (t *Throttle) Config() Config { return cloneThrottleConfig(t.set.Load().cfg) }
 
-func cloneThrottleConfig(c ThrottleConfig) ThrottleConfig {
+func cloneThrottleConfig(c Config) Config {
 	c.ExemptPeers = slices.Clone(c.ExemptPeers)
 	c.ExemptPaths = slices.Clone(c.ExemptPaths)
 	c.Rules = slices.Clone(c.Rules)
@@ -283,19 +273,19 @@ func cloneThrottleConfig(c ThrottleConfig) ThrottleConfig {
 	return c
 }
 
-func compileThrottle(cfg ThrottleConfig) (*throttleSettings, error) {
+func compileThrottle(cfg Config) (*throttleSettings, error) {
 	cfg = cloneThrottleConfig(cfg)
 	if cfg.Period < time.Millisecond {
-		return nil, &ThrottleError{Key: "throttle.period", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.Period)}
+		return nil, &ConfigError{Key: "throttle.period", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.Period)}
 	}
 	if cfg.RetryInterval < time.Millisecond {
-		return nil, &ThrottleError{Key: "throttle.retry_interval", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.RetryInterval)}
+		return nil, &ConfigError{Key: "throttle.retry_interval", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.RetryInterval)}
 	}
 	if cfg.DefaultType == "" {
-		return nil, &ThrottleError{Key: "throttle.default_type", Problem: "must not be empty"}
+		return nil, &ConfigError{Key: "throttle.default_type", Problem: "must not be empty"}
 	}
 	if cfg.DefaultRPM < 0 {
-		return nil, &ThrottleError{Key: "throttle.default_rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", cfg.DefaultRPM)}
+		return nil, &ConfigError{Key: "throttle.default_rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", cfg.DefaultRPM)}
 	}
 	st := &throttleSettings{
 		cfg:         cfg,
@@ -306,7 +296,7 @@ func compileThrottle(cfg ThrottleConfig) (*throttleSettings, error) {
 	}
 	for i, p := range cfg.ExemptPeers {
 		if p == "" {
-			return nil, &ThrottleError{Key: fmt.Sprintf("throttle.exempt_peers[%d]", i), Problem: "must not be empty"}
+			return nil, &ConfigError{Key: fmt.Sprintf("throttle.exempt_peers[%d]", i), Problem: "must not be empty"}
 		}
 		st.exemptPeers[p] = struct{}{}
 	}
@@ -317,13 +307,13 @@ func compileThrottle(cfg ThrottleConfig) (*throttleSettings, error) {
 	for i, r := range cfg.Rules {
 		key := fmt.Sprintf("throttle.rule[%d]", i)
 		if r.Type == "" {
-			return nil, &ThrottleError{Key: key + ".type", Problem: "must not be empty"}
+			return nil, &ConfigError{Key: key + ".type", Problem: "must not be empty"}
 		}
 		if r.RPM < 0 {
-			return nil, &ThrottleError{Key: key + ".rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", r.RPM)}
+			return nil, &ConfigError{Key: key + ".rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", r.RPM)}
 		}
 		if len(r.Paths) == 0 {
-			return nil, &ThrottleError{Key: key + ".paths", Problem: "at least one pattern"}
+			return nil, &ConfigError{Key: key + ".paths", Problem: "at least one pattern"}
 		}
 		rt := throttleRuleRT{class: throttleClass{typ: r.Type, rpm: r.RPM, cap: Capacity(r.RPM)}}
 		if rt.pats, err = st.compilePatterns(key+".paths", r.Paths); err != nil {
@@ -340,29 +330,23 @@ func compileThrottle(cfg ThrottleConfig) (*throttleSettings, error) {
 	return st, nil
 }
 
-func (st *throttleSettings) compilePatterns(key string, list []string) ([]*Pattern, error) {
-	pats := make([]*Pattern, len(list))
+func (st *throttleSettings) compilePatterns(key string, list []string) ([]*limiter.Pattern, error) {
+	pats := make([]*limiter.Pattern, len(list))
 	for i, s := range list {
-		p, err := ParseThrottlePattern(s)
+		p, err := limiter.ParseThrottlePattern(s)
 		if err != nil {
-			return nil, &ThrottleError{Key: fmt.Sprintf("%s[%d]", key, i), Problem: err.Error(), Err: err}
+			return nil, &ConfigError{Key: fmt.Sprintf("%s[%d]", key, i), Problem: err.Error(), Err: err}
 		}
-		if p.re == nil {
-			st.limit = max(st.limit, len(p.segs))
-		}
+		st.limit = max(st.limit, p.Segments())
 		pats[i] = p
 	}
 	return pats, nil
 }
 
-// matchAny reports whether one of pats matches path, split into ps.
-func matchAny(pats []*Pattern, ps *pathSegments, path string) bool {
+// matchAny reports whether one of pats matches the split path.
+func matchAny(pats []*limiter.Pattern, sp *limiter.SplitPath) bool {
 	for _, p := range pats {
-		if p.re != nil {
-			if p.re.MatchString(path) {
-				return true
-			}
-		} else if p.matchSegments(ps) {
+		if p.MatchSplit(sp) {
 			return true
 		}
 	}
@@ -373,17 +357,16 @@ func matchAny(pats []*Pattern, ps *pathSegments, path string) bool {
 // or the default, and whether the path is exempt. It does not allocate
 // (glob matching; a regexp may).
 func (st *throttleSettings) classify(path string) throttleClass {
-	path = stripQuery(path)
-	var ps pathSegments
-	splitPath(&ps, path, st.limit)
+	var sp limiter.SplitPath
+	sp.Split(path, st.limit)
 	c := st.def
 	for i := range st.rules {
-		if r := &st.rules[i]; matchAny(r.pats, &ps, path) {
+		if r := &st.rules[i]; matchAny(r.pats, &sp) {
 			c = r.class
 			break
 		}
 	}
-	c.exempt = matchAny(st.exemptPaths, &ps, path)
+	c.exempt = matchAny(st.exemptPaths, &sp)
 	return c
 }
 
@@ -409,7 +392,7 @@ func (t *Throttle) Enabled() bool { return t.enabled.Load() }
 // the window (those not older than now − period) number fewer than the
 // type's capacity. A call not admitted changes nothing; the caller waits
 // RetryIn and evaluates it again with Retry.
-func (t *Throttle) Try(now time.Time, peer, path string) ThrottleResult {
+func (t *Throttle) Try(now time.Time, peer, path string) Result {
 	return t.evaluate(now, peer, path, true, true)
 }
 
@@ -417,21 +400,21 @@ func (t *Throttle) Try(now time.Time, peer, path string) ThrottleResult {
 // it ignores the switch and the exemptions: once waiting, a call waits for
 // the window (in ar_rate_limiter the delayed re-check skips the off test,
 // so "off does not release callers already waiting").
-func (t *Throttle) Retry(now time.Time, peer, path string) ThrottleResult {
+func (t *Throttle) Retry(now time.Time, peer, path string) Result {
 	return t.evaluate(now, peer, path, true, false)
 }
 
 // Peek is Try without recording anything: whether a new call at now would
 // be admitted, and if not how long until it could be.
-func (t *Throttle) Peek(now time.Time, peer, path string) ThrottleResult {
+func (t *Throttle) Peek(now time.Time, peer, path string) Result {
 	return t.evaluate(now, peer, path, false, true)
 }
 
-func (t *Throttle) evaluate(now time.Time, peer, path string, record, entry bool) ThrottleResult {
+func (t *Throttle) evaluate(now time.Time, peer, path string, record, entry bool) Result {
 	st := t.set.Load()
 	c := st.classify(path)
 	typ, capacity := c.typ, c.cap
-	res := ThrottleResult{Type: typ, Capacity: capacity}
+	res := Result{Type: typ, Capacity: capacity}
 	if entry {
 		_, exemptPeer := st.exemptPeers[peer]
 		switch {
@@ -462,7 +445,7 @@ func (t *Throttle) evaluate(now time.Time, peer, path string, record, entry bool
 				t.timestamps.Add(-int64(d))
 			}
 		}
-		n = int(e.win.countFrom(cut))
+		n = e.win.countFrom(cut)
 	}
 	if n+1 <= capacity {
 		res.Admitted = true
@@ -473,7 +456,7 @@ func (t *Throttle) evaluate(now time.Time, peer, path string, record, entry bool
 				sh.m[throttleKey{cloneString(peer), cloneString(typ)}] = e
 				t.keys.Add(1)
 			}
-			e.win.add(ms, int32(min(capacity, math.MaxInt32)))
+			e.win.add(ms)
 			res.Count++
 		}
 		sh.mu.Unlock()
@@ -498,8 +481,8 @@ func (t *Throttle) evaluate(now time.Time, peer, path string, record, entry bool
 // the (n−capacity+1)-th oldest of them has left it. A timestamp ts leaves
 // once now − period > ts, at ts + period + 1 ms.
 func earliest(w *window, n, capacity int, cut, period, ms int64) time.Duration {
-	first := w.n - int32(n) // index of the oldest unexpired timestamp
-	ts := w.at(first + int32(n-capacity))
+	first := w.len() - n // index of the oldest unexpired timestamp
+	ts := w.at(first + n - capacity)
 	return time.Duration(ts+period+1-ms) * time.Millisecond
 }
 
@@ -535,7 +518,7 @@ func (t *Throttle) AddWaiter(peer, typ string, delta int) {
 	old := e.waiters
 	e.waiters = max(0, old+delta)
 	change := e.waiters - old
-	if e.waiters == 0 && e.win.n == 0 {
+	if e.waiters == 0 && e.win.len() == 0 {
 		delete(sh.m, k)
 		t.keys.Add(-1)
 	}
@@ -561,7 +544,7 @@ func (t *Throttle) Cleanup(now time.Time) int {
 			if d := e.win.dropBefore(cut); d > 0 {
 				t.timestamps.Add(-int64(d))
 			}
-			if e.win.n == 0 && e.waiters == 0 {
+			if e.win.len() == 0 && e.waiters == 0 {
 				delete(sh.m, k)
 				removed++
 			}
@@ -574,8 +557,8 @@ func (t *Throttle) Cleanup(now time.Time) int {
 
 // Stats returns the counters and gauges. Each number is read atomically;
 // together they are not one consistent cut.
-func (t *Throttle) Stats() ThrottleStats {
-	return ThrottleStats{
+func (t *Throttle) Stats() Stats {
+	return Stats{
 		Keys:       t.keys.Load(),
 		Timestamps: t.timestamps.Load(),
 		Waiters:    t.waiters.Load(),
@@ -584,25 +567,19 @@ func (t *Throttle) Stats() ThrottleStats {
 		Delayed:    t.delayed.Load(),
 		Exempt:     t.exempt.Load(),
 		Off:        t.off.Load(),
+		Since:      t.since,
 	}
 }
 
 // Keys returns the tracked keys as of now, those with the most waiters
 // first, then the fullest, then by peer and type; at most limit of them
-// (limit ≤ 0: all), kept in a bounded heap while it reads the keys.
+// (limit ≤ 0: all).
 // Expired timestamps are not counted (nor removed).
-func (t *Throttle) Keys(now time.Time, limit int) []ThrottleKeyView {
+func (t *Throttle) Keys(now time.Time, limit int) []KeyView {
 	st := t.set.Load()
 	ms := now.UnixMilli()
 	cut := ms - st.period
-	top := topK[ThrottleKeyView]{keep: limit, cmp: func(a, b ThrottleKeyView) int {
-		return cmp.Or(
-			cmp.Compare(b.Waiters, a.Waiters),
-			cmp.Compare(b.Count, a.Count),
-			cmp.Compare(a.Peer, b.Peer),
-			cmp.Compare(a.Type, b.Type),
-		)
-	}}
+	var keys []KeyView
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -611,25 +588,36 @@ func (t *Throttle) Keys(now time.Time, limit int) []ThrottleKeyView {
 			if !ok {
 				capacity = st.def.cap // a type no rule gives any more
 			}
-			n := int(e.win.countFrom(cut))
-			v := ThrottleKeyView{Peer: k.peer, Type: k.typ, Count: n, Capacity: capacity, Waiters: e.waiters}
+			n := e.win.countFrom(cut)
+			v := KeyView{Peer: k.peer, Type: k.typ, Count: n, Capacity: capacity, Waiters: e.waiters}
 			if n >= capacity {
 				v.EarliestIn = earliest(&e.win, n, capacity, cut, st.period, ms)
 			}
-			top.offer(v)
+			keys = append(keys, v)
 		}
 		sh.mu.Unlock()
 	}
-	return top.sorted()
+	slices.SortFunc(keys, func(a, b KeyView) int {
+		return cmp.Or(
+			cmp.Compare(b.Waiters, a.Waiters),
+			cmp.Compare(b.Count, a.Count),
+			cmp.Compare(a.Peer, b.Peer),
+			cmp.Compare(a.Type, b.Type),
+		)
+	})
+	if limit > 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
+	return keys
 }
 
 // Snapshot returns the switch and every key's unexpired timestamps as of
 // now, keys sorted by peer and type. It locks one shard at a time, so
 // evaluations go on while it runs; each key is copied consistently.
-func (t *Throttle) Snapshot(now time.Time) ThrottleSnapshot {
+func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
 	ms := now.UnixMilli()
 	cut := ms - t.set.Load().period
-	s := ThrottleSnapshot{TakenAt: ms, Enabled: t.Enabled(), Keys: []ThrottleKeyRecord{}}
+	s := limiter.ThrottleSnapshot{TakenAt: ms, Enabled: t.Enabled(), Keys: []limiter.ThrottleKeyRecord{}}
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -638,15 +626,15 @@ func (t *Throttle) Snapshot(now time.Time) ThrottleSnapshot {
 			if n == 0 {
 				continue
 			}
-			r := ThrottleKeyRecord{Peer: k.peer, Type: k.typ, Timestamps: make([]int64, n)}
-			for j, first := int32(0), e.win.n-n; j < n; j++ {
+			r := limiter.ThrottleKeyRecord{Peer: k.peer, Type: k.typ, Timestamps: make([]int64, n)}
+			for j, first := 0, e.win.len()-n; j < n; j++ {
 				r.Timestamps[j] = e.win.at(first + j)
 			}
 			s.Keys = append(s.Keys, r)
 		}
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(s.Keys, func(a, b ThrottleKeyRecord) int {
+	slices.SortFunc(s.Keys, func(a, b limiter.ThrottleKeyRecord) int {
 		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Type, b.Type))
 	})
 	return s
@@ -658,7 +646,7 @@ func (t *Throttle) Snapshot(now time.Time) ThrottleSnapshot {
 // counts as taken now: every timestamp is shifted back by the difference,
 // so no gap is invented. A timestamp later than its snapshot is taken as
 // the snapshot's time; empty peers or types are skipped.
-func (t *Throttle) Restore(now time.Time, s ThrottleSnapshot) {
+func (t *Throttle) Restore(now time.Time, s limiter.ThrottleSnapshot) {
 	ms := now.UnixMilli()
 	cut := ms - t.set.Load().period
 	shift := int64(0)
@@ -673,7 +661,7 @@ func (t *Throttle) Restore(now time.Time, s ThrottleSnapshot) {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.m {
-			t.timestamps.Add(-int64(e.win.n))
+			t.timestamps.Add(-int64(e.win.len()))
 			e.win = window{}
 			if e.waiters == 0 {
 				delete(sh.m, k)
@@ -707,7 +695,7 @@ func (t *Throttle) Restore(now time.Time, s ThrottleSnapshot) {
 			t.keys.Add(1)
 		}
 		for _, x := range ts {
-			e.win.add(x, math.MaxInt32)
+			e.win.add(x)
 		}
 		sh.mu.Unlock()
 		t.timestamps.Add(int64(len(ts)))

@@ -1,45 +1,43 @@
-package web
+package live
 
 import (
 	"context"
 	"maps"
 	"slices"
 	"sync"
-
-	"github.com/limiterd/limiterd/limiter"
 )
 
 // MemoryStore is a Store that keeps everything in process memory: live
 // edits last until the process ends. It is safe for concurrent use.
 type MemoryStore struct {
 	mu    sync.Mutex
-	state limiter.LiveState
-	audit []limiter.AuditEntry
+	state LiveState
+	audit []AuditEntry
 }
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{state: limiter.LiveState{Overrides: map[string]limiter.Override{}}}
+	return &MemoryStore{state: LiveState{Overrides: map[string]Override{}}}
 }
 
 // LoadLive implements Store.
-func (m *MemoryStore) LoadLive(context.Context) (limiter.LiveState, error) {
+func (m *MemoryStore) LoadLive(context.Context) (LiveState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return limiter.LiveState{
+	return LiveState{
 		Overrides:  maps.Clone(m.state.Overrides),
 		Exemptions: slices.Clone(m.state.Exemptions),
 		Disabled:   m.state.Disabled,
 	}, nil
 }
 
-func (m *MemoryStore) record(a limiter.AuditEntry) {
+func (m *MemoryStore) record(a AuditEntry) {
 	a.ID = uint64(len(m.audit)) + 1
 	m.audit = append(m.audit, a)
 }
 
 // SetOverride implements Store.
-func (m *MemoryStore) SetOverride(_ context.Context, group string, o limiter.Override, a limiter.AuditEntry) error {
+func (m *MemoryStore) SetOverride(_ context.Context, group string, o Override, a AuditEntry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if o == nil {
@@ -52,7 +50,7 @@ func (m *MemoryStore) SetOverride(_ context.Context, group string, o limiter.Ove
 }
 
 // AddExemption implements Store.
-func (m *MemoryStore) AddExemption(_ context.Context, e limiter.Exemption, a limiter.AuditEntry) error {
+func (m *MemoryStore) AddExemption(_ context.Context, e Exemption, a AuditEntry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.state.Exemptions = append(m.state.Exemptions, e)
@@ -61,16 +59,16 @@ func (m *MemoryStore) AddExemption(_ context.Context, e limiter.Exemption, a lim
 }
 
 // RemoveExemption implements Store.
-func (m *MemoryStore) RemoveExemption(_ context.Context, e limiter.Exemption, a limiter.AuditEntry) error {
+func (m *MemoryStore) RemoveExemption(_ context.Context, e Exemption, a AuditEntry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.state.Exemptions = slices.DeleteFunc(m.state.Exemptions, func(x limiter.Exemption) bool { return x.Kind == e.Kind && x.Value == e.Value })
+	m.state.Exemptions = slices.DeleteFunc(m.state.Exemptions, func(x Exemption) bool { return x.Kind == e.Kind && x.Value == e.Value })
 	m.record(a)
 	return nil
 }
 
 // SetDisabled implements Store.
-func (m *MemoryStore) SetDisabled(_ context.Context, disabled bool, a limiter.AuditEntry) error {
+func (m *MemoryStore) SetDisabled(_ context.Context, disabled bool, a AuditEntry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.state.Disabled = disabled
@@ -79,7 +77,7 @@ func (m *MemoryStore) SetDisabled(_ context.Context, disabled bool, a limiter.Au
 }
 
 // Record implements Store.
-func (m *MemoryStore) Record(_ context.Context, a limiter.AuditEntry) error {
+func (m *MemoryStore) Record(_ context.Context, a AuditEntry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.record(a)
@@ -87,10 +85,10 @@ func (m *MemoryStore) Record(_ context.Context, a limiter.AuditEntry) error {
 }
 
 // Audit implements Store.
-func (m *MemoryStore) Audit(_ context.Context, limit int, before uint64) ([]limiter.AuditEntry, error) {
+func (m *MemoryStore) Audit(_ context.Context, limit int, before uint64) ([]AuditEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []limiter.AuditEntry
+	var out []AuditEntry
 	for i := len(m.audit) - 1; i >= 0 && len(out) < limit; i-- {
 		if before == 0 || m.audit[i].ID < before {
 			out = append(out, m.audit[i])

@@ -1,4 +1,4 @@
-package limiter_test
+package throttle_test
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // thrT0 is the throttle tests' fake timeline origin.
@@ -20,16 +21,16 @@ func thrAt(ms int64) time.Time { return thrT0.Add(time.Duration(ms) * time.Milli
 
 // thrConfig is the seed's setup: every path of one type ("api") at rpm,
 // with a 30 s period and 1 s retry interval.
-func thrConfig(rpm int) limiter.ThrottleConfig {
-	return limiter.ThrottleConfig{
+func thrConfig(rpm int) throttle.Config {
+	return throttle.Config{
 		Period: 30 * time.Second, RetryInterval: time.Second,
 		DefaultType: "api", DefaultRPM: rpm,
 	}
 }
 
-func thrNew(t testing.TB, cfg limiter.ThrottleConfig) *limiter.Throttle {
+func thrNew(t testing.TB, cfg throttle.Config) *throttle.Throttle {
 	t.Helper()
-	th, err := limiter.NewThrottle(cfg, thrT0)
+	th, err := throttle.New(thrT0, cfg)
 	if err != nil {
 		t.Fatalf("NewThrottle: %v", err)
 	}
@@ -59,11 +60,11 @@ func thrRetry(at int64, peer, want string, count int) thrStep {
 func (s thrStep) earliest(ms int64) thrStep { s.earliestMS = ms; return s }
 func (s thrStep) on(path string) thrStep    { s.path = path; return s }
 
-func thrRun(t *testing.T, th *limiter.Throttle, steps []thrStep) {
+func thrRun(t *testing.T, th *throttle.Throttle, steps []thrStep) {
 	t.Helper()
 	for i, s := range steps {
 		now := thrAt(s.at)
-		var r limiter.ThrottleResult
+		var r throttle.Result
 		switch s.op {
 		case "try":
 			r = th.Try(now, s.peer, s.path)
@@ -125,13 +126,13 @@ func TestCapacity(t *testing.T) {
 		-5: 1, 0: 1, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 10: 4, 40: 16, 60: 24, 180: 72,
 		200: 80, 240: 96, 900: 360, 12000: 4800, 1<<31 - 1: 858993458,
 	} {
-		if got := limiter.Capacity(rpm); got != want {
+		if got := throttle.Capacity(rpm); got != want {
 			t.Errorf("Capacity(%d) = %d, want %d", rpm, got, want)
 		}
 	}
 	// The formula without overflow: max(1, floor((rpm div 2)·80/100)).
 	for rpm := 0; rpm < 100000; rpm += 7 {
-		if got, want := limiter.Capacity(rpm), max(1, (rpm/2)*80/100); got != want {
+		if got, want := throttle.Capacity(rpm), max(1, (rpm/2)*80/100); got != want {
 			t.Fatalf("Capacity(%d) = %d, want %d", rpm, got, want)
 		}
 	}
@@ -199,7 +200,7 @@ func TestThrottleSeed(t *testing.T) {
 	})
 	t.Run("peers are independent", func(t *testing.T) {
 		cfg := thrConfig(10)
-		cfg.Rules = []limiter.ThrottleRule{{Type: "chunk", RPM: 12000, Paths: []string{"/chunk/**"}}}
+		cfg.Rules = []throttle.Rule{{Type: "chunk", RPM: 12000, Paths: []string{"/chunk/**"}}}
 		th := thrNew(t, cfg)
 		thrRun(t, th, []thrStep{
 			thrTry(0, "peer1", "admit", 1), thrTry(0, "peer1", "admit", 2),
@@ -325,7 +326,7 @@ func TestThrottleRegexPaths(t *testing.T) {
 			t.Errorf("exempt path %q, Try(%q).Exempt = %v, want %v", r.pattern, r.path, got, r.want)
 		}
 		cfg = thrConfig(900)
-		cfg.Rules = []limiter.ThrottleRule{{Type: "x", RPM: 60, Paths: []string{r.pattern}}}
+		cfg.Rules = []throttle.Rule{{Type: "x", RPM: 60, Paths: []string{r.pattern}}}
 		typ, _ := thrNew(t, cfg).Classify(r.path)
 		if got := typ == "x"; got != r.want {
 			t.Errorf("rule %q, Classify(%q) = %q", r.pattern, r.path, typ)
@@ -335,7 +336,7 @@ func TestThrottleRegexPaths(t *testing.T) {
 
 // The shipped table, SPEC §11.3: every row.
 func TestArweaveThrottleRules(t *testing.T) {
-	th := thrNew(t, limiter.ArweaveThrottleConfig())
+	th := thrNew(t, throttle.ArweaveConfig())
 	for _, r := range []struct {
 		path, typ string
 		rpm       int
@@ -379,11 +380,11 @@ func TestArweaveThrottleRules(t *testing.T) {
 			t.Errorf("Classify(%q) = %q, %d; want %q, %d", r.path, typ, rpm, r.typ, r.rpm)
 		}
 		res := th.Peek(thrT0, "p", r.path)
-		if res.Type != r.typ || res.Capacity != limiter.Capacity(r.rpm) {
-			t.Errorf("Peek(%q) = %+v, want type %q capacity %d", r.path, res, r.typ, limiter.Capacity(r.rpm))
+		if res.Type != r.typ || res.Capacity != throttle.Capacity(r.rpm) {
+			t.Errorf("Peek(%q) = %+v, want type %q capacity %d", r.path, res, r.typ, throttle.Capacity(r.rpm))
 		}
 	}
-	a, b := limiter.ArweaveThrottleRules(), limiter.ArweaveThrottleRules()
+	a, b := throttle.ArweaveRules(), throttle.ArweaveRules()
 	a[0].Paths[0] = "changed"
 	if b[0].Paths[0] != "/chunk/**" {
 		t.Error("ArweaveThrottleRules shares its slices")
@@ -391,30 +392,30 @@ func TestArweaveThrottleRules(t *testing.T) {
 }
 
 func TestNewThrottleErrors(t *testing.T) {
-	good := limiter.ArweaveThrottleConfig
+	good := throttle.ArweaveConfig
 	for _, r := range []struct {
-		edit func(*limiter.ThrottleConfig)
+		edit func(*throttle.Config)
 		want string
 	}{
-		{func(c *limiter.ThrottleConfig) { c.Period = 0 }, "throttle.period: must be at least 1ms"},
-		{func(c *limiter.ThrottleConfig) { c.RetryInterval = time.Microsecond }, "throttle.retry_interval: must be at least 1ms"},
-		{func(c *limiter.ThrottleConfig) { c.DefaultType = "" }, "throttle.default_type: must not be empty"},
-		{func(c *limiter.ThrottleConfig) { c.DefaultRPM = -1 }, "throttle.default_rpm: must be ≥ 0"},
-		{func(c *limiter.ThrottleConfig) { c.ExemptPeers = []string{"a", ""} }, "throttle.exempt_peers[1]: must not be empty"},
-		{func(c *limiter.ThrottleConfig) { c.ExemptPaths = []string{"re:("} }, `throttle.exempt_paths[0]: "re:(": bad regular expression`},
-		{func(c *limiter.ThrottleConfig) { c.Rules[2].Paths = []string{"/ok", "/a**"} }, `throttle.rule[2].paths[1]: "/a**"`},
-		{func(c *limiter.ThrottleConfig) { c.Rules[1].Type = "" }, "throttle.rule[1].type: must not be empty"},
-		{func(c *limiter.ThrottleConfig) { c.Rules[3].RPM = -2 }, "throttle.rule[3].rpm: must be ≥ 0"},
-		{func(c *limiter.ThrottleConfig) { c.Rules[4].Paths = nil }, "throttle.rule[4].paths: at least one pattern"},
+		{func(c *throttle.Config) { c.Period = 0 }, "throttle.period: must be at least 1ms"},
+		{func(c *throttle.Config) { c.RetryInterval = time.Microsecond }, "throttle.retry_interval: must be at least 1ms"},
+		{func(c *throttle.Config) { c.DefaultType = "" }, "throttle.default_type: must not be empty"},
+		{func(c *throttle.Config) { c.DefaultRPM = -1 }, "throttle.default_rpm: must be ≥ 0"},
+		{func(c *throttle.Config) { c.ExemptPeers = []string{"a", ""} }, "throttle.exempt_peers[1]: must not be empty"},
+		{func(c *throttle.Config) { c.ExemptPaths = []string{"re:("} }, `throttle.exempt_paths[0]: "re:(": bad regular expression`},
+		{func(c *throttle.Config) { c.Rules[2].Paths = []string{"/ok", "/a**"} }, `throttle.rule[2].paths[1]: "/a**"`},
+		{func(c *throttle.Config) { c.Rules[1].Type = "" }, "throttle.rule[1].type: must not be empty"},
+		{func(c *throttle.Config) { c.Rules[3].RPM = -2 }, "throttle.rule[3].rpm: must be ≥ 0"},
+		{func(c *throttle.Config) { c.Rules[4].Paths = nil }, "throttle.rule[4].paths: at least one pattern"},
 	} {
 		cfg := good()
 		r.edit(&cfg)
-		_, err := limiter.NewThrottle(cfg, thrT0)
+		_, err := throttle.New(thrT0, cfg)
 		if err == nil || !strings.HasPrefix(err.Error(), r.want) {
 			t.Errorf("NewThrottle: %v, want %q…", err, r.want)
 			continue
 		}
-		var te *limiter.ThrottleError
+		var te *throttle.ConfigError
 		if !errors.As(err, &te) || !strings.HasPrefix(r.want, te.Key+":") {
 			t.Errorf("%v: not a *ThrottleError with its key", err)
 		}
@@ -494,7 +495,7 @@ func TestThrottleCleanup(t *testing.T) {
 }
 
 func TestThrottleKeysAndWaiters(t *testing.T) {
-	th := thrNew(t, limiter.ArweaveThrottleConfig())
+	th := thrNew(t, throttle.ArweaveConfig())
 	now := thrAt(0)
 	th.Try(now, "1.2.3.4:1984", "/hash_list") // block_index: capacity 1
 	th.Try(now, "1.2.3.4:1984", "/chunk/1")
@@ -506,7 +507,7 @@ func TestThrottleKeysAndWaiters(t *testing.T) {
 	th.AddWaiter("1.2.3.4:1984", "block_index", 1)
 	th.AddWaiter("1.2.3.4:1984", "block_index", 1)
 	got := th.Keys(thrAt(1000), 0)
-	want := []limiter.ThrottleKeyView{
+	want := []throttle.KeyView{
 		{Peer: "1.2.3.4:1984", Type: "block_index", Count: 1, Capacity: 1, Waiters: 2, EarliestIn: 29001 * time.Millisecond},
 		{Peer: "1.2.3.4:1984", Type: "chunk", Count: 2, Capacity: 4800},
 		{Peer: "peer-b", Type: "default", Count: 1, Capacity: 360},
@@ -644,7 +645,7 @@ func TestThrottleConcurrentOneKey(t *testing.T) {
 }
 
 func TestThrottleConcurrentManyKeys(t *testing.T) {
-	th := thrNew(t, limiter.ArweaveThrottleConfig())
+	th := thrNew(t, throttle.ArweaveConfig())
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -652,7 +653,7 @@ func TestThrottleConcurrentManyKeys(t *testing.T) {
 				peer := fmt.Sprintf("peer-%d", (g*2000+i)%500)
 				th.Try(thrAt(int64(i)), peer, "/hash_list")
 				if i%500 == 0 {
-					cfg := limiter.ArweaveThrottleConfig()
+					cfg := throttle.ArweaveConfig()
 					cfg.DefaultRPM = 100 + i
 					if err := th.Apply(cfg); err != nil {
 						t.Error(err)
@@ -671,7 +672,7 @@ func TestThrottleConcurrentManyKeys(t *testing.T) {
 }
 
 func BenchmarkThrottleTry(b *testing.B) {
-	th := thrNew(b, limiter.ArweaveThrottleConfig())
+	th := thrNew(b, throttle.ArweaveConfig())
 	peers := make([]string, 1024)
 	for i := range peers {
 		peers[i] = fmt.Sprintf("10.0.%d.%d:1984", i/256, i%256)

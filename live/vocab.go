@@ -1,4 +1,9 @@
-package limiter
+// Package live holds the operators' live settings: overrides of group
+// keys, the live exemption and deny lists and the global switch. Live
+// validates an edit, makes it durable through a Store, applies it to the
+// limiter and audits it, in that order; the package also owns the
+// vocabulary of those edits (Override, Exemption, FieldError, AuditEntry).
+package live
 
 import (
 	"encoding/json"
@@ -6,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // ExemptionKind names a list of live exemptions.
@@ -32,7 +39,7 @@ func (e Exemption) Normalize() (Exemption, error) {
 	e.Value = strings.TrimSpace(e.Value)
 	switch e.Kind {
 	case ExemptPeer, DenyPeer:
-		p, err := ParsePrefix(e.Value)
+		p, err := limiter.ParsePrefix(e.Value)
 		if err != nil {
 			return e, &FieldError{Field: "value", Problem: err.Error()}
 		}
@@ -42,7 +49,7 @@ func (e Exemption) Normalize() (Exemption, error) {
 			e.Value = p.String()
 		}
 	case ExemptPath:
-		if _, err := ParsePattern(e.Value); err != nil {
+		if _, err := limiter.ParsePattern(e.Value); err != nil {
 			return e, &FieldError{Field: "value", Problem: err.Error()}
 		}
 	default:
@@ -74,17 +81,17 @@ func (e *FieldError) Error() string {
 type Override map[string]any
 
 // ParseOverride reads a JSON object of group keys, rejecting unknown keys
-// and values of the wrong type, and returns it as a PartialGroup and the
+// and values of the wrong type, and returns it as a limiter.PartialGroup and the
 // canonical Override. The error names the key; a body that is not a JSON
 // object gives an error wrapping the *json.SyntaxError or
 // *json.UnmarshalTypeError.
-func ParseOverride(body []byte) (PartialGroup, Override, error) {
+func ParseOverride(body []byte) (limiter.PartialGroup, Override, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return PartialGroup{}, nil, fmt.Errorf("the body is not a JSON object: %w", err)
+		return limiter.PartialGroup{}, nil, fmt.Errorf("the body is not a JSON object: %w", err)
 	}
 	if len(raw) == 0 {
-		return PartialGroup{}, nil, &FieldError{Problem: "the body names no key to change"}
+		return limiter.PartialGroup{}, nil, &FieldError{Problem: "the body names no key to change"}
 	}
 	o := Override{}
 	for k, v := range raw {
@@ -93,36 +100,36 @@ func ParseOverride(body []byte) (PartialGroup, Override, error) {
 		// "", and a string holding digits for a json.Number.
 		lit := strings.TrimSpace(string(v))
 		switch k {
-		case KeyManualReductionOff:
+		case limiter.KeyManualReductionOff:
 			if lit != "true" && lit != "false" {
-				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be true or false, got " + lit}
+				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be true or false, got " + lit}
 			}
 			val = lit == "true"
-		case KeyMode:
+		case limiter.KeyMode:
 			var s string
 			if err := json.Unmarshal(v, &s); err != nil {
-				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be a string"}
+				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be a string"}
 			}
-			if _, err := ParseMode(s); err != nil {
-				return PartialGroup{}, nil, &FieldError{Field: k, Problem: err.Error()}
+			if _, err := limiter.ParseMode(s); err != nil {
+				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: err.Error()}
 			}
 			val = s
 		default:
 			if !isIntKey(k) {
-				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "unknown key"}
+				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "unknown key"}
 			}
 			if lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {
-				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be an integer, got " + lit}
+				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be an integer, got " + lit}
 			}
 			var n json.Number
 			dec := json.NewDecoder(strings.NewReader(string(v)))
 			dec.UseNumber()
 			if err := dec.Decode(&n); err != nil {
-				return PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be an integer"}
+				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be an integer"}
 			}
 			i, err := n.Int64()
 			if err != nil {
-				return PartialGroup{}, nil, &FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %s", n)}
+				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %s", n)}
 			}
 			val = i
 		}
@@ -134,29 +141,29 @@ func ParseOverride(body []byte) (PartialGroup, Override, error) {
 
 func isIntKey(k string) bool {
 	switch k {
-	case KeySlidingWindowLimit, KeySlidingWindowDuration, KeyCleanupInterval, KeyCleanupExpiry,
-		KeyLeakyLimit, KeyLeakyTickInterval, KeyLeakyTickReduction, KeyConcurrencyLimit:
+	case limiter.KeySlidingWindowLimit, limiter.KeySlidingWindowDuration, limiter.KeyCleanupInterval, limiter.KeyCleanupExpiry,
+		limiter.KeyLeakyLimit, limiter.KeyLeakyTickInterval, limiter.KeyLeakyTickReduction, limiter.KeyConcurrencyLimit:
 		return true
 	}
 	return false
 }
 
-// Partial converts o to a PartialGroup. Numbers may be int64, int or
+// Partial converts o to a limiter.PartialGroup. Numbers may be int64, int or
 // float64 with an integral value (as decoded from JSON).
-func (o Override) Partial() (PartialGroup, error) {
-	var p PartialGroup
+func (o Override) Partial() (limiter.PartialGroup, error) {
+	var p limiter.PartialGroup
 	for _, k := range o.Keys() {
 		v := o[k]
 		switch k {
-		case KeyManualReductionOff:
+		case limiter.KeyManualReductionOff:
 			b, ok := v.(bool)
 			if !ok {
 				return p, &FieldError{Field: k, Problem: "must be true or false"}
 			}
 			p.ManualReductionDisabled = &b
-		case KeyMode:
+		case limiter.KeyMode:
 			s, _ := v.(string)
-			m, err := ParseMode(s)
+			m, err := limiter.ParseMode(s)
 			if err != nil {
 				return p, &FieldError{Field: k, Problem: err.Error()}
 			}
@@ -177,10 +184,10 @@ func (o Override) Partial() (PartialGroup, error) {
 				return p, &FieldError{Field: k, Problem: "must be an integer"}
 			}
 			dst := map[string]**int64{
-				KeySlidingWindowLimit: &p.SlidingWindowLimit, KeySlidingWindowDuration: &p.SlidingWindowDuration,
-				KeyCleanupInterval: &p.CleanupInterval, KeyCleanupExpiry: &p.CleanupExpiry,
-				KeyLeakyLimit: &p.LeakyLimit, KeyLeakyTickInterval: &p.LeakyTickInterval,
-				KeyLeakyTickReduction: &p.LeakyTickReduction, KeyConcurrencyLimit: &p.ConcurrencyLimit,
+				limiter.KeySlidingWindowLimit: &p.SlidingWindowLimit, limiter.KeySlidingWindowDuration: &p.SlidingWindowDuration,
+				limiter.KeyCleanupInterval: &p.CleanupInterval, limiter.KeyCleanupExpiry: &p.CleanupExpiry,
+				limiter.KeyLeakyLimit: &p.LeakyLimit, limiter.KeyLeakyTickInterval: &p.LeakyTickInterval,
+				limiter.KeyLeakyTickReduction: &p.LeakyTickReduction, limiter.KeyConcurrencyLimit: &p.ConcurrencyLimit,
 			}[k]
 			if dst == nil {
 				return p, &FieldError{Field: k, Problem: "unknown key"}
@@ -191,14 +198,14 @@ func (o Override) Partial() (PartialGroup, error) {
 	return p, nil
 }
 
-// Keys returns o's keys in the order of GroupKeys.
+// Keys returns o's keys in the order of limiter.GroupKeys.
 func (o Override) Keys() []string {
 	out := make([]string, 0, len(o))
 	for k := range o {
 		out = append(out, k)
 	}
 	order := map[string]int{}
-	for i, k := range GroupKeys {
+	for i, k := range limiter.GroupKeys {
 		order[k] = i
 	}
 	sort.Slice(out, func(a, b int) bool {
@@ -213,33 +220,6 @@ func (o Override) Keys() []string {
 		return out[a] < out[b]
 	})
 	return out
-}
-
-// Value returns the value of key in s as a JSON-ready value.
-func (s GroupSettings) Value(key string) (any, bool) {
-	switch key {
-	case KeySlidingWindowLimit:
-		return s.SlidingWindowLimit, true
-	case KeySlidingWindowDuration:
-		return s.SlidingWindowDuration, true
-	case KeyCleanupInterval:
-		return s.CleanupInterval, true
-	case KeyCleanupExpiry:
-		return s.CleanupExpiry, true
-	case KeyLeakyLimit:
-		return s.LeakyLimit, true
-	case KeyLeakyTickInterval:
-		return s.LeakyTickInterval, true
-	case KeyLeakyTickReduction:
-		return s.LeakyTickReduction, true
-	case KeyConcurrencyLimit:
-		return s.ConcurrencyLimit, true
-	case KeyManualReductionOff:
-		return s.ManualReductionDisabled, true
-	case KeyMode:
-		return s.Mode.String(), true
-	}
-	return nil, false
 }
 
 // AuditEntry records one change an operator made: when, who (a token or a

@@ -1,10 +1,10 @@
-package limiter_test
+package live_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // TestParseOverride: a live edit takes values of the keys' own JSON kinds
@@ -24,13 +24,13 @@ func TestParseOverride(t *testing.T) {
 		{`{"leaky_limt": 5}`, "leaky_limt", "unknown key"},
 		{`{}`, "", "the body names no key to change"},
 	} {
-		_, _, err := limiter.ParseOverride([]byte(c.body))
-		fe, ok := err.(*limiter.FieldError)
+		_, _, err := live.ParseOverride([]byte(c.body))
+		fe, ok := err.(*live.FieldError)
 		if !ok || fe.Field != c.field || !strings.Contains(fe.Problem, c.problem) {
 			t.Errorf("%s: %v, want a FieldError of %q saying %q", c.body, err, c.field, c.problem)
 		}
 	}
-	p, o, err := limiter.ParseOverride([]byte(`{"is_manual_reduction_disabled": false, "leaky_limit": -0, "concurrency_limit": 20, "mode": "dry_run"}`))
+	p, o, err := live.ParseOverride([]byte(`{"is_manual_reduction_disabled": false, "leaky_limit": -0, "concurrency_limit": 20, "mode": "dry_run"}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,25 @@
+package web
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/limiterd/limiterd/store"
+)
+
+// OpenTestStore opens a bbolt store in tb.TempDir() for the live settings
+// and the sessions of a test Server, and closes it at cleanup: the tests
+// run on the daemon's real store, not an imitation of it.
+func OpenTestStore(tb testing.TB) *store.DB {
+	tb.Helper()
+	db, err := store.Open(filepath.Join(tb.TempDir(), "limiterd.db"), store.Options{})
+	if err != nil {
+		tb.Fatalf("open the test store: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			tb.Errorf("close the test store: %v", err)
+		}
+	})
+	return db
+}
