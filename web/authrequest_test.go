@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/jsonreply"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 )
@@ -170,7 +171,7 @@ func TestAuthRequestBadHeaders(t *testing.T) {
 		{"GET", "/info", "unix:", hdrRealIP},
 	} {
 		w := authRequest(s, c.method, c.uri, c.ip)
-		var body apiError
+		var body jsonreply.Error
 		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
 			t.Fatalf("%+v: body %q: %v", c, w.Body, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/static"
@@ -187,19 +188,8 @@ func (d *dashboard) renderError(w http.ResponseWriter, r *http.Request, status i
 
 // fail shows err as a page with the status the admin API would use.
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status := http.StatusInternalServerError
-	var fe *live.FieldError
-	var se *limiter.SettingError
-	switch {
-	case errors.As(err, &fe), errors.As(err, &se):
-		status = http.StatusUnprocessableEntity
-	case errors.Is(err, errBadRequest):
-		status = http.StatusBadRequest
-	case errors.Is(err, live.ErrNotFound):
-		status = http.StatusNotFound
-	case errors.Is(err, live.ErrExists):
-		status = http.StatusConflict
-	default:
+	status, _ := statusOf(err)
+	if status == http.StatusInternalServerError {
 		d.s.log.Error("dashboard", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	d.renderError(w, r, status, err.Error())
@@ -282,7 +272,7 @@ func (d *dashboard) overview() templates.Overview {
 		}
 		o.Groups = append(o.Groups, templates.GroupRow{Name: name, Mode: mode, Stats: stats[name]})
 	}
-	pg := d.s.peers.Query(PeerQuery{Sort: "rejections", Limit: 10})
+	pg := d.s.peers.Query(insight.PeerQuery{Sort: "rejections", Limit: 10})
 	top, total := pg.Rows, pg.Total
 	o.Tracked = total
 	for _, v := range top {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
@@ -48,7 +49,7 @@ var benchPages = []struct{ name, path string }{
 // benchDashboard is a Server over 1 000 000 tracked entries with its
 // background state as Run would have made it after an hour: the peer
 // index built, an hour of per-second history, the peer history full
-// (PeerHistoryMax peers, an hour each), 5000 audit entries, live and file
+// (insight.PeerHistoryMax peers, an hour each), 5000 audit entries, live and file
 // exemptions and an outbound throttle with 2000 keys. It serves the admin
 // handler on loopback and returns the base URL and a session cookie.
 func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time) {
@@ -86,27 +87,27 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 	// What Run builds in the background.
 	s.peers.Refresh()
 	stats := lim.Stats()
-	for i := range HistorySeconds {
+	for i := range insight.HistorySeconds {
 		for g, st := range stats {
 			st.Requests += uint64(i * 7)
 			st.AllowedLeaky += uint64(i * 5)
 			st.RejectedRateLimit += uint64(i * 2)
 			stats[g] = st
 		}
-		s.history.Sample(t0.Add(time.Duration(i-HistorySeconds+1)*time.Second), stats)
+		s.history.Sample(t0.Add(time.Duration(i-insight.HistorySeconds+1)*time.Second), stats)
 	}
 	keys := append(s.historyTop(), limiter.KeyFromAddr(netip.MustParseAddr("11.3.16.7"), 64))
-	for i := 0; len(keys) < PeerHistoryMax; i++ {
+	for i := 0; len(keys) < insight.PeerHistoryMax; i++ {
 		keys = append(keys, limiter.KeyFromAddr(netip.AddrFrom4([4]byte{11, 3, byte(i >> 8), byte(i)}), 64))
 	}
-	for i := range PeerHistoryPoints + 1 {
-		at := t0.Add(time.Duration(i-PeerHistoryPoints) * PeerHistoryStep)
+	for i := range insight.PeerHistoryPoints + 1 {
+		at := t0.Add(time.Duration(i-insight.PeerHistoryPoints) * insight.PeerHistoryStep)
 		n := uint64(i)
 		s.peerHist.Sample(at, keys, func(k limiter.PeerKey) []limiter.EntryView {
 			return []limiter.EntryView{{GroupID: 1, Requests: n * 9, RejectedRateLimit: n * 3, Inflight: int64(n % 4)}}
 		})
 	}
-	if s.peerHist.Len() != PeerHistoryMax {
+	if s.peerHist.Len() != insight.PeerHistoryMax {
 		b.Fatalf("peer history holds %d peers", s.peerHist.Len())
 	}
 
@@ -191,7 +192,7 @@ func BenchmarkDashboardPages1M(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) { measure(b, p.path) })
 	}
 	// What Run does in the background, for scale: one peer history
-	// sample (PeerHistoryMax peers read live, the top lists from the index).
+	// sample (insight.PeerHistoryMax peers read live, the top lists from the index).
 	b.Run("sample-peer-history", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			s.SamplePeerHistory()

@@ -2,7 +2,6 @@ package web
 
 import (
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -11,13 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/templates"
 )
-
-// peerSorts are the peers page's orders, as QueryPeers names them.
-var peerSorts = []string{"rejections", "requests", "tokens", "last_seen", "inflight"}
 
 // peerFlashes are the messages of a peer's page after an action.
 var peerFlashes = map[string]string{
@@ -62,23 +59,23 @@ func peersLink(q url.Values, offset int) string {
 
 func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 	in := r.URL.Query()
-	data := templates.Peers{Q: in.Get("q"), Group: in.Get("group"), Sort: in.Get("sort"), Groups: d.groupNames(), Sorts: peerSorts}
+	data := templates.Peers{Q: in.Get("q"), Group: in.Get("group"), Sort: in.Get("sort"), Groups: d.groupNames(), Sorts: insight.SortOrders()}
 	if data.Sort == "" {
 		data.Sort = "rejections"
 	}
-	q, err := ParsePeerQuery(in)
+	q, err := insight.ParsePeerQuery(in)
 	if err == nil && q.Group != "" {
 		if _, ok := d.s.lim.GroupID(q.Group); !ok {
 			err = &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", q.Group)}
 		}
 	}
 	if err != nil {
-		var fe *live.FieldError
-		if !errors.As(err, &fe) {
+		status, field := statusOf(err)
+		if status != http.StatusUnprocessableEntity {
 			d.fail(w, r, err)
 			return
 		}
-		data.Error, data.Field = err.Error(), fe.Field
+		data.Error, data.Field = err.Error(), field
 		render(w, r, http.StatusUnprocessableEntity, templates.PeersPage(d.page(r, "Peers", "/peers"), data))
 		return
 	}
@@ -158,10 +155,10 @@ func peerHistoryURL(k limiter.PeerKey) string {
 
 // peerHistoryView is the peer page's history section: the chart's
 // endpoint and, for no JavaScript, s summed by peerHistoryBucket.
-func peerHistoryView(k limiter.PeerKey, s PeerSeries, isNew bool) templates.PeerHistory {
+func peerHistoryView(k limiter.PeerKey, s insight.PeerSeries, isNew bool) templates.PeerHistory {
 	h := templates.PeerHistory{
 		URL: peerHistoryURL(k), New: isNew, Step: s.Step,
-		Watch: minutesText(PeerHistoryWatch), Keep: minutesText(PeerHistoryKeep),
+		Watch: minutesText(insight.PeerHistoryWatch), Keep: minutesText(insight.PeerHistoryKeep),
 		BucketMinutes: int(peerHistoryBucket / time.Minute),
 	}
 	if s.Since > 0 {
@@ -199,8 +196,8 @@ func minutesText(d time.Duration) string {
 
 // handlePeerHistory serves GET /peer/history?key=&minutes=: the last
 // minutes (1 to 60, default 60) of the peer's history as JSON
-// (PeerSeries). Fetching it counts as viewing the peer's page: the peer
-// is recorded for PeerHistoryWatch more.
+// (insight.PeerSeries). Fetching it counts as viewing the peer's page: the peer
+// is recorded for insight.PeerHistoryWatch more.
 func (d *dashboard) handlePeerHistory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	k, err := d.peerKey(q.Get("key"))

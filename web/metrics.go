@@ -1,10 +1,9 @@
 package web
 
 import (
-	"sync/atomic"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 )
 
@@ -15,26 +14,6 @@ type StatsSource interface {
 	Evictions() uint64
 	Tracked() int
 	GroupID(name string) (limiter.GroupID, bool)
-}
-
-// ProxyCounters are limiterd's own per-process counters, bumped by the
-// proxy with one atomic add each and read by the collector at scrape time.
-// The zero value is ready; it is safe for concurrent use. Denied requests
-// are not here: the limiter counts them per group (GroupStats.Denied).
-type ProxyCounters struct {
-	// UpstreamErrors counts requests whose upstream could not be reached
-	// or failed mid-response (refused, reset, DNS…), timeouts excepted:
-	// limiterd_upstream_errors_total{kind="unreachable"}.
-	UpstreamErrors atomic.Uint64
-	// UpstreamTimeouts counts requests whose upstream timed out:
-	// limiterd_upstream_errors_total{kind="timeout"}.
-	UpstreamTimeouts atomic.Uint64
-	// ExemptPath counts requests passed on unlimited because their path
-	// is in exempt_paths: limiterd_exempt_path_requests_total.
-	ExemptPath atomic.Uint64
-	// InternalErrors counts requests answered 500 by limiterd itself:
-	// limiterd_internal_errors_total.
-	InternalErrors atomic.Uint64
 }
 
 // The label names and values of the metrics.
@@ -53,8 +32,8 @@ const (
 // metricsCollector is the prometheus.Collector of NewCollector.
 type metricsCollector struct {
 	src   StatsSource
-	lat   *Latencies
-	pc    *ProxyCounters
+	lat   *insight.Latencies
+	pc    *insight.ProxyCounters
 	extra []func(ch chan<- prometheus.Metric)
 
 	requests, rejected, reduce                          *prometheus.Desc
@@ -77,7 +56,7 @@ type metricsCollector struct {
 // be safe to call before the daemon runs. The collector is safe for
 // concurrent use. Its label values are group names and fixed words, never
 // a peer address.
-func NewCollector(src StatsSource, lat *Latencies, pc *ProxyCounters, extra ...func(ch chan<- prometheus.Metric)) prometheus.Collector {
+func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCounters, extra ...func(ch chan<- prometheus.Metric)) prometheus.Collector {
 	group := []string{labelGroup}
 	return &metricsCollector{
 		src: src, lat: lat, pc: pc, extra: extra,
@@ -219,14 +198,15 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	c.collectExtra(ch)
 }
 
-func (c *metricsCollector) collectLatency(ch chan<- prometheus.Metric, name string, h *LatencyHistogram) {
+func (c *metricsCollector) collectLatency(ch chan<- prometheus.Metric, name string, h *insight.LatencyHistogram) {
 	if h == nil {
 		return
 	}
 	cum, count, sum := h.Snapshot()
+	bounds := insight.LatencyBuckets()
 	buckets := make(map[float64]uint64, len(cum))
 	for i, n := range cum {
-		buckets[latencyBoundsMicros[i]] = n
+		buckets[bounds[i]] = n
 	}
 	ch <- prometheus.MustNewConstHistogram(c.responseTime, count, sum, buckets, name)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/web"
 )
@@ -150,7 +151,7 @@ func checkSeries(t *testing.T, got map[string]float64, want map[string]float64) 
 // exposition.
 func TestCollectorMetricsGroup(t *testing.T) {
 	lim := newLimiter(t)
-	var lat web.Latencies
+	var lat insight.Latencies
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(groupOnly{web.NewCollector(lim, &lat, nil), "metrics"})
 
@@ -272,8 +273,8 @@ limiterd_tracked_entries %[9]d
 // counters.
 func TestCollectorAllGroups(t *testing.T) {
 	lim := newLimiter(t)
-	var lat web.Latencies
-	var pc web.ProxyCounters
+	var lat insight.Latencies
+	var pc insight.ProxyCounters
 	reg := prometheus.NewPedanticRegistry()
 	c := web.NewCollector(lim, &lat, &pc)
 	reg.MustRegister(c)
@@ -390,7 +391,7 @@ func TestCollectorAllGroups(t *testing.T) {
 // takes from the Arweave node.
 func TestCollectorLint(t *testing.T) {
 	lim := newLimiter(t)
-	problems, err := testutil.CollectAndLint(web.NewCollector(lim, &web.Latencies{}, &web.ProxyCounters{}))
+	problems, err := testutil.CollectAndLint(web.NewCollector(lim, &insight.Latencies{}, &insight.ProxyCounters{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,8 +449,8 @@ func TestCollectorExtra(t *testing.T) {
 // never go back, and the last scrape sees every request (run with -race).
 func TestCollectorConcurrentScrape(t *testing.T) {
 	lim := newLimiter(t)
-	var lat web.Latencies
-	var pc web.ProxyCounters
+	var lat insight.Latencies
+	var pc insight.ProxyCounters
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(web.NewCollector(lim, &lat, &pc))
 	groups := []limiter.GroupID{groupID(t, lim, "general"), groupID(t, lim, "chunk"), groupID(t, lim, "metrics")}
@@ -523,7 +524,7 @@ func TestCollectorConcurrentScrape(t *testing.T) {
 func BenchmarkCollectorGather(b *testing.B) {
 	lim := newLimiter(b)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(web.NewCollector(lim, &web.Latencies{}, &web.ProxyCounters{}))
+	reg.MustRegister(web.NewCollector(lim, &insight.Latencies{}, &insight.ProxyCounters{}))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := reg.Gather(); err != nil {

@@ -5,7 +5,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -20,9 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/limiterd/limiterd/insight"
+	"github.com/limiterd/limiterd/jsonreply"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
+	"github.com/limiterd/limiterd/ticker"
 )
 
 // Options configure a Server.
@@ -70,20 +72,20 @@ type Server struct {
 	log    *slog.Logger
 	now    func() time.Time
 	proxy  *httputil.ReverseProxy
-	Lat    Latencies
-	Counts ProxyCounters
+	Lat    insight.Latencies
+	Counts insight.ProxyCounters
 	leases *leases
 	// fails counts failed logins per client address.
 	fails *authFails
 	// history is the per-second history of the counters, fed by Run.
-	history *History
+	history *insight.History
 	// Throttle serves the outbound throttle; nil without Options.Throttle.
 	Throttle *ThrottleAPI
 	// peers answers the dashboard's peer queries on large tables.
-	peers *PeerIndex
+	peers *insight.PeerIndex
 	// peerHist is the history of the busiest and the viewed peers, fed by
 	// Run.
-	peerHist *PeerHistory
+	peerHist *insight.PeerHistory
 
 	upMu      sync.Mutex
 	upChecked time.Time
@@ -107,9 +109,9 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) *Server {
 	}
 	s.leases = newLeases()
 	s.fails = newAuthFails(s.now)
-	s.peers = NewPeerIndex(lim, s.now)
-	s.history = NewHistory()
-	s.peerHist = NewPeerHistory()
+	s.peers = insight.NewPeerIndex(lim, s.now)
+	s.history = insight.NewHistory()
+	s.peerHist = insight.NewPeerHistory()
 	s.proxy = s.newProxy()
 	if opts.Throttle != nil {
 		s.Throttle = NewThrottleAPI(opts.Throttle, s.now, nil)
@@ -125,7 +127,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) *Server {
 
 // Run expires check leases and samples the counters into the history
 // once a second, and the chosen peers' counters into the peer history
-// every PeerHistoryStep, until ctx ends.
+// every insight.PeerHistoryStep, until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -133,27 +135,12 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.runPeerHistory(ctx) }()
 	defer wg.Wait()
 	s.history.Sample(s.now(), s.lim.Stats()) // the counters' baseline
-	Every(ctx, time.Second, func() {
+	ticker.Every(ctx, time.Second, func() {
 		s.leases.expire(s.now())
 		s.history.Sample(s.now(), s.lim.Stats())
 	})
 	s.leases.releaseAll()
 	return nil
-}
-
-// Every calls f every d until ctx ends, the first time d after it starts;
-// a call that overruns skips the ticks it missed.
-func Every(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f()
-		}
-	}
 }
 
 // PublicHandler is the proxy: every request is classified, decided and, if
@@ -296,44 +283,19 @@ func (s *Server) upstreamReachable(ctx context.Context) error {
 	return err
 }
 
-// apiError is the body of every admin API error (SPEC §7).
-type apiError struct {
-	Error string `json:"error"`
-	Field string `json:"field,omitempty"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { jsonreply.Write(w, status, v) }
 
 func writeError(w http.ResponseWriter, status int, msg, field string) {
-	writeJSON(w, status, apiError{Error: msg, Field: field})
+	jsonreply.WriteError(w, status, msg, field)
 }
 
-// fail maps an error to its status: the one place that does.
+// fail answers err as JSON with the status statusOf gives it.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var fe *live.FieldError
-	var se *limiter.SettingError
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &fe):
-		writeError(w, http.StatusUnprocessableEntity, err.Error(), fe.Field)
-	case errors.As(err, &se):
-		writeError(w, http.StatusUnprocessableEntity, err.Error(), se.Key)
-	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, errBadRequest):
-		writeError(w, http.StatusBadRequest, err.Error(), "")
-	case errors.Is(err, live.ErrNotFound):
-		writeError(w, http.StatusNotFound, err.Error(), "")
-	case errors.Is(err, live.ErrExists):
-		writeError(w, http.StatusConflict, err.Error(), "")
-	default:
+	status, field := statusOf(err)
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
 		s.log.Error("admin API", "method", r.Method, "path", r.URL.Path, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error(), "")
+		msg = "internal error: " + msg
 	}
+	writeError(w, status, msg, field)
 }
-
-var errBadRequest = errors.New("bad request")

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/config"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/ticker"
 )
 
 // demoPeer is one synthetic client: its address (sent in X-Forwarded-For
@@ -133,7 +133,7 @@ and %d synthetic peers. The abusive one sends 60 requests/s to the general group
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			web.Every(ctx, time.Duration(float64(time.Second)/p.rate), func() {
+			ticker.Every(ctx, time.Duration(float64(time.Second)/p.rate), func() {
 				req, _ := http.NewRequestWithContext(ctx, p.method, base+p.path, strings.NewReader(""))
 				req.Header.Set("X-Forwarded-For", p.addr)
 				p.sent.Add(1)
@@ -156,7 +156,7 @@ and %d synthetic peers. The abusive one sends 60 requests/s to the general group
 		}()
 	}
 	start := time.Now()
-	web.Every(ctx, 5*time.Second, func() { m.demoReport(peers, time.Since(start)) })
+	ticker.Every(ctx, 5*time.Second, func() { m.demoReport(peers, time.Since(start)) })
 	wg.Wait()
 	m.demoReport(peers, time.Since(start))
 }

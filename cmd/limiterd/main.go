@@ -38,6 +38,7 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
+	"github.com/limiterd/limiterd/ticker"
 	"github.com/limiterd/limiterd/web"
 )
 
@@ -401,7 +402,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 // tickLoop runs the limiter's sweeper and frees idle throttle keys once a
 // second.
 func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *throttle.Throttle, now func() time.Time) {
-	web.Every(ctx, time.Second, func() {
+	ticker.Every(ctx, time.Second, func() {
 		lim.Tick(now())
 		th.Cleanup(now())
 	})

@@ -20,7 +20,7 @@ import (
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/store"
 	"github.com/limiterd/limiterd/throttle"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/ticker"
 )
 
 // The bbolt store is the live.Store of the daemon.
@@ -137,7 +137,7 @@ func (s *snapshotter) save(ctx context.Context) error {
 // finishes (stopping waits for it): cancelled, it would count as a failed
 // snapshot and make the final one a full rewrite.
 func (s *snapshotter) loop(ctx context.Context, every time.Duration) {
-	web.Every(ctx, every, func() {
+	ticker.Every(ctx, every, func() {
 		if err := s.save(context.WithoutCancel(ctx)); err != nil {
 			s.log.Error("snapshot", "err", err)
 		}

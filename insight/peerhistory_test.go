@@ -1,4 +1,4 @@
-package web_test
+package insight_test
 
 import (
 	"net/netip"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/web"
 )
 
 // p0 is on a 10 s boundary: slot boundaries fall on whole tens.
@@ -46,7 +46,7 @@ func ev(g limiter.GroupID, requests, rejConc, rejRate uint64, inflight int64) li
 }
 
 // points is the series as [requests, rejConc, rejRate, inflight] per point.
-func points(s web.PeerSeries) [][4]uint64 {
+func points(s insight.PeerSeries) [][4]uint64 {
 	out := make([][4]uint64, len(s.T))
 	for i := range s.T {
 		out[i] = [4]uint64{s.Requests[i], s.RejectedConcurrency[i], s.RejectedRateLimit[i], s.Inflight[i]}
@@ -55,7 +55,7 @@ func points(s web.PeerSeries) [][4]uint64 {
 }
 
 func TestPeerHistoryDeltas(t *testing.T) {
-	h := web.NewPeerHistory()
+	h := insight.NewPeerHistory()
 	f := &fakePeers{}
 	a := pkey("203.0.113.7")
 	f.set(a, ev(1, 5, 0, 1, 0))
@@ -100,7 +100,7 @@ func TestPeerHistoryDeltas(t *testing.T) {
 }
 
 func TestPeerHistoryWatchStartsNow(t *testing.T) {
-	h := web.NewPeerHistory()
+	h := insight.NewPeerHistory()
 	f := &fakePeers{}
 	a := pkey("198.51.100.1")
 	h.Sample(psec(0), nil, f.read)
@@ -122,7 +122,7 @@ func TestPeerHistoryWatchStartsNow(t *testing.T) {
 }
 
 func TestPeerHistoryChoosesAndForgets(t *testing.T) {
-	h := web.NewPeerHistory()
+	h := insight.NewPeerHistory()
 	f := &fakePeers{}
 	top, viewed, other := pkey("192.0.2.1"), pkey("192.0.2.2"), pkey("192.0.2.3")
 	for _, k := range []limiter.PeerKey{top, viewed, other} {
@@ -136,7 +136,7 @@ func TestPeerHistoryChoosesAndForgets(t *testing.T) {
 	// top stays among the top peers; viewed is watched for 15 minutes,
 	// then kept (and still sampled) for an hour more, then dropped.
 	at := 10
-	for ; psec(at).Sub(psec(1)) <= web.PeerHistoryWatch+web.PeerHistoryKeep; at += 10 {
+	for ; psec(at).Sub(psec(1)) <= insight.PeerHistoryWatch+insight.PeerHistoryKeep; at += 10 {
 		h.Sample(psec(at), []limiter.PeerKey{top}, f.read)
 		if !h.Kept(viewed) {
 			t.Fatalf("viewed dropped after %s", psec(at).Sub(psec(1)))
@@ -147,36 +147,36 @@ func TestPeerHistoryChoosesAndForgets(t *testing.T) {
 		t.Fatalf("after %s: viewed %v top %v", psec(at).Sub(psec(1)), h.Kept(viewed), h.Kept(top))
 	}
 	// An hour of points at most.
-	if s := h.Series(top, p0); len(s.T) != web.PeerHistoryPoints || s.T[len(s.T)-1] != psec(at).Unix() {
+	if s := h.Series(top, p0); len(s.T) != insight.PeerHistoryPoints || s.T[len(s.T)-1] != psec(at).Unix() {
 		t.Fatalf("%d points, last %d", len(s.T), s.T[len(s.T)-1])
 	}
 }
 
 func TestPeerHistoryCap(t *testing.T) {
-	h := web.NewPeerHistory()
+	h := insight.NewPeerHistory()
 	f := &fakePeers{}
 	key := func(i int) limiter.PeerKey {
 		return limiter.KeyFromAddr(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 64)
 	}
 	// Peer i viewed at second i: the first is the one chosen longest ago.
-	for i := 0; i < web.PeerHistoryMax; i++ {
+	for i := 0; i < insight.PeerHistoryMax; i++ {
 		h.Watch(p0.Add(time.Duration(i)*time.Millisecond), key(i), nil)
 	}
-	if h.Len() != web.PeerHistoryMax {
+	if h.Len() != insight.PeerHistoryMax {
 		t.Fatalf("%d kept", h.Len())
 	}
-	h.Sample(psec(10), []limiter.PeerKey{key(web.PeerHistoryMax), key(web.PeerHistoryMax + 1)}, f.read)
-	if h.Len() != web.PeerHistoryMax || h.Kept(key(0)) || h.Kept(key(1)) || !h.Kept(key(2)) ||
-		!h.Kept(key(web.PeerHistoryMax)) || !h.Kept(key(web.PeerHistoryMax+1)) {
-		t.Fatalf("%d kept; 0 %v, 1 %v, 2 %v, new %v", h.Len(), h.Kept(key(0)), h.Kept(key(1)), h.Kept(key(2)), h.Kept(key(web.PeerHistoryMax)))
+	h.Sample(psec(10), []limiter.PeerKey{key(insight.PeerHistoryMax), key(insight.PeerHistoryMax + 1)}, f.read)
+	if h.Len() != insight.PeerHistoryMax || h.Kept(key(0)) || h.Kept(key(1)) || !h.Kept(key(2)) ||
+		!h.Kept(key(insight.PeerHistoryMax)) || !h.Kept(key(insight.PeerHistoryMax+1)) {
+		t.Fatalf("%d kept; 0 %v, 1 %v, 2 %v, new %v", h.Len(), h.Kept(key(0)), h.Kept(key(1)), h.Kept(key(2)), h.Kept(key(insight.PeerHistoryMax)))
 	}
-	if f.reads != web.PeerHistoryMax {
+	if f.reads != insight.PeerHistoryMax {
 		t.Fatalf("%d reads, want one per kept peer", f.reads)
 	}
 }
 
 func TestPeerHistoryConcurrent(t *testing.T) {
-	h := web.NewPeerHistory()
+	h := insight.NewPeerHistory()
 	f := &fakePeers{}
 	a := pkey("203.0.113.9")
 	f.set(a, ev(1, 1, 0, 0, 0))

@@ -1,4 +1,4 @@
-package web
+package insight
 
 import (
 	"bytes"
@@ -12,18 +12,19 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/ticker"
 )
 
 // Sizes of the peer index.
 const (
-	// indexTop is how many entries the index keeps per sort order: the
+	// IndexTop is how many entries the index keeps per sort order: the
 	// dashboard pages through at most this many without a search.
-	indexTop = 1000
+	IndexTop = 1000
 	// indexSearchMax bounds the entries one prefix search reads live.
 	indexSearchMax = 10000
-	// indexFrom is the table size from which queries go through the
+	// IndexFrom is the table size from which queries go through the
 	// index; below it a direct scan is fast and exact.
-	indexFrom = 20000
+	IndexFrom = 20000
 	// indexMaxAge is how often Run rebuilds the index: a pass over
 	// 1 000 000 entries costs about 1.2 s of CPU here, so about 4 % of a
 	// core at this period. Searches read their rows live anyway.
@@ -32,10 +33,10 @@ const (
 
 // PeerIndex answers the dashboard's peer queries on large tables without
 // scanning every entry per request. One pass over the table (every
-// indexMaxAge, in Run) keeps the top indexTop entries of each sort
+// indexMaxAge, in Run) keeps the top IndexTop entries of each sort
 // order and the sorted list of every tracked (peer, group); a query reads
 // the top lists, or binary-searches the sorted keys for an IP or CIDR and
-// reads those few entries live. Below indexFrom entries it scans directly
+// reads those few entries live. Below IndexFrom entries it scans directly
 // (exact and live). Safe for concurrent use.
 type PeerIndex struct {
 	lim *limiter.Limiter
@@ -67,15 +68,15 @@ func (x *PeerIndex) Refresh() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	now := x.now()
-	heaps := make(map[string]*topK, len(sortKeys))
-	for name := range sortKeys {
-		heaps[name] = newTopK(name, indexTop)
+	heaps := make(map[string]*TopK[limiter.EntryView], len(sortTable))
+	for _, o := range sortTable {
+		heaps[o.name] = newEntryTop(o.name, IndexTop)
 	}
 	refs := make([]indexRef, 0, x.lim.Tracked()+1024)
 	x.lim.Each(now, func(v limiter.EntryView) bool {
 		refs = append(refs, indexRef{peer: v.Peer, group: v.GroupID})
 		for _, h := range heaps {
-			h.offer(&v)
+			h.Offer(&v)
 		}
 		return true
 	})
@@ -87,7 +88,7 @@ func (x *PeerIndex) Refresh() {
 	})
 	d := &peerIndexData{at: now, total: len(refs), top: make(map[string][]limiter.EntryView, len(heaps)), refs: refs}
 	for name, h := range heaps {
-		d.top[name] = h.drain()
+		d.top[name] = h.Drain()
 	}
 	x.cur.Store(d)
 }
@@ -106,8 +107,8 @@ func (x *PeerIndex) data() *peerIndexData {
 // Run refreshes the index every indexMaxAge while the table is large
 // enough for queries to use it, until ctx ends.
 func (x *PeerIndex) Run(ctx context.Context) {
-	Every(ctx, indexMaxAge, func() {
-		if x.lim.Tracked() >= indexFrom {
+	ticker.Every(ctx, indexMaxAge, func() {
+		if x.lim.Tracked() >= IndexFrom {
 			x.Refresh()
 		}
 	})
@@ -133,15 +134,15 @@ type PeerPage struct {
 	// the index's last refresh for top lists.
 	AsOf time.Time
 	// Capped is true when the answer is limited by the index's size
-	// (indexTop rows per order, indexSearchMax per search).
+	// (IndexTop rows per order, indexSearchMax per search).
 	Capped bool
 }
 
-// Query answers q: exact and live below indexFrom entries, from the index
+// Query answers q: exact and live below IndexFrom entries, from the index
 // above.
 func (x *PeerIndex) Query(q PeerQuery) PeerPage {
 	now := x.now()
-	if x.lim.Tracked() < indexFrom {
+	if x.lim.Tracked() < IndexFrom {
 		rows, total := QueryPeers(x.lim, now, q)
 		return PeerPage{Rows: rows, Total: total, AsOf: now}
 	}
@@ -161,7 +162,7 @@ func (x *PeerIndex) Query(q PeerQuery) PeerPage {
 		}
 	}
 	total := len(rows)
-	capped := d.total > indexTop
+	capped := d.total > IndexTop
 	if q.Group == "" && !capped {
 		total = d.total
 	}
@@ -183,7 +184,7 @@ func (x *PeerIndex) search(d *peerIndexData, q PeerQuery, now time.Time) PeerPag
 	if !groupOK {
 		return PeerPage{AsOf: now}
 	}
-	top := newTopK(q.Sort, q.Offset+q.Limit)
+	top := newEntryTop(q.Sort, q.Offset+q.Limit)
 	read, total, capped := 0, 0, false
 	for _, r := range keyRanges(q.Prefix, x.lim.Config().IPv6Prefix) {
 		i, _ := slices.BinarySearchFunc(d.refs, r[0], func(a indexRef, k limiter.PeerKey) int { return bytes.Compare(a.peer[:], k[:]) })
@@ -199,113 +200,15 @@ func (x *PeerIndex) search(d *peerIndexData, q PeerQuery, now time.Time) PeerPag
 			}
 			if v, ok := x.lim.Entry(now, m.peer, m.group); ok {
 				total++
-				top.offer(&v)
+				top.Offer(&v)
 			}
 		}
 	}
-	rows := top.drain()
+	rows := top.Drain()
 	if q.Offset >= len(rows) {
 		return PeerPage{Total: total, AsOf: now, Capped: capped}
 	}
 	return PeerPage{Rows: rows[q.Offset:], Total: total, AsOf: now, Capped: capped}
-}
-
-// topK keeps the keep best entries offered by one sort order: a min-heap
-// of bounded size on the order's key, ties going to the smaller (peer,
-// group). Offering an entry allocates nothing: the key is computed on a
-// copy held by the heap, so the offered entry does not escape.
-type topK struct {
-	key  func(*limiter.EntryView) int64
-	keep int
-	tmp  limiter.EntryView
-	h    []rankedEntry
-}
-
-type rankedEntry struct {
-	key int64
-	v   limiter.EntryView
-}
-
-func newTopK(order string, keep int) *topK {
-	return &topK{key: sortKeys[order], keep: keep, h: make([]rankedEntry, 0, min(keep, 1024))}
-}
-
-// worse reports whether a ranks below b.
-func worse(a, b *rankedEntry) bool {
-	if a.key != b.key {
-		return a.key < b.key
-	}
-	if c := bytes.Compare(a.v.Peer[:], b.v.Peer[:]); c != 0 {
-		return c > 0
-	}
-	return a.v.GroupID > b.v.GroupID
-}
-
-// offer adds *v when fewer than keep entries are held, or replaces the
-// worst when *v ranks above it.
-func (t *topK) offer(v *limiter.EntryView) {
-	if t.keep <= 0 {
-		return
-	}
-	t.tmp = *v
-	e := rankedEntry{key: t.key(&t.tmp), v: *v}
-	if len(t.h) < t.keep {
-		t.h = append(t.h, e)
-		t.up(len(t.h) - 1)
-		return
-	}
-	if worse(&t.h[0], &e) {
-		t.h[0] = e
-		t.down(0)
-	}
-}
-
-func (t *topK) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !worse(&t.h[i], &t.h[p]) {
-			return
-		}
-		t.h[i], t.h[p] = t.h[p], t.h[i]
-		i = p
-	}
-}
-
-func (t *topK) down(i int) {
-	n := len(t.h)
-	for {
-		l, w := 2*i+1, i
-		if l < n && worse(&t.h[l], &t.h[w]) {
-			w = l
-		}
-		if r := l + 1; r < n && worse(&t.h[r], &t.h[w]) {
-			w = r
-		}
-		if w == i {
-			return
-		}
-		t.h[i], t.h[w] = t.h[w], t.h[i]
-		i = w
-	}
-}
-
-// drain returns the entries held, best first, and empties the heap.
-func (t *topK) drain() []limiter.EntryView {
-	slices.SortFunc(t.h, func(a, b rankedEntry) int {
-		if worse(&b, &a) {
-			return -1
-		}
-		if worse(&a, &b) {
-			return 1
-		}
-		return 0
-	})
-	out := make([]limiter.EntryView, len(t.h))
-	for i := range t.h {
-		out[i] = t.h[i].v
-	}
-	t.h = t.h[:0]
-	return out
 }
 
 // keyRanges returns the [first, last] PeerKey ranges whose keys stand for

@@ -1,4 +1,4 @@
-package web_test
+package insight_test
 
 import (
 	"slices"
@@ -6,17 +6,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/web"
 )
 
 func TestLatencyBuckets(t *testing.T) {
 	want := []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000}
-	if got := web.LatencyBuckets(); !slices.Equal(got, want) {
+	if got := insight.LatencyBuckets(); !slices.Equal(got, want) {
 		t.Fatalf("LatencyBuckets() = %v, want %v", got, want)
 	}
-	web.LatencyBuckets()[0] = 99 // a copy: must not change the next call
-	if got := web.LatencyBuckets()[0]; got != 1 {
+	insight.LatencyBuckets()[0] = 99 // a copy: must not change the next call
+	if got := insight.LatencyBuckets()[0]; got != 1 {
 		t.Fatalf("LatencyBuckets()[0] = %v after a caller wrote its copy, want 1", got)
 	}
 }
@@ -38,7 +38,7 @@ func TestLatencyHistogramObserve(t *testing.T) {
 		{10*time.Millisecond + 1, []uint64{3, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 6}, 20702.002},
 		{time.Hour, []uint64{3, 4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 6}, 3600020702.002},
 	}
-	var h web.LatencyHistogram
+	var h insight.LatencyHistogram
 	for i, s := range steps {
 		h.Observe(s.d)
 		buckets, count, sum := h.Snapshot()
@@ -55,18 +55,18 @@ func TestLatencyHistogramObserve(t *testing.T) {
 }
 
 func TestLatencyObserveAllocs(t *testing.T) {
-	var h web.LatencyHistogram
+	var h insight.LatencyHistogram
 	if n := testing.AllocsPerRun(1000, func() { h.Observe(3 * time.Microsecond) }); n != 0 {
 		t.Errorf("LatencyHistogram.Observe allocates %v times per call, want 0", n)
 	}
-	var l web.Latencies
+	var l insight.Latencies
 	if n := testing.AllocsPerRun(1000, func() { l.Observe(3, 3*time.Microsecond) }); n != 0 {
 		t.Errorf("Latencies.Observe allocates %v times per call, want 0", n)
 	}
 }
 
 func TestLatenciesGroups(t *testing.T) {
-	var l web.Latencies
+	var l insight.Latencies
 	l.Observe(2, 3*time.Microsecond)
 	l.Observe(2, 3*time.Microsecond)
 	l.Observe(limiter.MaxGroups-1, time.Millisecond)
@@ -87,7 +87,7 @@ func TestLatenciesGroups(t *testing.T) {
 
 func TestLatencyConcurrent(t *testing.T) {
 	const workers, each = 8, 2000
-	var l web.Latencies
+	var l insight.Latencies
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -121,7 +121,7 @@ func TestLatencyConcurrent(t *testing.T) {
 }
 
 func BenchmarkLatencyObserve(b *testing.B) {
-	var l web.Latencies
+	var l insight.Latencies
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		l.Observe(3, time.Duration(i&4095)) // up to ~4µs
@@ -131,7 +131,7 @@ func BenchmarkLatencyObserve(b *testing.B) {
 // BenchmarkLatencyObserveParallel is the worst case: every request in the
 // same group, hence on the same cache lines.
 func BenchmarkLatencyObserveParallel(b *testing.B) {
-	var l web.Latencies
+	var l insight.Latencies
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i++ {

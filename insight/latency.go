@@ -1,4 +1,4 @@
-package web
+package insight
 
 import (
 	"sync/atomic"

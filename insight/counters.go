@@ -1,0 +1,23 @@
+package insight
+
+import "sync/atomic"
+
+// ProxyCounters are limiterd's own per-process counters, bumped by the
+// proxy with one atomic add each and read by the collector at scrape time.
+// The zero value is ready; it is safe for concurrent use. Denied requests
+// are not here: the limiter counts them per group (GroupStats.Denied).
+type ProxyCounters struct {
+	// UpstreamErrors counts requests whose upstream could not be reached
+	// or failed mid-response (refused, reset, DNS…), timeouts excepted:
+	// limiterd_upstream_errors_total{kind="unreachable"}.
+	UpstreamErrors atomic.Uint64
+	// UpstreamTimeouts counts requests whose upstream timed out:
+	// limiterd_upstream_errors_total{kind="timeout"}.
+	UpstreamTimeouts atomic.Uint64
+	// ExemptPath counts requests passed on unlimited because their path
+	// is in exempt_paths: limiterd_exempt_path_requests_total.
+	ExemptPath atomic.Uint64
+	// InternalErrors counts requests answered 500 by limiterd itself:
+	// limiterd_internal_errors_total.
+	InternalErrors atomic.Uint64
+}
