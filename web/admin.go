@@ -2,9 +2,7 @@ package web
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,44 +11,10 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/limiterd/limiterd/insight"
+	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 )
-
-const maxBody = 64 << 10
-
-func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: reading the body: %v", errBadRequest, err)
-	}
-	if len(b) > maxBody {
-		return nil, fmt.Errorf("%w: the body is larger than %d bytes", errBadRequest, maxBody)
-	}
-	return b, nil
-}
-
-// decodeBody reads r's body (bounded) and decodes it into v strictly.
-func decodeBody(r *http.Request, v any) error {
-	b, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	return decodeStrict(b, v)
-}
-
-// decodeStrict decodes a JSON object into v, refusing unknown fields.
-func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &live.FieldError{Field: strings.Trim(f, `"`), Problem: "unknown field"}
-		}
-		return fmt.Errorf("%w: the body is not the expected JSON object: %v", errBadRequest, err)
-	}
-	return nil
-}
 
 func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"groups": s.live.Groups()})
@@ -66,7 +30,7 @@ func (s *Server) handleGroup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handlePatchGroup(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
+	body, err := jsonbody.Read(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -237,7 +201,7 @@ func (s *Server) handleExemptions(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) exemptionBody(r *http.Request) (live.Exemption, error) {
 	var e live.Exemption
-	b, err := readBody(r)
+	b, err := jsonbody.Read(r)
 	if err != nil {
 		return e, err
 	}
@@ -246,7 +210,7 @@ func (s *Server) exemptionBody(r *http.Request) (live.Exemption, error) {
 		e.Kind, e.Value = live.ExemptionKind(r.URL.Query().Get("kind")), r.URL.Query().Get("value")
 		return e, nil
 	}
-	return e, decodeStrict(b, &e)
+	return e, jsonbody.DecodeBytes(b, &e)
 }
 
 func (s *Server) handleAddExemption(w http.ResponseWriter, r *http.Request) {

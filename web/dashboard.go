@@ -31,11 +31,8 @@ type dashboard struct {
 	sess *sessions
 }
 
-// mountDashboard adds the dashboard's routes to the admin router.
-func (s *Server) mountDashboard(r chi.Router) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	d := &dashboard{s: s, sess: newSessions(ctx, s.now, s.opts.Sessions, s.log)}
+// mount adds the dashboard's routes to the admin router.
+func (d *dashboard) mount(r chi.Router) {
 	r.Group(func(r chi.Router) {
 		r.Use(securityHeaders)
 		r.Handle("/static/*", d.staticHandler())

@@ -82,7 +82,7 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 	for i := range 2000 {
 		th.Try(t0, fmt.Sprintf("node-%d.example:1984", i), "/info")
 	}
-	s = NewServer(lim, lv, Options{Token: "bench-token", Now: now, Throttle: th})
+	s = MustNewServer(b, lim, lv, Options{Token: "bench-token", Now: now, Throttle: th})
 
 	// What Run builds in the background.
 	s.peers.Refresh()

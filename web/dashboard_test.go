@@ -77,7 +77,7 @@ func newDashServer(t *testing.T, edit func(*limiter.Config)) (*dash, *web.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := web.NewServer(lim, live, web.Options{Token: dashToken, Now: c.Now})
+	s := web.MustNewServer(t, lim, live, web.Options{Token: dashToken, Now: c.Now})
 	return &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}, s
 }
 
@@ -85,7 +85,7 @@ func newDashServer(t *testing.T, edit func(*limiter.Config)) (*dash, *web.Server
 // state and clock, with sessions kept in store: what a restart of the
 // daemon gives (d itself must have been built by restart too).
 func (d *dash) restart(store web.SessionStore) *dash {
-	s := web.NewServer(d.lim, d.live, web.Options{Token: dashToken, Now: d.clock.Now, Sessions: store})
+	s := web.MustNewServer(d.t, d.lim, d.live, web.Options{Token: dashToken, Now: d.clock.Now, Sessions: store})
 	return &dash{t: d.t, h: s.AdminHandler(), lim: d.lim, live: d.live, clock: d.clock}
 }
 
@@ -784,7 +784,7 @@ func TestDashboardOutbound(t *testing.T) {
 		th.Try(c.Now(), hostile, "/info")
 	}
 	th.AddWaiter(hostile, throttle.DefaultType, 1)
-	s := web.NewServer(lim, live, web.Options{Token: dashToken, Now: c.Now, Throttle: th})
+	s := web.MustNewServer(t, lim, live, web.Options{Token: dashToken, Now: c.Now, Throttle: th})
 	d = &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}
 	cookie, csrf = d.login()
 	doc = d.page("/outbound", cookie)

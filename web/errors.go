@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/limiterd/limiterd/insight"
+	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 )
@@ -18,6 +19,7 @@ var errBadRequest = errors.New("bad request")
 // one place that does (SPEC §7). An error it does not know is a 500.
 func statusOf(err error) (status int, field string) {
 	var fe *live.FieldError
+	var uf *jsonbody.UnknownFieldError
 	var qe *insight.QueryError
 	var se *limiter.SettingError
 	var syn *json.SyntaxError
@@ -25,11 +27,13 @@ func statusOf(err error) (status int, field string) {
 	switch {
 	case errors.As(err, &fe):
 		return http.StatusUnprocessableEntity, fe.Field
+	case errors.As(err, &uf):
+		return http.StatusUnprocessableEntity, uf.Field
 	case errors.As(err, &qe):
 		return http.StatusUnprocessableEntity, qe.Field
 	case errors.As(err, &se):
 		return http.StatusUnprocessableEntity, se.Key
-	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, errBadRequest):
+	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, errBadRequest), errors.Is(err, jsonbody.ErrBadBody):
 		return http.StatusBadRequest, ""
 	case errors.Is(err, live.ErrNotFound):
 		return http.StatusNotFound, ""

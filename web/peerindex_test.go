@@ -49,7 +49,7 @@ func TestPeersAPILargeTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(lim, live, Options{Token: "t", Now: now})
+	s := MustNewServer(t, lim, live, Options{Token: "t", Now: now})
 	s.peers.Refresh()
 	get := func(query string) map[string]any {
 		t.Helper()

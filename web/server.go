@@ -6,10 +6,10 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
@@ -20,17 +20,30 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/limiterd/limiterd/insight"
-	"github.com/limiterd/limiterd/jsonreply"
+	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/ticker"
 )
 
+// DataPlane serves the data-plane calls of the admin listener: the
+// sidecar check, its release and nginx's auth_request (package proxy's
+// Handler). Those decide as the public listener does; web only mounts them
+// behind the token.
+type DataPlane interface {
+	HandleCheck(w http.ResponseWriter, r *http.Request)
+	HandleRelease(w http.ResponseWriter, r *http.Request)
+	HandleAuthRequest(w http.ResponseWriter, r *http.Request)
+}
+
 // Options configure a Server.
 type Options struct {
-	// Upstream is the node the public listener proxies to.
+	// Upstream is the node limiterd proxies to, checked by /readyz.
 	Upstream *url.URL
+	// DataPlane serves /api/v1/check, /api/v1/release and
+	// /api/v1/check/auth; nil leaves those routes out.
+	DataPlane DataPlane
 	// Token is the admin bearer token; it must not be empty.
 	Token string
 	// Gatherer serves /metrics.
@@ -38,43 +51,32 @@ type Options struct {
 	// Ready reports readiness beyond the upstream check (the database);
 	// nil means ready.
 	Ready func(ctx context.Context) error
-	// CheckLease bounds how long a /api/v1/check admission holds its
-	// in-flight slot when nobody releases it.
-	CheckLease time.Duration
 	// Snapshot writes a snapshot now (POST /api/v1/snapshot); nil when the
 	// daemon has no persistence.
 	Snapshot func(ctx context.Context) error
 	Logger   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Transport is the proxy's transport; nil means a default tuned for
-	// one upstream.
-	Transport http.RoundTripper
 	// Throttle is the outbound throttle served at /api/v1/throttle; nil
 	// leaves those routes out. The global switch turns it off and on too.
 	Throttle *throttle.Throttle
 	// Sessions keeps the dashboard's logins across restarts; nil keeps
 	// them in memory only.
 	Sessions SessionStore
-	// SendTimeout bounds how long a proxied response may wait for the
-	// client to take more of it; 0 means DefaultSendTimeout. There is no
-	// bound on the whole response.
-	SendTimeout time.Duration
 }
 
-// Server serves the public and the admin listeners. It is safe for
-// concurrent use; Run owns its background work (expiring check leases,
-// sampling the history and the peer history).
+// Server serves the admin listener: the JSON API, the dashboard, the
+// metrics and the health endpoints. It is safe for concurrent use; Run
+// owns its background work (sampling the history and the peer history,
+// refreshing the peer index); Close ends what NewServer started.
 type Server struct {
-	lim    *limiter.Limiter
-	live   *live.Live
-	opts   Options
-	log    *slog.Logger
-	now    func() time.Time
-	proxy  *httputil.ReverseProxy
-	Lat    insight.Latencies
-	Counts insight.ProxyCounters
-	leases *leases
+	lim  *limiter.Limiter
+	live *live.Live
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+	// dash serves the dashboard; its sessions are loaded by NewServer.
+	dash *dashboard
 	// fails counts failed logins per client address.
 	fails *authFails
 	// history is the per-second history of the counters, fed by Run.
@@ -92,8 +94,10 @@ type Server struct {
 	upErr     error
 }
 
-// NewServer returns a Server deciding with lim and editing through live.
-func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) *Server {
+// NewServer returns a Server reading lim and editing through lv. It loads
+// the dashboard's sessions from opts.Sessions; an error says they could
+// not be read.
+func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, error) {
 	s := &Server{lim: lim, live: lv, opts: opts, log: opts.Logger, now: opts.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -101,18 +105,17 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.opts.SendTimeout <= 0 {
-		s.opts.SendTimeout = DefaultSendTimeout
-	}
-	if s.opts.CheckLease <= 0 {
-		s.opts.CheckLease = 30 * time.Second
-	}
-	s.leases = newLeases()
 	s.fails = newAuthFails(s.now)
 	s.peers = insight.NewPeerIndex(lim, s.now)
 	s.history = insight.NewHistory()
 	s.peerHist = insight.NewPeerHistory()
-	s.proxy = s.newProxy()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sess, err := newSessions(ctx, s.now, opts.Sessions, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("dashboard sessions: %w", err)
+	}
+	s.dash = &dashboard{s: s, sess: sess}
 	if opts.Throttle != nil {
 		s.Throttle = NewThrottleAPI(opts.Throttle, s.now, nil)
 		// The global switch turns the throttle off and on too
@@ -122,11 +125,19 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) *Server {
 			lv.Follow(opts.Throttle)
 		}
 	}
-	return s
+	return s, nil
 }
 
-// Run expires check leases and samples the counters into the history
-// once a second, and the chosen peers' counters into the peer history
+// Close ends what NewServer started: outbound callers still waiting are
+// told limiterd is going away (the client then goes on, as when limiterd
+// is not running). Call it once the listener stops taking requests.
+func (s *Server) Close() {
+	if s.Throttle != nil {
+		s.Throttle.Close()
+	}
+}
+
+// Run samples the counters into the history once a second, and the chosen peers' counters into the peer history
 // every insight.PeerHistoryStep, until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -135,17 +146,9 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); s.runPeerHistory(ctx) }()
 	defer wg.Wait()
 	s.history.Sample(s.now(), s.lim.Stats()) // the counters' baseline
-	ticker.Every(ctx, time.Second, func() {
-		s.leases.expire(s.now())
-		s.history.Sample(s.now(), s.lim.Stats())
-	})
-	s.leases.releaseAll()
+	ticker.Every(ctx, time.Second, func() { s.history.Sample(s.now(), s.lim.Stats()) })
 	return nil
 }
-
-// PublicHandler is the proxy: every request is classified, decided and, if
-// admitted, sent to the upstream.
-func (s *Server) PublicHandler() http.Handler { return http.HandlerFunc(s.handleProxy) }
 
 // AdminHandler serves health, metrics and the admin API.
 func (s *Server) AdminHandler() http.Handler {
@@ -155,7 +158,7 @@ func (s *Server) AdminHandler() http.Handler {
 	if s.opts.Gatherer != nil {
 		r.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	}
-	s.mountDashboard(r)
+	s.dash.mount(r)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken)
 		r.Get("/api/v1/groups", s.handleGroups)
@@ -171,9 +174,11 @@ func (s *Server) AdminHandler() http.Handler {
 		r.Delete("/api/v1/exemptions", s.handleRemoveExemption)
 		r.Post("/api/v1/limiter/off", s.handleSwitch(false))
 		r.Post("/api/v1/limiter/on", s.handleSwitch(true))
-		r.Post("/api/v1/check", s.handleCheck)
-		r.Get("/api/v1/check/auth", s.handleAuthRequest)
-		r.Post("/api/v1/release", s.handleRelease)
+		if dp := s.opts.DataPlane; dp != nil {
+			r.Post("/api/v1/check", dp.HandleCheck)
+			r.Get("/api/v1/check/auth", dp.HandleAuthRequest)
+			r.Post("/api/v1/release", dp.HandleRelease)
+		}
 		r.Get("/api/v1/audit", s.handleAudit)
 		r.Post("/api/v1/snapshot", s.handleSnapshot)
 		if s.Throttle != nil {
@@ -190,20 +195,19 @@ func (s *Server) AdminHandler() http.Handler {
 	return r
 }
 
-// NewHTTPServer returns an http.Server for h with timeouts a slow client
-// cannot abuse: headers within 10 s, a body within 60 s, a response written
-// within 120 s (the proxy extends this while the client reads, see
-// proxyWriter), idle connections closed after 120 s, headers at most
-// 64 KiB.
-func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+// HTTPServer returns the admin listener's http.Server, with timeouts a
+// slow client cannot abuse: headers within 10 s, a body within 60 s, a
+// response written within 120 s, idle connections closed after 120 s,
+// headers at most 64 KiB.
+func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           s.AdminHandler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      120 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 }
 
@@ -283,10 +287,10 @@ func (s *Server) upstreamReachable(ctx context.Context) error {
 	return err
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) { jsonreply.Write(w, status, v) }
+func writeJSON(w http.ResponseWriter, status int, v any) { jsonbody.Write(w, status, v) }
 
 func writeError(w http.ResponseWriter, status int, msg, field string) {
-	jsonreply.WriteError(w, status, msg, field)
+	jsonbody.WriteError(w, status, msg, field)
 }
 
 // fail answers err as JSON with the status statusOf gives it.

@@ -59,17 +59,17 @@ type sessions struct {
 	byKey map[string]*session // by sessionKey(id)
 }
 
-// newSessions returns the sessions the store kept (expired ones are
-// deleted from it), or none without a store.
-func newSessions(ctx context.Context, now func() time.Time, store SessionStore, log *slog.Logger) *sessions {
+// newSessions returns the sessions the store kept (expired ones and those
+// that do not decode are deleted from it), or none without a store. An
+// error says the store could not be read.
+func newSessions(ctx context.Context, now func() time.Time, store SessionStore, log *slog.Logger) (*sessions, error) {
 	s := &sessions{now: now, store: store, log: log, byKey: map[string]*session{}}
 	if store == nil {
-		return s
+		return s, nil
 	}
 	kept, err := store.Sessions(ctx)
 	if err != nil {
-		log.Warn("dashboard sessions could not be read: everyone logs in again", "err", err)
-		return s
+		return nil, err
 	}
 	t := now()
 	var drop []string
@@ -88,7 +88,7 @@ func newSessions(ctx context.Context, now func() time.Time, store SessionStore, 
 		s.byKey[k] = ss
 	}
 	s.forget(ctx, drop)
-	return s
+	return s, nil
 }
 
 // forget deletes keys from the store (failures are logged: an expired

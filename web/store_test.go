@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/store"
 )
 
@@ -22,4 +24,14 @@ func OpenTestStore(tb testing.TB) *store.DB {
 		}
 	})
 	return db
+}
+
+// MustNewServer is NewServer for a test: it fails tb on an error.
+func MustNewServer(tb testing.TB, lim *limiter.Limiter, lv *live.Live, opts Options) *Server {
+	tb.Helper()
+	s, err := NewServer(lim, lv, opts)
+	if err != nil {
+		tb.Fatalf("NewServer: %v", err)
+	}
+	return s
 }

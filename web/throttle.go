@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
 )
@@ -97,7 +98,7 @@ type throttleCheckResponse struct {
 // missing field 422 naming it.
 func (a *ThrottleAPI) HandleWait(w http.ResponseWriter, r *http.Request) {
 	var req throttleWaitRequest
-	err := decodeBody(r, &req)
+	err := jsonbody.Decode(r, &req)
 	if err == nil {
 		err = checkThrottleArgs(req.Peer, req.Path)
 	}

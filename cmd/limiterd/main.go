@@ -37,6 +37,7 @@ import (
 	"github.com/limiterd/limiterd/config"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
+	"github.com/limiterd/limiterd/proxy"
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/ticker"
 	"github.com/limiterd/limiterd/web"
@@ -300,35 +301,44 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	// The operators' edits first: the restore applies the ticks that fell
 	// while the daemon was down, under the settings in force then (a live
 	// leaky_tick_reduction, not the file's).
-	live, err := live.New(ctx, lim, db, limCfg, now)
+	lv, err := live.New(ctx, lim, db, limCfg, now)
 	if err != nil {
 		return err
 	}
-	snaps := &snapshotter{lim: lim, th: th, db: db, log: m.log, now: now, enabled: live.Enabled}
+	snaps := &snapshotter{lim: lim, th: th, db: db, log: m.log, now: now, enabled: lv.Enabled}
 	if err := snaps.restore(ctx); err != nil {
 		return err
 	}
 	m.mu.Lock()
-	m.lim, m.live, m.throttle = lim, live, th
+	m.lim, m.live, m.throttle = lim, lv, th
 	m.mu.Unlock()
 
-	reg := prometheus.NewRegistry()
-	srv := web.NewServer(lim, live, web.Options{
+	dp := proxy.New(lim, proxy.Options{
 		Upstream:   upstream,
-		Token:      token,
-		Gatherer:   reg,
 		CheckLease: cfg.Admin.CheckLease,
 		Logger:     m.log,
 		Now:        now,
-		Ready:      db.Check,
-		Snapshot:   snaps.save,
-		Throttle:   th,
-		Sessions:   db,
 	})
+	reg := prometheus.NewRegistry()
+	srv, err := web.NewServer(lim, lv, web.Options{
+		Upstream:  upstream,
+		DataPlane: dp,
+		Token:     token,
+		Gatherer:  reg,
+		Logger:    m.log,
+		Now:       now,
+		Ready:     db.Check,
+		Snapshot:  snaps.save,
+		Throttle:  th,
+		Sessions:  db,
+	})
+	if err != nil {
+		return err
+	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		web.NewCollector(lim, &srv.Lat, &srv.Counts, snaps.metrics, throttleMetrics(th)),
+		web.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.metrics, throttleMetrics(th)),
 	)
 
 	publicLn, err := net.Listen("tcp", cfg.Server.Listen)
@@ -341,8 +351,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		return fmt.Errorf("admin.listen: %w", err)
 	}
 	m.publicAddr, m.adminAddr = publicLn.Addr(), adminLn.Addr()
-	public := web.NewHTTPServer(srv.PublicHandler(), m.log)
-	admin := web.NewHTTPServer(srv.AdminHandler(), m.log)
+	public := dp.HTTPServer()
+	admin := srv.HTTPServer()
 
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -359,8 +369,9 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 			}
 		}()
 	}
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); _ = srv.Run(bg) }()
+	go func() { defer wg.Done(); _ = dp.Run(bg) }()
 	go func() { defer wg.Done(); snaps.loop(bg, cfg.Snapshot.Interval) }()
 	go func() { defer wg.Done(); m.tickLoop(bg, lim, th, now) }()
 	go func() { defer wg.Done(); m.hangupLoop(bg) }()
@@ -377,7 +388,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 	// Outbound callers still waiting are told limiterd is going away (the
 	// client then goes on, as when limiterd is not running).
-	srv.Throttle.Close()
+	srv.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.Server.ShutdownTimeout, time.Millisecond))
 	if err := public.Shutdown(sctx); err != nil {
 		m.log.Warn("drain ended before every request finished", "err", err)

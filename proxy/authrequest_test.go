@@ -1,23 +1,22 @@
-package web
+package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/jsonreply"
+	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/live"
 )
 
-// newAuthServer returns a Server on a fake clock whose general group
+// newAuthServer returns a Handler on a fake clock whose general group
 // admits 3 requests per 30 s with at most 1 in flight, with
 // /healthcheck/** exempt and POST /special in block_index.
-func newAuthServer(t *testing.T) *Server {
+func newAuthServer(t *testing.T) *Handler {
 	t.Helper()
 	t0 := time.UnixMilli(1_700_000_000_000)
 	groups := limiter.ArweaveGroups()
@@ -36,16 +35,12 @@ func newAuthServer(t *testing.T) *Server {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return t0 }
-	live, err := live.New(context.Background(), lim, OpenTestStore(t), cfg, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return NewServer(lim, live, Options{Token: "t", Now: now})
+	return New(lim, Options{Now: now})
 }
 
 // authRequest runs one auth subrequest as nginx sends it; an empty value
 // leaves that header out.
-func authRequest(s *Server, method, uri, ip string) *httptest.ResponseRecorder {
+func authRequest(s *Handler, method, uri, ip string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(http.MethodGet, "/api/v1/check/auth", nil)
 	for k, v := range map[string]string{hdrOriginalMethod: method, hdrOriginalURI: uri, hdrRealIP: ip} {
 		if v != "" {
@@ -98,7 +93,9 @@ func TestAuthRequestAdmitsThenLimits(t *testing.T) {
 
 func TestAuthRequestDeniedPeer(t *testing.T) {
 	s := newAuthServer(t)
-	if _, err := s.live.AddExemption(context.Background(), "test", live.Exemption{Kind: live.DenyPeer, Value: "192.0.2.66"}); err != nil {
+	cfg := s.lim.Config()
+	cfg.Deny = append(cfg.Deny, netip.MustParsePrefix("192.0.2.66/32"))
+	if err := s.lim.Apply(s.now(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	w := authRequest(s, "GET", "/info", "192.0.2.66")
@@ -171,7 +168,7 @@ func TestAuthRequestBadHeaders(t *testing.T) {
 		{"GET", "/info", "unix:", hdrRealIP},
 	} {
 		w := authRequest(s, c.method, c.uri, c.ip)
-		var body jsonreply.Error
+		var body jsonbody.Error
 		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
 			t.Fatalf("%+v: body %q: %v", c, w.Body, err)
 		}

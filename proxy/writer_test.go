@@ -1,7 +1,6 @@
-package web
+package proxy
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/live"
 )
 
 // proxyOver serves s's public handler on loopback with the server write
@@ -28,16 +26,12 @@ func proxyOver(t *testing.T, upstream http.HandlerFunc, writeTimeout, sendTimeou
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := live.New(context.Background(), lim, OpenTestStore(t), cfg, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewServer(lim, live, Options{Upstream: u, Token: "t", SendTimeout: sendTimeout})
+	s := New(lim, Options{Upstream: u, SendTimeout: sendTimeout})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: s.PublicHandler(), WriteTimeout: writeTimeout}
+	hs := &http.Server{Handler: s, WriteTimeout: writeTimeout}
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
 	return "http://" + ln.Addr().String()

@@ -1,4 +1,4 @@
-package web
+package proxy
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
 )
 
@@ -33,7 +34,12 @@ const (
 // with Retry-After; 403: a denied peer) for nginx to map back. Limited
 // answers carry the RateLimit and RateLimit-Policy fields. A missing or
 // malformed header is a 400 naming it.
-func (s *Server) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
+// HandleAuthRequest serves GET /api/v1/check/auth: see handleAuthRequest.
+func (h *Handler) HandleAuthRequest(w http.ResponseWriter, r *http.Request) {
+	h.handleAuthRequest(w, r)
+}
+
+func (h *Handler) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 	method := r.Header.Get(hdrOriginalMethod)
 	if method == "" {
 		badHeader(w, hdrOriginalMethod, "required")
@@ -53,41 +59,41 @@ func (s *Server) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 		badHeader(w, hdrRealIP, "required")
 		return
 	}
-	peer, err := s.lim.ParsePeer(ip)
+	peer, err := h.lim.ParsePeer(ip)
 	if err != nil {
 		badHeader(w, hdrRealIP, err.Error())
 		return
 	}
 
-	h := w.Header()
-	h.Set("Cache-Control", "no-store")
-	route := s.lim.Classify(method, path)
-	if route.Exempt && s.lim.DenyExempt(peer) {
-		h.Set(hdrLimiterdStatus, "403")
+	hd := w.Header()
+	hd.Set("Cache-Control", "no-store")
+	route := h.lim.Classify(method, path)
+	if route.Exempt && h.lim.DenyExempt(peer) {
+		hd.Set(hdrLimiterdStatus, "403")
 		w.WriteHeader(http.StatusForbidden)
 		return
 	}
 	if route.Exempt {
-		s.Counts.ExemptPath.Add(1)
+		h.Counts.ExemptPath.Add(1)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	now := s.now()
-	d := s.lim.Decide(now, peer, route.Group)
-	s.Lat.Observe(d.Group, s.now().Sub(now))
+	now := h.now()
+	d := h.lim.Decide(now, peer, route.Group)
+	h.Lat.Observe(d.Group, h.now().Sub(now))
 	d.Release()
 
 	if d.Limited {
 		q := d.Quota()
-		setRateLimitHeaders(h, s.lim.GroupName(d.Group), &q)
+		setRateLimitHeaders(hd, h.lim.GroupName(d.Group), &q)
 	}
 	switch {
 	case d.Reason == limiter.ReasonDenied && !d.Allowed:
-		h.Set(hdrLimiterdStatus, "403")
+		hd.Set(hdrLimiterdStatus, "403")
 		w.WriteHeader(http.StatusForbidden)
 	case !d.Allowed:
-		h.Set(hdrLimiterdStatus, "429")
-		h.Set("Retry-After", strconv.FormatInt(d.RetryAfter, 10))
+		hd.Set(hdrLimiterdStatus, "429")
+		hd.Set("Retry-After", strconv.FormatInt(d.RetryAfter, 10))
 		w.WriteHeader(http.StatusForbidden)
 	default:
 		w.WriteHeader(http.StatusNoContent)
@@ -96,7 +102,7 @@ func (s *Server) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 
 // badHeader answers 400 naming the request header at fault.
 func badHeader(w http.ResponseWriter, name, problem string) {
-	writeError(w, http.StatusBadRequest, name+": "+problem, name)
+	jsonbody.WriteError(w, http.StatusBadRequest, name+": "+problem, name)
 }
 
 // originalPath returns the path of a request URI as nginx's $request_uri

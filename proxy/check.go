@@ -1,8 +1,9 @@
-package web
+package proxy
 
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 )
@@ -126,9 +128,12 @@ type checkResponse struct {
 // in-flight slot until released or until the lease ends. The answer's
 // status mirrors the decision (200, 429 with Retry-After, 403), so that
 // nginx's auth_request can use it as it is.
-func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+// HandleCheck serves POST /api/v1/check: see handleCheck.
+func (h *Handler) HandleCheck(w http.ResponseWriter, r *http.Request) { h.handleCheck(w, r) }
+
+func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	var req checkRequest
-	err := decodeBody(r, &req)
+	err := jsonbody.Decode(r, &req)
 	if err == nil && req.Peer == "" {
 		err = &live.FieldError{Field: "peer", Problem: "required"}
 	}
@@ -147,32 +152,32 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	var peer limiter.Peer
 	if err == nil {
-		if peer, err = s.lim.ParsePeer(req.Peer); err != nil {
+		if peer, err = h.lim.ParsePeer(req.Peer); err != nil {
 			err = &live.FieldError{Field: "peer", Problem: err.Error()}
 		}
 	}
 	if err != nil {
-		s.fail(w, r, err)
+		h.fail(w, err)
 		return
 	}
 	if req.Method == "" {
 		req.Method = http.MethodGet
 	}
-	route := s.lim.Classify(req.Method, req.Path)
-	if route.Exempt && s.lim.DenyExempt(peer) {
-		writeJSON(w, http.StatusForbidden, checkResponse{Status: http.StatusForbidden, Reason: limiter.ReasonDenied.String()})
+	route := h.lim.Classify(req.Method, req.Path)
+	if route.Exempt && h.lim.DenyExempt(peer) {
+		jsonbody.Write(w, http.StatusForbidden, checkResponse{Status: http.StatusForbidden, Reason: limiter.ReasonDenied.String()})
 		return
 	}
 	if route.Exempt {
-		s.Counts.ExemptPath.Add(1)
-		writeJSON(w, http.StatusOK, checkResponse{Allowed: true, Status: http.StatusOK, Via: "exempt_path"})
+		h.Counts.ExemptPath.Add(1)
+		jsonbody.Write(w, http.StatusOK, checkResponse{Allowed: true, Status: http.StatusOK, Via: "exempt_path"})
 		return
 	}
-	now := s.now()
-	d := s.lim.Decide(now, peer, route.Group)
-	s.Lat.Observe(d.Group, s.now().Sub(now))
+	now := h.now()
+	d := h.lim.Decide(now, peer, route.Group)
+	h.Lat.Observe(d.Group, h.now().Sub(now))
 	resp := checkResponse{
-		Allowed: d.Allowed, Group: s.lim.GroupName(d.Group), WouldReject: d.WouldReject,
+		Allowed: d.Allowed, Group: h.lim.GroupName(d.Group), WouldReject: d.WouldReject,
 		Status: http.StatusOK,
 	}
 	if d.Allowed {
@@ -199,27 +204,45 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", fmt.Sprint(d.RetryAfter))
 	}
 	if d.Via == limiter.ViaSliding || d.Via == limiter.ViaLeaky {
-		resp.ID = s.leases.add(d, now.Add(s.opts.CheckLease))
-		resp.LeaseSeconds = int64(s.opts.CheckLease / time.Second)
+		resp.ID = h.leases.add(d, now.Add(h.opts.CheckLease))
+		resp.LeaseSeconds = int64(h.opts.CheckLease / time.Second)
 	}
-	writeJSON(w, resp.Status, resp)
+	jsonbody.Write(w, resp.Status, resp)
 }
 
-func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
+// HandleRelease serves POST /api/v1/release: it gives back the in-flight
+// slot of a check admission before its lease ends.
+func (h *Handler) HandleRelease(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		ID string `json:"id"`
 	}
-	err := decodeBody(r, &req)
+	err := jsonbody.Decode(r, &req)
 	if err == nil && req.ID == "" {
 		err = &live.FieldError{Field: "id", Problem: "required"}
 	}
 	if err != nil {
-		s.fail(w, r, err)
+		h.fail(w, err)
 		return
 	}
-	if !s.leases.release(req.ID) {
-		s.fail(w, r, fmt.Errorf("lease %q: %w (released already, or expired)", req.ID, live.ErrNotFound))
+	if !h.leases.release(req.ID) {
+		jsonbody.WriteError(w, http.StatusNotFound, fmt.Sprintf("lease %q: not found (released already, or expired)", req.ID), "")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]bool{"released": true})
+	jsonbody.Write(w, http.StatusOK, map[string]bool{"released": true})
+}
+
+// fail answers a bad check or release body: 422 naming the field, 400 for
+// a body that is not the expected JSON. The admin listener's own mapping
+// (package web) gives these errors the same statuses.
+func (h *Handler) fail(w http.ResponseWriter, err error) {
+	var fe *live.FieldError
+	var uf *jsonbody.UnknownFieldError
+	switch {
+	case errors.As(err, &fe):
+		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), fe.Field)
+	case errors.As(err, &uf):
+		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), uf.Field)
+	default:
+		jsonbody.WriteError(w, http.StatusBadRequest, err.Error(), "")
+	}
 }

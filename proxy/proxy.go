@@ -1,4 +1,10 @@
-package web
+// Package proxy is limiterd's data plane: the public listener's handler,
+// which classifies every request, identifies its peer, decides, proxies
+// an admitted request to the node and releases its in-flight slot however
+// the exchange ends; and the data-plane calls the admin listener serves
+// for other proxies (the sidecar check, its release and nginx's
+// auth_request), which decide exactly as the proxy does.
+package proxy
 
 import (
 	"context"
@@ -8,18 +14,102 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/ticker"
 )
 
-func (s *Server) newProxy() *httputil.ReverseProxy {
-	up := s.opts.Upstream
-	tr := s.opts.Transport
+// Options configure a Handler.
+type Options struct {
+	// Upstream is the node the public listener proxies to.
+	Upstream *url.URL
+	// Transport is the proxy's transport; nil means a default tuned for
+	// one upstream.
+	Transport http.RoundTripper
+	// CheckLease bounds how long a /api/v1/check admission holds its
+	// in-flight slot when nobody releases it; 0 means 30 s.
+	CheckLease time.Duration
+	// SendTimeout bounds how long a proxied response may wait for the
+	// client to take more of it; 0 means DefaultSendTimeout. There is no
+	// bound on the whole response.
+	SendTimeout time.Duration
+	Logger      *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Handler is the data plane. It is safe for concurrent use; Run owns its
+// background work (ending check leases).
+type Handler struct {
+	lim   *limiter.Limiter
+	opts  Options
+	log   *slog.Logger
+	now   func() time.Time
+	proxy *httputil.ReverseProxy
+	// Lat holds the decision latency per group, Counts the data plane's
+	// own counters; the metrics collector reads both at scrape time.
+	Lat    insight.Latencies
+	Counts insight.ProxyCounters
+	leases *leases
+}
+
+// New returns a Handler deciding with lim.
+func New(lim *limiter.Limiter, opts Options) *Handler {
+	h := &Handler{lim: lim, opts: opts, log: opts.Logger, now: opts.Now, leases: newLeases()}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.opts.SendTimeout <= 0 {
+		h.opts.SendTimeout = DefaultSendTimeout
+	}
+	if h.opts.CheckLease <= 0 {
+		h.opts.CheckLease = 30 * time.Second
+	}
+	h.proxy = h.newProxy()
+	return h
+}
+
+// Run ends the check leases that ran out, once a second, until ctx ends;
+// then it releases every lease left.
+func (h *Handler) Run(ctx context.Context) error {
+	ticker.Every(ctx, time.Second, func() { h.leases.expire(h.now()) })
+	h.leases.releaseAll()
+	return nil
+}
+
+// HTTPServer returns the public listener's http.Server, with timeouts a
+// slow client cannot abuse: headers within 10 s, a body within 60 s, a
+// response begun within 120 s (then extended while the client reads, see
+// proxyWriter), idle connections closed after 120 s, headers at most
+// 64 KiB.
+func (h *Handler) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      120 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// ServeHTTP is the public listener: see handleProxy.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handleProxy(w, r) }
+
+func (h *Handler) newProxy() *httputil.ReverseProxy {
+	up := h.opts.Upstream
+	tr := h.opts.Transport
 	if tr == nil {
 		tr = &http.Transport{
 			Proxy:                 nil,
@@ -40,11 +130,11 @@ func (s *Server) newProxy() *httputil.ReverseProxy {
 			pr.Out.Host = pr.In.Host
 		},
 		Transport:    tr,
-		ErrorHandler: s.proxyError,
+		ErrorHandler: h.proxyError,
 		BufferPool:   &bufferPool{},
 		// What the proxy logs itself (an upstream that broke off a body)
 		// goes to the structured log, as a warning.
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
 	}
 }
 
@@ -63,39 +153,39 @@ func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // proxyError answers 504 for an upstream timeout and 502 otherwise; a
 // client that went away gets nothing.
-func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		return
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		s.Counts.UpstreamTimeouts.Add(1)
+		h.Counts.UpstreamTimeouts.Add(1)
 		http.Error(w, "Gateway Timeout", http.StatusGatewayTimeout)
 		return
 	}
-	s.Counts.UpstreamErrors.Add(1)
-	s.log.Debug("upstream", "err", err)
+	h.Counts.UpstreamErrors.Add(1)
+	h.log.Debug("upstream", "err", err)
 	http.Error(w, "Bad Gateway", http.StatusBadGateway)
 }
 
 // handleProxy is a request's way through the house: classify, identify the
 // peer, decide, release in a defer, proxy.
-func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
-	defer s.recoverInternal(w, r)
-	route := s.lim.Classify(r.Method, r.URL.Path)
-	peer := s.lim.PeerOf(r.RemoteAddr, r.Header)
+func (h *Handler) handleProxy(w http.ResponseWriter, r *http.Request) {
+	defer h.recoverInternal(w, r)
+	route := h.lim.Classify(r.Method, r.URL.Path)
+	peer := h.lim.PeerOf(r.RemoteAddr, r.Header)
 	if route.Exempt {
-		if s.lim.DenyExempt(peer) {
+		if h.lim.DenyExempt(peer) {
 			http.Error(w, "Forbidden", http.StatusForbidden)
 			return
 		}
-		s.Counts.ExemptPath.Add(1)
-		s.proxy.ServeHTTP(s.newProxyWriter(w), r)
+		h.Counts.ExemptPath.Add(1)
+		h.proxy.ServeHTTP(h.newProxyWriter(w), r)
 		return
 	}
-	now := s.now()
-	d := s.lim.Decide(now, peer, route.Group)
-	s.Lat.Observe(d.Group, s.now().Sub(now))
+	now := h.now()
+	d := h.lim.Decide(now, peer, route.Group)
+	h.Lat.Observe(d.Group, h.now().Sub(now))
 	defer d.Release()
 
 	if d.Reason == limiter.ReasonDenied && !d.Allowed {
@@ -104,16 +194,16 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Limited {
 		q := d.Quota()
-		setRateLimitHeaders(w.Header(), s.lim.GroupName(d.Group), &q)
+		setRateLimitHeaders(w.Header(), h.lim.GroupName(d.Group), &q)
 	}
 	if !d.Allowed {
-		s.reject(w, r, &d)
+		h.reject(w, r, &d)
 		return
 	}
-	sw := s.newProxyWriter(w)
-	s.proxy.ServeHTTP(sw, r)
+	sw := h.newProxyWriter(w)
+	h.proxy.ServeHTTP(sw, r)
 	if slices.Contains(route.ReduceOnStatus, sw.status) {
-		s.lim.Reduce(s.now(), peer.Key, route.Group)
+		h.lim.Reduce(h.now(), peer.Key, route.Group)
 	}
 }
 
@@ -122,7 +212,7 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 // proxy aborting an exchange the upstream broke — goes on up to the server.
 // Deferred before the decision, it runs after the in-flight slot is
 // released.
-func (s *Server) recoverInternal(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) recoverInternal(w http.ResponseWriter, r *http.Request) {
 	v := recover()
 	if v == nil {
 		return
@@ -130,28 +220,28 @@ func (s *Server) recoverInternal(w http.ResponseWriter, r *http.Request) {
 	if v == http.ErrAbortHandler {
 		panic(v)
 	}
-	s.Counts.InternalErrors.Add(1)
-	s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "panic", v)
+	h.Counts.InternalErrors.Add(1)
+	h.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "panic", v)
 	http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
 }
 
 // reject writes the 429 of SPEC §7.
-func (s *Server) reject(w http.ResponseWriter, r *http.Request, d *limiter.Decision) {
-	h := w.Header()
-	h.Set("Retry-After", strconv.FormatInt(d.RetryAfter, 10))
-	h.Set("Cache-Control", "no-store")
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, d *limiter.Decision) {
+	hd := w.Header()
+	hd.Set("Retry-After", strconv.FormatInt(d.RetryAfter, 10))
+	hd.Set("Cache-Control", "no-store")
 	if prefersJSON(r.Header.Get("Accept")) {
-		h.Set("Content-Type", "application/json")
+		hd.Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_ = json.NewEncoder(w).Encode(struct {
 			Error      string `json:"error"`
 			Group      string `json:"group"`
 			Reason     string `json:"reason"`
 			RetryAfter int64  `json:"retry_after"`
-		}{"too_many_requests", s.lim.GroupName(d.Group), d.Reason.String(), d.RetryAfter})
+		}{"too_many_requests", h.lim.GroupName(d.Group), d.Reason.String(), d.RetryAfter})
 		return
 	}
-	h.Set("Content-Type", "text/plain; charset=utf-8")
+	hd.Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = w.Write([]byte("Too Many Requests"))
 }
@@ -233,8 +323,8 @@ type proxyWriter struct {
 	deadline time.Time // the write deadline last set; zero: the server's
 }
 
-func (s *Server) newProxyWriter(w http.ResponseWriter) *proxyWriter {
-	return &proxyWriter{ResponseWriter: w, timeout: s.opts.SendTimeout}
+func (h *Handler) newProxyWriter(w http.ResponseWriter) *proxyWriter {
+	return &proxyWriter{ResponseWriter: w, timeout: h.opts.SendTimeout}
 }
 
 func (w *proxyWriter) WriteHeader(code int) {
