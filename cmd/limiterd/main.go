@@ -37,6 +37,7 @@ import (
 	"github.com/limiterd/limiterd/config"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
+	"github.com/limiterd/limiterd/persist"
 	"github.com/limiterd/limiterd/proxy"
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/ticker"
@@ -305,8 +306,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err != nil {
 		return err
 	}
-	snaps := &snapshotter{lim: lim, th: th, db: db, log: m.log, now: now, enabled: lv.Enabled}
-	if err := snaps.restore(ctx); err != nil {
+	snaps := persist.New(lim, db, persist.Options{Throttle: th, Interval: cfg.Snapshot.Interval, Logger: m.log, Now: now, Enabled: lv.Enabled})
+	if err := snaps.Restore(ctx); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -328,7 +329,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		Logger:    m.log,
 		Now:       now,
 		Ready:     db.Check,
-		Snapshot:  snaps.save,
+		Snapshot:  snaps.Save,
 		Throttle:  th,
 		Sessions:  db,
 	})
@@ -338,7 +339,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		web.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.metrics, throttleMetrics(th)),
+		web.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, web.ThrottleMetrics(th)),
 	)
 
 	publicLn, err := net.Listen("tcp", cfg.Server.Listen)
@@ -372,7 +373,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	wg.Add(5)
 	go func() { defer wg.Done(); _ = srv.Run(bg) }()
 	go func() { defer wg.Done(); _ = dp.Run(bg) }()
-	go func() { defer wg.Done(); snaps.loop(bg, cfg.Snapshot.Interval) }()
+	go func() { defer wg.Done(); _ = snaps.Run(bg) }()
 	go func() { defer wg.Done(); m.tickLoop(bg, lim, th, now) }()
 	go func() { defer wg.Done(); m.hangupLoop(bg) }()
 
@@ -400,11 +401,11 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	cancel()
 	stopBG()
 	wg.Wait()
-	if err := snaps.save(context.Background()); err != nil {
+	if err := snaps.Save(context.Background()); err != nil {
 		m.log.Error("final snapshot", "err", err)
 		runErr = errors.Join(runErr, err)
 	} else {
-		m.log.Info("final snapshot written", "entries", snaps.lastWritten.Load(), "file", db.Path())
+		m.log.Info("final snapshot written", "entries", snaps.LastWritten(), "file", db.Path())
 	}
 	m.log.Info("limiterd stopped")
 	return runErr

@@ -1,9 +1,8 @@
-package main
+package persist
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -33,9 +32,9 @@ func TestSnapshotterCompacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	s := &snapshotter{lim: lim, th: th, db: db, log: slog.New(slog.DiscardHandler), now: clock}
+	s := New(lim, db, Options{Throttle: th, Now: clock})
 	ctx := context.Background()
-	if err := s.restore(ctx); err != nil {
+	if err := s.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
 	g, _ := lim.GroupID("general")
@@ -52,14 +51,14 @@ func TestSnapshotterCompacts(t *testing.T) {
 		}
 	}
 	decide(len(peers), 0)
-	if err := s.save(ctx); err != nil { // the first save after restore is full
+	if err := s.Save(ctx); err != nil { // the first save after restore is full
 		t.Fatal(err)
 	}
 	compacted := 0
 	for round := 1; round <= 200 && compacted == 0; round++ {
 		now = now.Add(10 * time.Millisecond)
 		decide(700, round*700)
-		if err := s.save(ctx); err != nil {
+		if err := s.Save(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if s.compactions.Load() > 0 {
@@ -113,8 +112,8 @@ func TestRestoreKeepsGroupsTheConfigLacks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := &snapshotter{lim: lim, th: th, db: db, log: slog.New(slog.DiscardHandler), now: clock}
-		if err := s.restore(ctx); err != nil {
+		s := New(lim, db, Options{Throttle: th, Now: clock})
+		if err := s.Restore(ctx); err != nil {
 			t.Fatal(err)
 		}
 		return lim
@@ -122,8 +121,8 @@ func TestRestoreKeepsGroupsTheConfigLacks(t *testing.T) {
 	save := func(lim *limiter.Limiter) {
 		t.Helper()
 		th, _ := throttle.New(now, throttle.ArweaveConfig())
-		s := &snapshotter{lim: lim, th: th, db: db, log: slog.New(slog.DiscardHandler), now: clock}
-		if err := s.save(ctx); err != nil {
+		s := New(lim, db, Options{Throttle: th, Now: clock})
+		if err := s.Save(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
