@@ -85,8 +85,9 @@ type Admin struct {
 // Peers is the [peers] table: how a request's peer is identified.
 type Peers struct {
 	TrustedProxies []string // IPs or CIDRs, valid for limiter.ParsePrefix
-	// ForwardedHeader is the header the trusted proxies write: "auto",
-	// "x-forwarded-for" or "forwarded".
+	// ForwardedHeader is the header the trusted proxies write:
+	// "x-forwarded-for" or "forwarded"; "" (required to be set when there
+	// are trusted proxies).
 	ForwardedHeader string
 	IPv6Prefix      int      // 1..120 or 128
 	Exempt          []string // IPs or CIDRs, valid for limiter.ParsePrefix
@@ -267,11 +268,7 @@ func (c *Config) Limiter() (limiter.Config, error) {
 	var p problems
 	trusted := parsePrefixes(&p, "peers.trusted_proxies", c.Peers.TrustedProxies)
 	exempt := parsePrefixes(&p, "peers.exempt", c.Peers.Exempt)
-	var err error
-	header := limiter.ForwardedAuto // when c was built by hand
-	if c.Peers.ForwardedHeader != "" {
-		header, err = limiter.ParseForwardedHeader(c.Peers.ForwardedHeader)
-	}
+	header, err := limiter.ParseForwardedHeader(c.Peers.ForwardedHeader)
 	if err != nil {
 		p.add("peers.forwarded_header", strings.TrimPrefix(err.Error(), "peers.forwarded_header: "))
 	}

@@ -81,7 +81,7 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 	want := config.Config{
 		Server:   config.Server{Listen: "0.0.0.0:1985", Upstream: "http://127.0.0.1:1984", DataDir: "data", ShutdownTimeout: 15 * time.Second},
 		Admin:    config.Admin{Listen: "127.0.0.1:1986", CheckLease: 30 * time.Second},
-		Peers:    config.Peers{ForwardedHeader: "auto", IPv6Prefix: 64, Exempt: []string{"127.0.0.1"}, MaxTracked: 1000000},
+		Peers:    config.Peers{IPv6Prefix: 64, Exempt: []string{"127.0.0.1"}, MaxTracked: 1000000},
 		Snapshot: config.Snapshot{Interval: 5 * time.Second},
 		Routes:   config.Routes{Rules: limiter.ArweaveRoutes()},
 		Groups:   limiter.ArweaveGroups(),

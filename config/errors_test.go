@@ -70,6 +70,7 @@ listen = 1985
 [peers]
 exempt = "127.0.0.1"
 trusted_proxies = ["10.0.0.0/8", 7]
+forwarded_header = "x-forwarded-for"
 [snapshot]
 interval = 5
 [http_api.limiter.chunk]
@@ -181,7 +182,7 @@ max_tracked = -1
 `,
 			want: []string{
 				`config: peers.trusted_proxies[1]: "::1%eth0": an IPv6 zone (%...) cannot be used in an address list`,
-				`config: peers.forwarded_header: must be one of auto, x-forwarded-for, forwarded, got "X-Real-IP"`,
+				`config: peers.forwarded_header: must be x-forwarded-for or forwarded, got "X-Real-IP"`,
 				"config: peers.ipv6_prefix: must be 1 to 120, or 128 for whole addresses, got 121",
 				`config: peers.exempt[1]: "10.0.0.1/8": host bits are set after /8; did you mean "10.0.0.0/8"?`,
 				`config: peers.exempt[2]: "": empty address`,

@@ -94,7 +94,15 @@ func build(p *problems, t tree) *Config {
 	// [peers]
 	c.Peers.TrustedProxies = b.strs("peers", "trusted_proxies")
 	parsePrefixes(p, "peers.trusted_proxies", c.Peers.TrustedProxies)
-	c.Peers.ForwardedHeader = b.oneOf("peers.forwarded_header", "auto", "x-forwarded-for", "forwarded")
+	if h, ok := b.str("peers", "forwarded_header"); ok {
+		if _, err := limiter.ParseForwardedHeader(h); err != nil {
+			p.add("peers.forwarded_header", strings.TrimPrefix(err.Error(), "peers.forwarded_header: "))
+		}
+		c.Peers.ForwardedHeader = h
+	}
+	if len(c.Peers.TrustedProxies) > 0 && c.Peers.ForwardedHeader == "" {
+		p.add("peers.forwarded_header", "must be set when peers.trusted_proxies is not empty: name the header your proxies write, x-forwarded-for or forwarded (the other is never believed)")
+	}
 	if n, ok := b.num("peers", "ipv6_prefix"); ok {
 		c.Peers.IPv6Prefix = int(n)
 		if (n < 1 || n > 120) && n != 128 {

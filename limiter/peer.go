@@ -33,22 +33,18 @@ type ForwardedHeader uint8
 
 // The forwarding headers.
 const (
-	// ForwardedAuto reads X-Forwarded-For when the request has a non-empty
-	// one, else Forwarded. X-Forwarded-For comes first because it is what
-	// proxies write by default (nginx's $proxy_add_x_forwarded_for,
-	// HAProxy's option forwardfor, cloud load balancers); a client's own
-	// Forwarded header, passed through by such a proxy, is then never
-	// read.
-	ForwardedAuto ForwardedHeader = iota
+	// ForwardedUnset names no header: valid only without trusted proxies,
+	// whose headers are then never read anyway.
+	ForwardedUnset ForwardedHeader = iota
 	// ForwardedXFF reads X-Forwarded-For only.
 	ForwardedXFF
 	// ForwardedRFC7239 reads Forwarded (RFC 7239) only.
 	ForwardedRFC7239
 )
 
-var forwardedHeaderNames = [...]string{"auto", "x-forwarded-for", "forwarded"}
+var forwardedHeaderNames = [...]string{"", "x-forwarded-for", "forwarded"}
 
-// String returns the configuration name of h.
+// String returns the configuration name of h ("" when unset).
 func (h ForwardedHeader) String() string {
 	if int(h) < len(forwardedHeaderNames) {
 		return forwardedHeaderNames[h]
@@ -56,16 +52,29 @@ func (h ForwardedHeader) String() string {
 	return fmt.Sprintf("ForwardedHeader(%d)", uint8(h))
 }
 
-// ParseForwardedHeader parses the value of peers.forwarded_header: "auto",
-// "x-forwarded-for" or "forwarded", in any case.
+// ParseForwardedHeader parses the value of peers.forwarded_header:
+// "x-forwarded-for" or "forwarded", in any case, or "" (unset). "auto",
+// which earlier versions accepted, is refused: it believed whichever of the
+// two headers a request carried, so behind a proxy that writes one a
+// client could name itself in the other (see docs/decisions.md).
 func ParseForwardedHeader(s string) (ForwardedHeader, error) {
 	for i, n := range forwardedHeaderNames {
 		if strings.EqualFold(s, n) {
 			return ForwardedHeader(i), nil
 		}
 	}
-	return 0, fmt.Errorf("peers.forwarded_header: must be one of auto, x-forwarded-for, forwarded, got %q", s)
+	if strings.EqualFold(s, "auto") {
+		return 0, fmt.Errorf(`peers.forwarded_header: "auto" is no longer accepted (a client could name itself in the header the proxy does not write): set the one your trusted proxies write, x-forwarded-for or forwarded`)
+	}
+	return 0, fmt.Errorf("peers.forwarded_header: must be x-forwarded-for or forwarded, got %q", s)
 }
+
+// MalformedForwarded is the key of every request whose trusted proxy's
+// chain has an element that names no address where the peer would be
+// ("unknown", an obfuscated "_hidden" identifier, garbage): such requests
+// share this one bucket. They are never exempt, never the proxy, and
+// never get a bucket of their own per variation of the text.
+var MalformedForwarded = OpaqueKey("limiterd: malformed forwarding header")
 
 // NewIdentifier returns an Identifier that believes the forwarding header
 // chosen by header of sources in trusted (nil: nobody) and keys IPv6 peers
@@ -79,6 +88,9 @@ func NewIdentifier(trusted *PrefixSet, ipv6Prefix int, header ForwardedHeader) (
 	}
 	if int(header) >= len(forwardedHeaderNames) {
 		return nil, fmt.Errorf("peers.forwarded_header: unknown value %d", header)
+	}
+	if header == ForwardedUnset && trusted.Len() > 0 {
+		return nil, fmt.Errorf("peers.forwarded_header: must be set when peers.trusted_proxies is not empty: name the header your proxies write, x-forwarded-for or forwarded (the other is never believed)")
 	}
 	return &Identifier{trusted: trusted, ipv6Prefix: ipv6Prefix, header: header}, nil
 }
@@ -125,20 +137,22 @@ type Header interface {
 // so limiterd's listeners must be TCP.
 //
 // Only when the TCP source is in the trusted set are the forwarding headers
-// read (otherwise they are never even parsed), and only the one chosen by
-// the Identifier's ForwardedHeader: with ForwardedAuto, X-Forwarded-For
-// when it has at least one non-empty element, else Forwarded (RFC 7239, the
-// "for" parameter of each element). Header lines are taken in order
-// and their comma-separated elements form one chain, empty elements
-// skipped. The chain is walked from the right, passing over addresses in
-// the trusted set: the first address that is not trusted is the peer. When
-// every address is trusted the peer is the left-most one, the furthest we
-// know. An element that gives no address where the walk needs one
-// (garbage, "unknown", an obfuscated "_hidden" identifier, a Forwarded
-// element without "for", a quoted value with escapes) stops the walk: the
-// peer is then the nearest trusted hop to its right, the last one we could
-// identify, as nginx's realip module does. Keying by such text instead
-// would give a client a fresh bucket for every variation it sends.
+// read (otherwise they are never even parsed), and only the one the
+// trusted proxies write (the Identifier's ForwardedHeader): X-Forwarded-For,
+// or Forwarded (RFC 7239, the "for" parameter of each element). The other
+// is never read: a header the proxy passes through untouched is whatever
+// the client sent. Header lines are taken in order and their
+// comma-separated elements form one chain, empty elements skipped. The
+// chain is walked from the right, passing over addresses in the trusted
+// set: the first address that is not trusted is the peer. When every
+// address is trusted the peer is the left-most one, the furthest we know;
+// when the header is absent, the proxy itself. An element that gives no
+// address where the walk needs one (garbage, "unknown", an obfuscated
+// "_hidden" identifier, a Forwarded element without "for", a quoted value
+// with escapes) makes the peer MalformedForwarded, one bucket for all such
+// requests: not the trusted hop to its right (which may be exempt, as
+// 127.0.0.1 is by default), and not a key of the text (which would give a
+// client a fresh bucket for every variation it sends).
 //
 // PeerOf does not allocate for a well-formed source, with or without a
 // trusted proxy's chain; only malformed text that looks like an address
@@ -150,26 +164,25 @@ func (id *Identifier) PeerOf(remoteAddr string, h Header) Peer {
 	}
 	a = a.Unmap().WithZone("")
 	if id.trusted.Len() > 0 && id.trusted.Contains(a) && h != nil {
-		a = id.forwardedPeer(a, h)
+		var ok bool
+		if a, ok = id.forwardedPeer(a, h); !ok {
+			return Peer{Key: MalformedForwarded}
+		}
 	}
 	return Peer{Addr: a, Key: KeyFromAddr(a, id.ipv6Prefix)}
 }
 
 // forwardedPeer walks the forwarding chain of a request received from the
-// trusted proxy at proxy.
-func (id *Identifier) forwardedPeer(proxy netip.Addr, h Header) netip.Addr {
+// trusted proxy at proxy; ok is false when a malformed element stopped it.
+func (id *Identifier) forwardedPeer(proxy netip.Addr, h Header) (peer netip.Addr, ok bool) {
 	w := chainWalk{trusted: id.trusted, last: proxy}
 	switch id.header {
 	case ForwardedXFF:
 		w.xff(h)
 	case ForwardedRFC7239:
 		w.forwarded(h)
-	default:
-		if w.xff(h); !w.seen {
-			w.forwarded(h)
-		}
 	}
-	return w.last
+	return w.last, !w.malformed
 }
 
 // forwarded walks the Forwarded lines of h from the right.
@@ -216,17 +229,16 @@ func (w *chainWalk) xff(h Header) {
 // chainWalk is the state of a right-to-left walk over a forwarding chain.
 type chainWalk struct {
 	trusted *PrefixSet
-	last    netip.Addr // the peer so far: the last hop identified
-	seen    bool       // an element was stepped over
-	done    bool       // the peer is found
+	last      netip.Addr // the peer so far: the last hop identified
+	done      bool       // the walk is over
+	malformed bool       // an element named no address where the peer would be
 }
 
 // step takes the next element to the left: its address, or ok false when
 // it names none.
 func (w *chainWalk) step(a netip.Addr, ok bool) {
-	w.seen = true
 	if !ok {
-		w.done = true // keep the nearest trusted hop to its right
+		w.done, w.malformed = true, true
 		return
 	}
 	w.last = a.Unmap().WithZone("")

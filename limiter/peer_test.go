@@ -12,7 +12,11 @@ import (
 
 func mustIdentifier(tb testing.TB, trusted []string, ipv6Prefix int) *limiter.Identifier {
 	tb.Helper()
-	return mustIdentifierFor(tb, trusted, ipv6Prefix, limiter.ForwardedAuto)
+	header := limiter.ForwardedUnset
+	if len(trusted) > 0 {
+		header = limiter.ForwardedXFF
+	}
+	return mustIdentifierFor(tb, trusted, ipv6Prefix, header)
 }
 
 func mustIdentifierFor(tb testing.TB, trusted []string, ipv6Prefix int, header limiter.ForwardedHeader) *limiter.Identifier {
@@ -39,12 +43,12 @@ func headers(kv ...string) http.Header {
 
 func TestNewIdentifierIPv6Prefix(t *testing.T) {
 	for _, n := range []int{1, 48, 64, 120, 128} {
-		if _, err := limiter.NewIdentifier(nil, n, limiter.ForwardedAuto); err != nil {
+		if _, err := limiter.NewIdentifier(nil, n, limiter.ForwardedUnset); err != nil {
 			t.Errorf("NewIdentifier(nil, %d): %v", n, err)
 		}
 	}
 	for _, n := range []int{-1, 0, 121, 127, 129, 1000} {
-		_, err := limiter.NewIdentifier(nil, n, limiter.ForwardedAuto)
+		_, err := limiter.NewIdentifier(nil, n, limiter.ForwardedUnset)
 		if err == nil || !strings.HasPrefix(err.Error(), "peers.ipv6_prefix: ") {
 			t.Errorf("NewIdentifier(nil, %d) error = %v, want one naming peers.ipv6_prefix", n, err)
 		}
@@ -135,8 +139,12 @@ func TestPeerOfGarbage(t *testing.T) {
 
 // TestPeerOfForwarded covers the forwarding headers (SPEC §4).
 func TestPeerOfForwarded(t *testing.T) {
-	// 10.0.0.0/8 and 2001:db8:ffff::/48 are our proxies.
-	id := mustIdentifier(t, []string{"10.0.0.0/8", "2001:db8:ffff::/48"}, 64)
+	// 10.0.0.0/8 and 2001:db8:ffff::/48 are our proxies; they write the
+	// header a case's name begins with (X-Forwarded-For unless it is
+	// "Forwarded"). want "-" is MalformedForwarded.
+	proxies := []string{"10.0.0.0/8", "2001:db8:ffff::/48"}
+	xffID := mustIdentifierFor(t, proxies, 64, limiter.ForwardedXFF)
+	fwdID := mustIdentifierFor(t, proxies, 64, limiter.ForwardedRFC7239)
 	for _, tt := range []struct {
 		name       string
 		remoteAddr string
@@ -170,13 +178,14 @@ func TestPeerOfForwarded(t *testing.T) {
 		{"trusted mapped proxy", "[::ffff:10.0.0.1]:1", headers("X-Forwarded-For", "9.9.9.9"), "9.9.9.9"},
 		{"trusted proxy with zone", "[2001:db8:ffff::1%eth0]:1", headers("X-Forwarded-For", "9.9.9.9"), "9.9.9.9"},
 
-		// Malformed elements: the nearest trusted hop to their right.
-		{"XFF garbage", "10.0.0.1:1", headers("X-Forwarded-For", "garbage"), "10.0.0.1"},
-		{"XFF unknown", "10.0.0.1:1", headers("X-Forwarded-For", "unknown"), "10.0.0.1"},
-		{"XFF garbage behind a hop", "10.0.0.1:1", headers("X-Forwarded-For", "garbage, 10.0.0.3"), "10.0.0.3"},
+		// Malformed elements where the peer would be: the one bucket of
+		// MalformedForwarded, never the (possibly exempt) proxy.
+		{"XFF garbage", "10.0.0.1:1", headers("X-Forwarded-For", "garbage"), "-"},
+		{"XFF unknown", "10.0.0.1:1", headers("X-Forwarded-For", "unknown"), "-"},
+		{"XFF garbage behind a hop", "10.0.0.1:1", headers("X-Forwarded-For", "garbage, 10.0.0.3"), "-"},
 		{"XFF garbage left of the peer", "10.0.0.1:1", headers("X-Forwarded-For", "garbage, 9.9.9.9, 10.0.0.3"), "9.9.9.9"},
-		{"XFF bad port", "10.0.0.1:1", headers("X-Forwarded-For", "9.9.9.9:99999"), "10.0.0.1"},
-		{"XFF hex-looking garbage", "10.0.0.1:1", headers("X-Forwarded-For", "deadbeef, 10.0.0.3"), "10.0.0.3"},
+		{"XFF bad port", "10.0.0.1:1", headers("X-Forwarded-For", "9.9.9.9:99999"), "-"},
+		{"XFF hex-looking garbage", "10.0.0.1:1", headers("X-Forwarded-For", "deadbeef, 10.0.0.3"), "-"},
 
 		// Forwarded (RFC 7239).
 		{"Forwarded", "10.0.0.1:1", headers("Forwarded", "for=9.9.9.9"), "9.9.9.9"},
@@ -194,30 +203,41 @@ func TestPeerOfForwarded(t *testing.T) {
 		{"Forwarded escaped quote", "10.0.0.1:1", headers("Forwarded", `for=9.9.9.9;ext="x\",for=8.8.8.8"`), "9.9.9.9"},
 		{"Forwarded escaped backslash", "10.0.0.1:1", headers("Forwarded", `for=9.9.9.9;ext="x\\", for=10.0.0.3`), "9.9.9.9"},
 		{"Forwarded spoofed unbalanced quote", "10.0.0.1:1", headers("Forwarded", `for="8.8.8.8, for=9.9.9.9`), "9.9.9.9"},
-		// Both headers (auto): X-Forwarded-For, which proxies write by
-		// default, wins; a client's Forwarded passed through is not read.
-		{"XFF preferred over Forwarded", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=9.9.9.9"), "8.8.8.8"},
-		{"client Forwarded unknown ignored", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=unknown"), "8.8.8.8"},
-		{"client Forwarded trusted ignored", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=10.0.0.3"), "8.8.8.8"},
-		{"empty XFF: Forwarded", "10.0.0.1:1", headers("X-Forwarded-For", "", "Forwarded", "for=9.9.9.9"), "9.9.9.9"},
-		{"blank XFF: Forwarded", "10.0.0.1:1", headers("X-Forwarded-For", " , ", "Forwarded", "for=9.9.9.9"), "9.9.9.9"},
-		{"empty Forwarded: XFF", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", ""), "8.8.8.8"},
+		// Both headers: only the one the proxy writes is read; a client's
+		// other one, passed through, never is.
+		{"XFF written, Forwarded passed through", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=9.9.9.9"), "8.8.8.8"},
+		{"XFF written, client Forwarded unknown ignored", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=unknown"), "8.8.8.8"},
+		{"XFF written, client Forwarded trusted ignored", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=10.0.0.3"), "8.8.8.8"},
+		{"XFF written empty, Forwarded not read", "10.0.0.1:1", headers("X-Forwarded-For", "", "Forwarded", "for=9.9.9.9"), "10.0.0.1"},
+		{"Forwarded written, client XFF unknown ignored", "10.0.0.1:1", headers("Forwarded", "for=9.9.9.9", "X-Forwarded-For", "unknown"), "9.9.9.9"},
+		{"Forwarded written, client XFF ignored", "10.0.0.1:1", headers("Forwarded", "for=9.9.9.9", "X-Forwarded-For", "8.8.8.8"), "9.9.9.9"},
+		{"Forwarded written empty, XFF not read", "10.0.0.1:1", headers("X-Forwarded-For", "8.8.8.8", "Forwarded", ""), "10.0.0.1"},
 
 		// Malformed Forwarded elements.
-		{"Forwarded unknown", "10.0.0.1:1", headers("Forwarded", "for=unknown"), "10.0.0.1"},
-		{"Forwarded hidden", "10.0.0.1:1", headers("Forwarded", "for=_hidden, for=10.0.0.3"), "10.0.0.3"},
+		{"Forwarded unknown", "10.0.0.1:1", headers("Forwarded", "for=unknown"), "-"},
+		{"Forwarded hidden", "10.0.0.1:1", headers("Forwarded", "for=_hidden, for=10.0.0.3"), "-"},
 		{"Forwarded hidden left of the peer", "10.0.0.1:1", headers("Forwarded", "for=_hidden, for=9.9.9.9"), "9.9.9.9"},
-		{"Forwarded without for", "10.0.0.1:1", headers("Forwarded", "for=8.8.8.8, proto=https"), "10.0.0.1"},
-		{"Forwarded twice for", "10.0.0.1:1", headers("Forwarded", "for=8.8.8.8;for=7.7.7.7"), "10.0.0.1"},
-		{"Forwarded empty for", "10.0.0.1:1", headers("Forwarded", "for="), "10.0.0.1"},
-		{"Forwarded garbage", "10.0.0.1:1", headers("Forwarded", "garbage, for=10.0.0.3"), "10.0.0.3"},
-		{"Forwarded unquoted quote", "10.0.0.1:1", headers("Forwarded", `for="9.9.9.9`), "10.0.0.1"},
-		{"Forwarded escape in value", "10.0.0.1:1", headers("Forwarded", `for="9.9.9.\9"`), "10.0.0.1"},
-		{"Forwarded bad port", "10.0.0.1:1", headers("Forwarded", `for="[2001:db8::17]:x"`), "10.0.0.1"},
-		{"Forwarded IPv4 in brackets", "10.0.0.1:1", headers("Forwarded", `for="[9.9.9.9]"`), "10.0.0.1"},
+		{"Forwarded without for", "10.0.0.1:1", headers("Forwarded", "for=8.8.8.8, proto=https"), "-"},
+		{"Forwarded twice for", "10.0.0.1:1", headers("Forwarded", "for=8.8.8.8;for=7.7.7.7"), "-"},
+		{"Forwarded empty for", "10.0.0.1:1", headers("Forwarded", "for="), "-"},
+		{"Forwarded garbage", "10.0.0.1:1", headers("Forwarded", "garbage, for=10.0.0.3"), "-"},
+		{"Forwarded unquoted quote", "10.0.0.1:1", headers("Forwarded", `for="9.9.9.9`), "-"},
+		{"Forwarded escape in value", "10.0.0.1:1", headers("Forwarded", `for="9.9.9.\9"`), "-"},
+		{"Forwarded bad port", "10.0.0.1:1", headers("Forwarded", `for="[2001:db8::17]:x"`), "-"},
+		{"Forwarded IPv4 in brackets", "10.0.0.1:1", headers("Forwarded", `for="[9.9.9.9]"`), "-"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			id := xffID
+			if strings.HasPrefix(tt.name, "Forwarded") {
+				id = fwdID
+			}
 			p := id.PeerOf(tt.remoteAddr, tt.h)
+			if tt.want == "-" {
+				if p.Addr.IsValid() || p.Key != limiter.MalformedForwarded {
+					t.Errorf("PeerOf(%q, %v) = {%v, %v}, want MalformedForwarded", tt.remoteAddr, tt.h, p.Addr, p.Key)
+				}
+				return
+			}
 			want := netip.MustParseAddr(tt.want)
 			if p.Addr != want || p.Key != limiter.KeyFromAddr(want, 64) {
 				t.Errorf("PeerOf(%q, %v) = {%v, %v}, want %v", tt.remoteAddr, tt.h, p.Addr, p.Key, want)
@@ -235,7 +255,6 @@ func TestPeerOfForwardedHeader(t *testing.T) {
 		h      http.Header
 		want   string
 	}{
-		{limiter.ForwardedAuto, both, "8.8.8.8"},
 		{limiter.ForwardedXFF, both, "8.8.8.8"},
 		{limiter.ForwardedRFC7239, both, "9.9.9.9"},
 		{limiter.ForwardedXFF, headers("Forwarded", "for=9.9.9.9"), "10.0.0.1"},
@@ -254,7 +273,7 @@ func TestPeerOfForwardedHeader(t *testing.T) {
 
 func TestParseForwardedHeader(t *testing.T) {
 	for s, want := range map[string]limiter.ForwardedHeader{
-		"auto": limiter.ForwardedAuto, "X-Forwarded-For": limiter.ForwardedXFF, "forwarded": limiter.ForwardedRFC7239,
+		"": limiter.ForwardedUnset, "X-Forwarded-For": limiter.ForwardedXFF, "forwarded": limiter.ForwardedRFC7239,
 	} {
 		if got, err := limiter.ParseForwardedHeader(s); err != nil || got != want {
 			t.Errorf("ParseForwardedHeader(%q) = %v, %v; want %v", s, got, err, want)
@@ -263,13 +282,18 @@ func TestParseForwardedHeader(t *testing.T) {
 			t.Errorf("%d.String() = %q, want %q", want, got, s)
 		}
 	}
-	for _, s := range []string{"", "xff", "X-Real-IP"} {
+	for _, s := range []string{"auto", "xff", "X-Real-IP"} {
 		if _, err := limiter.ParseForwardedHeader(s); err == nil || !strings.Contains(err.Error(), "peers.forwarded_header") {
 			t.Errorf("ParseForwardedHeader(%q) error = %v, want one naming peers.forwarded_header", s, err)
 		}
 	}
 	if _, err := limiter.NewIdentifier(nil, 64, limiter.ForwardedHeader(9)); err == nil {
 		t.Error("NewIdentifier with an unknown header: no error")
+	}
+	// Trusted proxies without the header they write: refused, naming the key.
+	trusted, _ := limiter.ParsePrefixSet([]string{"127.0.0.1"})
+	if _, err := limiter.NewIdentifier(trusted, 64, limiter.ForwardedUnset); err == nil || !strings.HasPrefix(err.Error(), "peers.forwarded_header: ") {
+		t.Errorf("NewIdentifier(trusted, unset) error = %v, want one naming peers.forwarded_header", err)
 	}
 }
 
@@ -383,14 +407,14 @@ func FuzzPeerOf(f *testing.F) {
 				if p.Addr.Is4In6() || p.Addr.Zone() != "" || p.Key != id.PeerFromAddr(p.Addr).Key {
 					t.Fatalf("PeerOf(%q, %v) = %v: not canonical", remoteAddr, h, p)
 				}
-			} else if p.Key != limiter.OpaqueKey(remoteAddr) {
+			} else if p.Key != limiter.OpaqueKey(remoteAddr) && p.Key != limiter.MalformedForwarded {
 				t.Fatalf("PeerOf(%q, %v) = %v without an address but not the opaque key", remoteAddr, h, p)
 			}
 			if id == plain || !trusted.Contains(direct.Addr) {
 				if p != direct {
 					t.Fatalf("untrusted source %q: PeerOf with headers %v = %v, without %v", remoteAddr, h, p, direct)
 				}
-			} else if !p.Addr.IsValid() {
+			} else if !p.Addr.IsValid() && p.Key != limiter.MalformedForwarded {
 				t.Fatalf("trusted source %q: PeerOf(%v) = %v without an address", remoteAddr, h, p)
 			}
 		}

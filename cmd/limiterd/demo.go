@@ -86,6 +86,7 @@ func (m *Main) demo(ctx context.Context, args []string) int {
 		c.Server.Listen = loopback(c.Server.Listen)
 		c.Admin.Listen = loopback(c.Admin.Listen)
 		c.Peers.TrustedProxies = []string{"127.0.0.1/32"}
+		c.Peers.ForwardedHeader = "x-forwarded-for"
 	}
 	return m.start(ctx, src, adj)
 }

@@ -63,6 +63,7 @@ token = "test-token"
 [peers]
 exempt = []
 trusted_proxies = ["10.9.9.9/32"]
+forwarded_header = "x-forwarded-for"
 
 [http_api.limiter.general]
 leaky_limit = 20
@@ -74,9 +75,16 @@ concurrency_limit = 5
 
 func startDaemon(t *testing.T, upstream string, extra string) *daemon {
 	t.Helper()
+	return startDaemonWith(t, func(dataDir string) string { return testConfig(upstream, dataDir, extra) })
+}
+
+// startDaemonWith starts limiterd on the config file that config returns
+// for a data dir of the test's own.
+func startDaemonWith(t *testing.T, config func(dataDir string) string) *daemon {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(path, []byte(testConfig(upstream, filepath.Join(dir, "data"), extra)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(config(filepath.Join(dir, "data"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	m := &Main{Stdout: io.Discard, Env: nil, Hangup: make(chan os.Signal, 1), ready: make(chan struct{})}
