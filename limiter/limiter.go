@@ -564,31 +564,26 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 
 	d := Decision{Group: g, Limited: true}
 	cut := ms - gs.SlidingWindowDuration + 1 // timestamps < cut have expired
-	var wn int64
+	s := HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)}
 	w := sh.win(e)
 	if w != nil {
-		wn = int64(w.countFrom(cut))
-	}
-	switch {
-	case int64(e.inflight)+1 > gs.ConcurrencyLimit:
-		d.Reason = ReasonConcurrency
-		d.RetryAfter = 1
-	case wn+1 > gs.SlidingWindowLimit:
-		if int64(e.tokens)+1 > gs.LeakyLimit {
-			d.Reason = ReasonRateLimit
-			d.RetryAfter = retryAfter(gs, w, ms, wn, lc.to)
-			break
+		if wn := w.countFrom(cut); wn > 0 {
+			s.Window, s.Oldest = int64(wn), w.at(w.n-wn)
 		}
+	}
+	s, out := StepHybrid(s, &gs.GroupSettings, ms, lc.to)
+	d.Allowed, d.Via, d.Reason, d.RetryAfter = out.Via != ViaNone, out.Via, out.Reason, out.RetryAfter
+	switch out.Via {
+	case ViaLeaky:
 		if e.flags&flagTokens == 0 {
 			e.flags |= flagTokens
 			e.tick = uint32(lk)
 			stats.PeersTokens++
 		}
-		e.tokens++
+		e.tokens = int32(s.Tokens)
 		stats.ItemsTokens++
-		d.Allowed, d.Via = true, ViaLeaky
 		stats.AllowedLeaky++
-	default:
+	case ViaSliding:
 		if w == nil {
 			w = &window{ctick: uint32(sh.cleanupIndex(gs, ms))}
 			sh.setWin(e, w)
@@ -599,15 +594,13 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 		stats.ItemsWindow -= int64(w.dropBefore(cut))
 		w.add(ms, int32(gs.SlidingWindowLimit))
 		stats.ItemsWindow++
-		wn = int64(w.n)
-		d.Allowed, d.Via = true, ViaSliding
 		stats.AllowedSliding++
 	}
 	if d.Allowed {
 		if e.inflight == 0 {
 			stats.PeersConcurrency++
 		}
-		e.inflight++
+		e.inflight = int32(s.Inflight)
 		stats.ItemsConcurrency++
 		d.l, d.shard, d.slot, d.gen, d.epoch = l, si, slot, e.gen, sh.epoch
 	} else {
@@ -628,10 +621,7 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) Decision {
 	e.flags |= flagDirty
 	// Field by field: a composite literal is built on the stack and copied.
 	d.q.gs, d.q.ms, d.q.resetAt = gs, ms, lc.to
-	d.q.tokens, d.q.wn = e.tokens, int32(wn)
-	if wn > 0 {
-		d.q.oldest = w.at(w.n - int32(wn))
-	}
+	d.q.tokens, d.q.wn, d.q.oldest = int32(s.Tokens), int32(s.Window), s.Oldest
 	if sh.dead(e) {
 		sh.remove(slot, sh.posOf(slot, tag))
 		l.total.Add(-1)
@@ -669,47 +659,22 @@ func (l *Limiter) countOnly(g GroupID, k PeerKey, f func(*GroupStats)) {
 	sh.mu.Unlock()
 }
 
-// retryAfter is the Retry-After of a rate_limit rejection: the sooner of
-// the next leaky tick (when the bucket can take tokens at all) and the
-// expiry of the oldest window timestamp (when the window admits at all),
-// in whole seconds rounded up, at least 1.
-func retryAfter(gs *groupRT, w *window, ms, wn, nextTick int64) int64 {
-	wait := int64(math.MaxInt64)
-	if gs.LeakyLimit > 0 {
-		wait = nextTick - ms
-	}
-	if gs.SlidingWindowLimit > 0 && wn > 0 {
-		oldest := w.at(w.n - int32(wn))
-		wait = min(wait, oldest+gs.SlidingWindowDuration-ms)
-	}
-	if wait == math.MaxInt64 {
-		wait = nextTick - ms
-	}
-	return max(1, (wait+999)/1000)
-}
-
 // applyTicks brings e up to date with the leaky and cleanup ticks that fell
 // since it was last touched (SPEC §6), counting them as the eager ticks of
 // the Arweave node would, and keeping the gauges in step.
 func (sh *shard) applyTicks(e *entry, gs *groupRT, ms int64, st *GroupStats) {
 	if e.flags&flagTokens != 0 {
 		k := sh.leakyIndex(gs, ms)
-		if d := int64(int32(uint32(k) - e.tick)); d > 0 {
-			t, r := int64(e.tokens), gs.LeakyTickReduction
-			if m := (t + r - 1) / r; d <= m {
-				nt := max(0, t-d*r)
-				st.TickReductionsPeer += uint64(d)
-				st.TickTokenReductions += uint64(t - nt)
-				st.ItemsTokens -= t - nt
-				e.tokens = int32(nt)
-			} else {
-				// m ticks drain the bucket, the next one deletes the peer.
-				st.TickReductionsPeer += uint64(m)
-				st.TickTokenReductions += uint64(t)
+		if n := int64(int32(uint32(k) - e.tick)); n > 0 {
+			t := int64(e.tokens)
+			left, reducing, deleted := LeakyTicks(t, n, gs.LeakyTickReduction)
+			st.TickReductionsPeer += uint64(reducing)
+			st.TickTokenReductions += uint64(t - left)
+			st.ItemsTokens -= t - left
+			e.tokens = int32(left)
+			if deleted {
 				st.TickDeletePeer++
-				st.ItemsTokens -= t
 				st.PeersTokens--
-				e.tokens = 0
 				e.flags &^= flagTokens
 			}
 			e.tick = uint32(k)
@@ -801,12 +766,11 @@ func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
 	e := sh.at(slot)
 	ms := now.UnixMilli()
 	sh.applyTicks(e, gs, ms, &sh.stats[g])
-	res := ReduceNoop
-	if e.flags&flagTokens != 0 && e.tokens > 0 {
-		e.tokens--
-		sh.stats[g].ItemsTokens--
+	ns, res := ReduceHybrid(HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)})
+	if res == Reduced {
+		sh.stats[g].ItemsTokens -= int64(e.tokens) - ns.Tokens
+		e.tokens = int32(ns.Tokens)
 		e.flags |= flagDirty
-		res = Reduced
 	}
 	if sh.dead(e) {
 		sh.remove(slot, pos)
