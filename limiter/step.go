@@ -108,3 +108,9 @@ func LeakyTicks(tokens, n, r int64) (left, reducing int64, deleted bool) {
 	}
 	return max(0, tokens-n*r), n, false
 }
+
+// CleanupCut returns the cut of cleanup tick k of group g (SPEC §6): the
+// tick drops every window timestamp older than the cut.
+func CleanupCut(g *Group, k int64) int64 {
+	return g.Cleanup.TimeOf(k) - g.CleanupExpiry
+}
