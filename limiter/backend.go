@@ -21,7 +21,8 @@ type Backend interface {
 	// algorithm (today the hybrid of SPEC §6, StepHybrid), updates the
 	// state as the decision says, and returns the outcome, the usage after
 	// it and, when admitted, the Handle of the request's in-flight slot,
-	// held until Release. (Three small results rather
+	// held until Release. A backend that cannot decide answers Reason
+	// ReasonUnavailable and changes nothing. (Three small results rather
 	// than one struct: each stays in registers, where a struct of more
 	// than four fields would go through memory.)
 	Admit(ms int64, k Key, g *Group) (Outcome, Usage, Handle)
@@ -127,7 +128,9 @@ type StatsReporter interface {
 	// Requests, AllowedSliding, AllowedLeaky, RejectedConcurrency and
 	// RejectedRateLimit count the admissions it decided (a dry_run group's
 	// rejections included: the Limiter moves those to WouldReject), the
-	// tick counters and evictions its own work, the gauges its entries.
+	// tick counters and evictions its own work, the gauges its entries. An
+	// admission answered ReasonUnavailable is not counted (the Limiter
+	// counts it).
 	AddStats(sum *[MaxGroups]GroupStats)
 	// Tracked returns the number of (peer, group) entries held.
 	Tracked() int

@@ -66,6 +66,42 @@ func newFake(t *testing.T, cfg limiter.Config, out limiter.Outcome) (*limiter.Li
 	return l, f
 }
 
+// TestBackendUnavailable: a backend that cannot decide answers
+// ReasonUnavailable; Decide passes it through as a rejection without
+// RateLimit fields, in enforce and in dry_run alike (dry_run lets through
+// what the limits reject, and no limit was evaluated), and counts it.
+func TestBackendUnavailable(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 30000, 10, 10))
+	dry := settings(0, 1000, 10, 30000, 10, 10)
+	dry.Mode = limiter.ModeDryRun
+	cfg.Groups["dry"] = dry
+	l, f := newFake(t, cfg, limiter.Outcome{Reason: limiter.ReasonUnavailable, RetryAfter: 2})
+	for _, group := range []string{"test", "dry"} {
+		g, _ := l.GroupID(group)
+		d := l.Decide(at(0), peer(A), g)
+		if d.Allowed || d.WouldReject || d.Reason != limiter.ReasonUnavailable || d.Limited || d.Group != g || d.RetryAfter != 2 {
+			t.Fatalf("%s: %+v", group, d)
+		}
+		if q := d.Quota(); q != (limiter.Quota{}) {
+			t.Fatalf("%s: an unavailable decision has a quota: %+v", group, q)
+		}
+		d.Release()
+		d.Release()
+	}
+	if f.admits != 2 || len(f.released) != 0 {
+		t.Fatalf("admits %d, released %v", f.admits, f.released)
+	}
+	if got := limiter.ReasonUnavailable.String(); got != "unavailable" {
+		t.Fatalf("label %q", got)
+	}
+	stats := l.Stats()
+	for _, group := range []string{"test", "dry"} {
+		if s := stats[group]; s.Requests != 1 || s.Unavailable != 1 || s.WouldReject != 0 || s.RejectedRateLimit != 0 {
+			t.Fatalf("%s: %+v", group, s)
+		}
+	}
+}
+
 // TestBackendSeam: the policy runs before the backend, an admission's
 // handle goes back to the backend that made it exactly once, and a dry_run
 // group lets the backend's rejections through.

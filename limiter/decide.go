@@ -30,9 +30,16 @@ const (
 	ReasonConcurrency        // too many requests in flight
 	ReasonRateLimit          // window full and bucket exhausted
 	ReasonDenied             // the peer is on the deny list
+	// ReasonUnavailable: the group's Backend could not decide (its store
+	// cannot be reached in time); the data plane answers 503. A dry_run
+	// group does not let it through: dry_run lets through what the limits
+	// would reject, and here no limit was evaluated. Whether to admit
+	// while a store is down is the backend's own choice (SPEC §12
+	// on_failure), made before it answers.
+	ReasonUnavailable
 )
 
-var reasonNames = [...]string{"", "concurrency", "rate_limit", "denied"}
+var reasonNames = [...]string{"", "concurrency", "rate_limit", "denied", "unavailable"}
 
 // String returns the metric label of r.
 func (r Reason) String() string { return reasonNames[r] }
@@ -49,8 +56,9 @@ type Decision struct {
 	// WouldReject is true when a dry_run group let a rejection through.
 	WouldReject bool
 	Group       GroupID
-	// Limited is true when limits applied (not exempt, not off): only then
-	// do Quota and the RateLimit headers mean anything.
+	// Limited is true when limits applied (not exempt, not off, not
+	// unavailable): only then do Quota and the RateLimit headers mean
+	// anything.
 	Limited bool
 	// RetryAfter is the Retry-After of a rejection in whole seconds ≥ 1.
 	RetryAfter int64
@@ -124,12 +132,13 @@ func (d *Decision) Release() {
 // policyStats are the counters of what the policy answered on its own,
 // and of the dry_run rejections it let through, per group: one cache line.
 type policyStats struct {
-	denied    atomic.Uint64
-	unlimited atomic.Uint64
-	reduce    atomic.Uint64
-	wouldConc atomic.Uint64 // dry_run rejections by concurrency let through
-	wouldRate atomic.Uint64 // dry_run rejections by rate limit let through
-	_         [24]byte
+	denied      atomic.Uint64
+	unlimited   atomic.Uint64
+	unavailable atomic.Uint64
+	reduce      atomic.Uint64
+	wouldConc   atomic.Uint64 // dry_run rejections by concurrency let through
+	wouldRate   atomic.Uint64 // dry_run rejections by rate limit let through
+	_           [16]byte
 }
 
 // Decide decides one request of peer p in group g at now (SPEC §6). The
@@ -159,6 +168,10 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) (d Decision) {
 
 	ms := now.UnixMilli()
 	out, u, h := gr.backend.Admit(ms, KeyOf(&p.Key), gr)
+	if out.Reason == ReasonUnavailable {
+		l.policy[g].unavailable.Add(1)
+		return Decision{Reason: ReasonUnavailable, Group: g, RetryAfter: out.RetryAfter}
+	}
 	// Field by field, into the result: a struct built elsewhere and copied
 	// here would be read back in 16-byte loads over the narrower stores
 	// just made, which stalls (store forwarding fails) for several ns.

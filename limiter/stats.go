@@ -16,6 +16,7 @@ type GroupStats struct {
 	AllowedSliding      uint64 // admitted by the sliding window
 	AllowedLeaky        uint64 // admitted with a leaky-bucket token
 	Unlimited           uint64 // admitted with no limiting applied
+	Unavailable         uint64 // answered ReasonUnavailable by the backend
 	ReduceRequests      uint64 // ar_limiter_reduce_requests_total
 	TickReductionsPeer  uint64 // ar_limiter_leaky_tick_reductions_peer
 	TickTokenReductions uint64 // ar_limiter_leaky_tick_token_reductions_total
@@ -42,6 +43,7 @@ func (s *GroupStats) add(o *GroupStats) {
 	s.AllowedSliding += o.AllowedSliding
 	s.AllowedLeaky += o.AllowedLeaky
 	s.Unlimited += o.Unlimited
+	s.Unavailable += o.Unavailable
 	s.ReduceRequests += o.ReduceRequests
 	s.TickReductionsPeer += o.TickReductionsPeer
 	s.TickTokenReductions += o.TickTokenReductions
@@ -70,8 +72,9 @@ func (l *Limiter) Stats() map[string]GroupStats {
 		p, s := &l.policy[g], &sum[g]
 		s.Denied = p.denied.Load()
 		s.Unlimited = p.unlimited.Load()
+		s.Unavailable = p.unavailable.Load()
 		s.ReduceRequests = p.reduce.Load()
-		s.Requests = s.Denied + s.Unlimited
+		s.Requests = s.Denied + s.Unlimited + s.Unavailable
 		would[g] = [2]uint64{p.wouldConc.Load(), p.wouldRate.Load()}
 		s.WouldReject = would[g][0] + would[g][1]
 	}
