@@ -124,18 +124,18 @@ func siftDown(h []victim, i int) {
 // nothing in flight, when the table is full. It reads every shard's next
 // candidate without a lock and locks the one shard it evicts from (and,
 // now and then, each shard in turn for a survey).
-func (l *Limiter) evictOne() {
+func (b *local) evictOne() {
 	// Each look that finds its shard's candidate seen again since the
 	// survey corrects that shard's published candidate, so a few looks per
 	// shard settle on the true oldest; past that, take what is found.
 	const looks = 2 * nShards
 	for attempt := 0; attempt < looks; attempt++ {
 		best, bestSeen, next := -1, uint32(candEmpty), uint32(candEmpty)
-		for i := range l.cands {
-			c := l.cands[i].Load()
+		for i := range b.cands {
+			c := b.cands[i].Load()
 			if c == candEmpty {
-				l.shards[i].survey()
-				c = l.cands[i].Load()
+				b.shards[i].survey()
+				c = b.cands[i].Load()
 			}
 			switch {
 			case c < bestSeen:
@@ -147,7 +147,7 @@ func (l *Limiter) evictOne() {
 		if best < 0 {
 			return // nothing may go: everything is in flight
 		}
-		sh := &l.shards[best]
+		sh := &b.shards[best]
 		sh.mu.Lock()
 		sh.setCand()
 		if len(sh.victims) == 0 || (sh.cand.Load() > next && attempt < looks-1) {
@@ -161,9 +161,9 @@ func (l *Limiter) evictOne() {
 		g := e.key.group()
 		sh.account(e, -1)
 		sh.stats[g].Evictions++
-		sh.remove(v.slot, sh.posOf(v.slot, uint32(l.hash.sum(&e.key))))
-		l.total.Add(-1)
-		l.evictions.Add(1)
+		sh.remove(v.slot, sh.posOf(v.slot, uint32(b.hash.sum(&e.key))))
+		b.total.Add(-1)
+		b.evictions.Add(1)
 		sh.setCand()
 		sh.mu.Unlock()
 		return

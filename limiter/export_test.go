@@ -10,7 +10,7 @@ const EntrySize = unsafe.Sizeof(entry{})
 
 // SetAfterScan makes SnapshotDelta call f between its scan and its drain
 // of deletions.
-func SetAfterScan(l *Limiter, f func()) { l.afterScan = f }
+func SetAfterScan(l *Limiter, f func()) { l.local.afterScan = f }
 
 // EntryHoldsPointers reports whether an entry has a field the garbage
 // collector must scan.

@@ -53,10 +53,10 @@ func widen(low uint32, now int64) int64 {
 	return now - int64(int32(uint32(now)-low))
 }
 
-func (sh *shard) snapshotEntry(e *entry, gr *groupRT, ms int64) EntrySnapshot {
+func (sh *shard) snapshotEntry(e *entry, gr *Group, ms int64) EntrySnapshot {
 	es := EntrySnapshot{
 		Peer:                e.key.peer(),
-		Group:               gr.name,
+		Group:               gr.Name,
 		Requests:            uint64(e.requests),
 		RejectedConcurrency: uint64(e.rejConc),
 		RejectedRateLimit:   uint64(e.rejRate),
@@ -77,25 +77,42 @@ func (sh *shard) snapshotEntry(e *entry, gr *groupRT, ms int64) EntrySnapshot {
 	return es
 }
 
-// Snapshot returns all state as of now. It holds one shard lock at a time,
-// so decisions go on while it runs; each entry is copied consistently.
+// Snapshot returns all state as of now: the switch, the groups' tick
+// phase, and the backend's entries when it is a Snapshotter. The local
+// backend holds one shard lock at a time, so decisions go on while it
+// runs; each entry is copied consistently.
 func (l *Limiter) Snapshot(now time.Time) Snapshot {
 	ms := now.UnixMilli()
 	st := l.set.Load()
-	snap := Snapshot{TakenAt: ms, Enabled: l.Enabled()}
+	snap := Snapshot{TakenAt: ms, Enabled: l.Enabled(), Groups: st.groupSnapshots(ms)}
+	if sn, ok := l.backend.(Snapshotter); ok {
+		snap.Entries = sn.SnapshotEntries(ms, &st.GroupTable)
+	}
+	return snap
+}
+
+// groupSnapshots returns the tick phase of every limited group at ms.
+func (st *settings) groupSnapshots(ms int64) []GroupSnapshot {
+	var out []GroupSnapshot
 	for g := range st.groups {
 		gr := &st.groups[g]
 		if gr.defined && g != int(LocalPeers) {
-			snap.Groups = append(snap.Groups, GroupSnapshot{Name: gr.name, Leaky: gr.leaky.settle(ms), Cleanup: gr.cleanup.settle(ms)})
+			out = append(out, GroupSnapshot{Name: gr.Name, Leaky: gr.Leaky.settle(ms), Cleanup: gr.Cleanup.settle(ms)})
 		}
 	}
-	snap.Entries = make([]EntrySnapshot, 0, l.Tracked())
-	l.scan(func(sh *shard, _ uint32, e *entry) {
-		if gr := &st.groups[e.key.group()]; gr.defined {
-			snap.Entries = append(snap.Entries, sh.snapshotEntry(e, gr, ms))
+	return out
+}
+
+// SnapshotEntries copies every entry of a group defined in gt, one shard
+// lock at a time.
+func (b *local) SnapshotEntries(ms int64, gt *GroupTable) []EntrySnapshot {
+	out := make([]EntrySnapshot, 0, b.Tracked())
+	b.scan(func(sh *shard, _ uint32, e *entry) {
+		if gr := &gt.groups[e.key.group()]; gr.defined {
+			out = append(out, sh.snapshotEntry(e, gr, ms))
 		}
 	}, nil, false)
-	return snap
+	return out
 }
 
 // RestoreReport says what Restore did with a snapshot.
@@ -125,17 +142,15 @@ type RestoreReport struct {
 // back.
 func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 	ms := now.UnixMilli()
-	var rep RestoreReport
-	shift := int64(0)
-	if ms < snap.TakenAt {
-		shift = ms - snap.TakenAt
-	} else {
-		rep.Gap = time.Duration(ms-snap.TakenAt) * time.Millisecond
+	var gap time.Duration
+	shift := restoreShift(ms, snap.TakenAt)
+	if shift == 0 {
+		gap = time.Duration(ms-snap.TakenAt) * time.Millisecond
 	}
 	saved := make(map[string][2]Schedule, len(snap.Groups))
 	for _, g := range snap.Groups {
 		if !g.Leaky.Valid() || !g.Cleanup.Valid() {
-			return rep, fmt.Errorf("snapshot: group %q: invalid tick schedule", g.Name)
+			return RestoreReport{Gap: gap}, fmt.Errorf("snapshot: group %q: invalid tick schedule", g.Name)
 		}
 		saved[g.Name] = [2]Schedule{g.Leaky.Shifted(shift), g.Cleanup.Shifted(shift)}
 	}
@@ -144,10 +159,37 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 	defer l.mu.Unlock()
 	st, err := l.build(ms, l.set.Load().cfg, nil, saved)
 	if err != nil {
-		return rep, err
+		return RestoreReport{Gap: gap}, err
 	}
-	for i := range l.shards {
-		sh := &l.shards[i]
+	l.install(st)
+	l.enabled.Store(snap.Enabled)
+	for g := range st.groups {
+		if st.groups[g].defined && g != int(LocalPeers) {
+			l.lastTick[g] = st.groups[g].Leaky.IndexAt(ms)
+		}
+	}
+	var rep RestoreReport
+	if sn, ok := l.backend.(Snapshotter); ok {
+		rep = sn.Restore(ms, &st.GroupTable, &snap)
+	}
+	rep.Gap = gap
+	return rep, nil
+}
+
+// restoreShift is how far every time of a snapshot taken at takenAt moves
+// when it is restored at ms: back with a clock that went backwards, else
+// not at all.
+func restoreShift(ms, takenAt int64) int64 {
+	return min(0, ms-takenAt)
+}
+
+// Restore empties the tables and loads snap's entries as of ms (see
+// Limiter.Restore), oldest first so that max_tracked keeps the most recent.
+func (b *local) Restore(ms int64, gt *GroupTable, snap *Snapshot) RestoreReport {
+	var rep RestoreReport
+	shift := restoreShift(ms, snap.TakenAt)
+	for i := range b.shards {
+		sh := &b.shards[i]
 		sh.mu.Lock()
 		sh.idx, sh.mask, sh.pages = nil, 0, nil
 		sh.used, sh.free, sh.n = 0, 0, 0
@@ -163,19 +205,12 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		}
 		sh.mu.Unlock()
 	}
-	l.total.Store(0)
-	l.set.Store(st)
-	l.enabled.Store(snap.Enabled)
-	for g := range st.groups {
-		if st.groups[g].defined && g != int(LocalPeers) {
-			l.lastTick[g] = st.groups[g].leaky.IndexAt(ms)
-		}
-	}
+	b.total.Store(0)
 
 	byName := make(map[string]GroupID)
-	for g := range st.groups {
-		if st.groups[g].defined && g != int(LocalPeers) {
-			byName[st.groups[g].name] = GroupID(g)
+	for g := range gt.groups {
+		if gt.groups[g].defined && g != int(LocalPeers) {
+			byName[gt.groups[g].Name] = GroupID(g)
 		}
 	}
 	// The entries that can be restored, oldest first, so that max_tracked
@@ -189,15 +224,15 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		}
 		order = append(order, i)
 	}
-	sort.SliceStable(order, func(a, b int) bool { return snap.Entries[order[a]].LastSeen < snap.Entries[order[b]].LastSeen })
-	if st.maxTracked > 0 && int64(len(order)) > st.maxTracked {
-		cut := len(order) - int(st.maxTracked)
+	sort.SliceStable(order, func(a, c int) bool { return snap.Entries[order[a]].LastSeen < snap.Entries[order[c]].LastSeen })
+	if max := b.maxTracked.Load(); max > 0 && int64(len(order)) > max {
+		cut := len(order) - int(max)
 		rep.Skipped += cut
 		// Evicted, in effect: the next delta deletes them from the store.
 		for _, i := range order[:cut] {
 			es := &snap.Entries[i]
-			key := makeEntryKey(byName[es.Group], &es.Peer)
-			sh, _, _ := l.shardOf(&key)
+			key := makeEntryKey(byName[es.Group], KeyOf(&es.Peer))
+			sh, _, _ := b.shardOf(&key)
 			sh.mu.Lock()
 			sh.deleted = append(sh.deleted, key)
 			sh.mu.Unlock()
@@ -207,9 +242,9 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 	for _, i := range order {
 		es := &snap.Entries[i]
 		g := byName[es.Group]
-		gr := &st.groups[g]
-		key := makeEntryKey(g, &es.Peer)
-		sh, _, tag := l.shardOf(&key)
+		gr := &gt.groups[g]
+		key := makeEntryKey(g, KeyOf(&es.Peer))
+		sh, _, tag := b.shardOf(&key)
 		sh.mu.Lock()
 		if _, _, dup := sh.find(&key, tag); dup {
 			sh.mu.Unlock()
@@ -228,10 +263,10 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		if es.InTokens {
 			e.flags |= flagTokens
 			e.tokens = int32(es.Tokens)
-			e.tick = tickSince(es.LeakyTick, gr.leaky.IndexAt(ms))
+			e.tick = tickSince(es.LeakyTick, gr.Leaky.IndexAt(ms))
 		}
 		if len(es.Window) > 0 {
-			w := &window{ctick: tickSince(es.CleanupTick, gr.cleanup.IndexAt(ms))}
+			w := &window{ctick: tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))}
 			for _, t := range es.Window {
 				w.add(t+shift, int32(max(gr.SlidingWindowLimit, int64(len(es.Window)))))
 			}
@@ -243,12 +278,12 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 			sh.remove(slot, sh.posOf(slot, tag))
 			rep.Expired++
 		} else {
-			l.total.Add(1)
+			b.total.Add(1)
 			rep.Loaded++
 		}
 		sh.mu.Unlock()
 	}
-	return rep, nil
+	return rep
 }
 
 // EntryRef names one (peer, group).
@@ -286,45 +321,45 @@ type Delta struct {
 func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 	ms := now.UnixMilli()
 	st := l.set.Load()
-	d := Delta{Full: full, TakenAt: ms, Enabled: l.Enabled()}
-	for g := range st.groups {
-		gr := &st.groups[g]
-		if gr.defined && g != int(LocalPeers) {
-			d.Groups = append(d.Groups, GroupSnapshot{Name: gr.name, Leaky: gr.leaky.settle(ms), Cleanup: gr.cleanup.settle(ms)})
-		}
+	d := Delta{Full: full, TakenAt: ms, Enabled: l.Enabled(), Groups: st.groupSnapshots(ms)}
+	if sn, ok := l.backend.(Snapshotter); ok {
+		d.Changed, d.Deleted = sn.SnapshotDelta(ms, &st.GroupTable, full)
 	}
-	l.mu.Lock()
-	names := l.names
-	l.mu.Unlock()
+	return d
+}
+
+// SnapshotDelta scans for the dirty entries (all, with full), then drains
+// the deletions of each shard (see Limiter.SnapshotDelta).
+func (b *local) SnapshotDelta(ms int64, gt *GroupTable, full bool) (changed []EntrySnapshot, deleted []EntryRef) {
 	if full {
 		// Sized once: appending a million entries would leave about six
 		// times their size in garbage behind (measured: 454 MB of heap
 		// growth for 69 MB of entries).
-		d.Changed = make([]EntrySnapshot, 0, l.Tracked()+l.Tracked()/16+64)
+		changed = make([]EntrySnapshot, 0, b.Tracked()+b.Tracked()/16+64)
 	}
-	l.scan(func(sh *shard, _ uint32, e *entry) {
+	b.scan(func(sh *shard, _ uint32, e *entry) {
 		if !full && e.flags&flagDirty == 0 {
 			return
 		}
-		if gr := &st.groups[e.key.group()]; gr.defined {
-			d.Changed = append(d.Changed, sh.snapshotEntry(e, gr, ms))
+		if gr := &gt.groups[e.key.group()]; gr.defined {
+			changed = append(changed, sh.snapshotEntry(e, gr, ms))
 			e.flags = e.flags&^flagDirty | flagPersisted
 		}
 	}, nil, false)
-	if l.afterScan != nil {
-		l.afterScan()
+	if b.afterScan != nil {
+		b.afterScan()
 	}
 	// Deletions are drained after the scan. Those of keys gone now may have
 	// happened after the scan copied the entry: such copies are dropped.
 	var gone map[entryKey]bool
-	for i := range l.shards {
-		sh := &l.shards[i]
+	for i := range b.shards {
+		sh := &b.shards[i]
 		sh.mu.Lock()
 		for _, k := range sh.deleted {
 			if !full {
-				d.Deleted = append(d.Deleted, EntryRef{Peer: k.peer(), Group: names[k.group()]})
+				deleted = append(deleted, EntryRef{Peer: k.peer(), Group: gt.names[k.group()]})
 			}
-			_, _, tag := l.shardOf(&k)
+			_, _, tag := b.shardOf(&k)
 			slot, _, live := sh.find(&k, tag)
 			if !live {
 				if gone == nil {
@@ -343,16 +378,16 @@ func (l *Limiter) SnapshotDelta(now time.Time, full bool) Delta {
 	}
 	if gone != nil {
 		ids := make(map[string]GroupID)
-		for g, name := range names {
+		for g, name := range gt.names {
 			if name != "" {
 				ids[name] = GroupID(g)
 			}
 		}
-		d.Changed = slices.DeleteFunc(d.Changed, func(es EntrySnapshot) bool {
-			return gone[makeEntryKey(ids[es.Group], &es.Peer)]
+		changed = slices.DeleteFunc(changed, func(es EntrySnapshot) bool {
+			return gone[makeEntryKey(ids[es.Group], KeyOf(&es.Peer))]
 		})
 	}
-	return d
+	return changed, deleted
 }
 
 // tickSince returns the 32-bit tick index an entry keeps for the saved

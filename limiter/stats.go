@@ -16,6 +16,7 @@ type GroupStats struct {
 	AllowedSliding      uint64 // admitted by the sliding window
 	AllowedLeaky        uint64 // admitted with a leaky-bucket token
 	Unlimited           uint64 // admitted with no limiting applied
+	Unavailable         uint64 // answered ReasonUnavailable by the backend
 	ReduceRequests      uint64 // ar_limiter_reduce_requests_total
 	TickReductionsPeer  uint64 // ar_limiter_leaky_tick_reductions_peer
 	TickTokenReductions uint64 // ar_limiter_leaky_tick_token_reductions_total
@@ -42,6 +43,7 @@ func (s *GroupStats) add(o *GroupStats) {
 	s.AllowedSliding += o.AllowedSliding
 	s.AllowedLeaky += o.AllowedLeaky
 	s.Unlimited += o.Unlimited
+	s.Unavailable += o.Unavailable
 	s.ReduceRequests += o.ReduceRequests
 	s.TickReductionsPeer += o.TickReductionsPeer
 	s.TickTokenReductions += o.TickTokenReductions
@@ -57,17 +59,31 @@ func (s *GroupStats) add(o *GroupStats) {
 }
 
 // Stats returns the counters and gauges of every group ever defined (a
-// removed group keeps its counters), keyed by group name. It takes each
-// shard lock briefly; call it at scrape time, not per request.
+// removed group keeps its counters), keyed by group name: the policy's
+// own, and the backend's when it is a StatsReporter. The local backend
+// takes each shard lock briefly; call it at scrape time, not per request.
 func (l *Limiter) Stats() map[string]GroupStats {
 	var sum [MaxGroups]GroupStats
-	for i := range l.shards {
-		sh := &l.shards[i]
-		sh.mu.Lock()
+	// The policy's counters first: a dry_run rejection is counted by the
+	// backend before the policy counts it let through, so the backend's
+	// rejections read next are never fewer than those moved out of them.
+	var would [MaxGroups][2]uint64
+	for g := range sum {
+		p, s := &l.policy[g], &sum[g]
+		s.Denied = p.denied.Load()
+		s.Unlimited = p.unlimited.Load()
+		s.Unavailable = p.unavailable.Load()
+		s.ReduceRequests = p.reduce.Load()
+		s.Requests = s.Denied + s.Unlimited + s.Unavailable
+		would[g] = [2]uint64{p.wouldConc.Load(), p.wouldRate.Load()}
+		s.WouldReject = would[g][0] + would[g][1]
+	}
+	if sr, ok := l.backend.(StatsReporter); ok {
+		sr.AddStats(&sum)
 		for g := range sum {
-			sum[g].add(&sh.stats[g])
+			sum[g].RejectedConcurrency -= would[g][0]
+			sum[g].RejectedRateLimit -= would[g][1]
 		}
-		sh.mu.Unlock()
 	}
 	l.mu.Lock()
 	names := l.names
@@ -83,8 +99,41 @@ func (l *Limiter) Stats() map[string]GroupStats {
 	return out
 }
 
-// Evictions returns how many entries max_tracked evicted in all.
-func (l *Limiter) Evictions() uint64 { return l.evictions.Load() }
+// AddStats adds every shard's counters and gauges to sum.
+func (b *local) AddStats(sum *[MaxGroups]GroupStats) {
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for g := range sum {
+			sum[g].add(&sh.stats[g])
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// Tracked returns the number of (peer, group) entries tracked, 0 when the
+// backend does not say.
+func (l *Limiter) Tracked() int {
+	if sr, ok := l.backend.(StatsReporter); ok {
+		return sr.Tracked()
+	}
+	return 0
+}
+
+// Tracked returns the number of live entries.
+func (b *local) Tracked() int { return int(b.total.Load()) }
+
+// Evictions returns how many entries max_tracked evicted in all, 0 when
+// the backend does not say.
+func (l *Limiter) Evictions() uint64 {
+	if sr, ok := l.backend.(StatsReporter); ok {
+		return sr.Evictions()
+	}
+	return 0
+}
+
+// Evictions returns how many entries evictOne deleted.
+func (b *local) Evictions() uint64 { return b.evictions.Load() }
 
 // EntryView is the state of one (peer, group), for the admin API and the
 // dashboard.
@@ -106,12 +155,11 @@ type EntryView struct {
 	LastSeen            time.Time
 }
 
-func (sh *shard) view(e *entry, st *settings, ms int64) EntryView {
-	g := e.key.group()
+func (sh *shard) view(e *entry, g *Group, ms int64) EntryView {
 	v := EntryView{
 		Peer:                e.key.peer(),
-		Group:               st.groups[g].name,
-		GroupID:             g,
+		Group:               g.Name,
+		GroupID:             g.ID,
 		Inflight:            int64(e.inflight),
 		Requests:            uint64(e.requests),
 		RejectedConcurrency: uint64(e.rejConc),
@@ -123,7 +171,7 @@ func (sh *shard) view(e *entry, st *settings, ms int64) EntryView {
 	}
 	if w := sh.win(e); w != nil {
 		v.Window = int64(w.n)
-		v.WindowActive = int64(w.countFrom(ms - st.groups[g].SlidingWindowDuration + 1))
+		v.WindowActive = int64(w.countFrom(ms - g.SlidingWindowDuration + 1))
 	}
 	return v
 }
@@ -142,16 +190,22 @@ func (l *Limiter) Peer(now time.Time, k PeerKey) []EntryView {
 }
 
 // Each calls fn with every tracked entry as of now (ticks due but not yet
-// applied are not reflected; Tick applies them) until fn returns false. It
-// holds one shard lock at a time, a few hundred entries at a time; fn must
-// not call back into l.
+// applied are not reflected; Tick applies them) until fn returns false,
+// when the backend is a Viewer. The local backend holds one shard lock at
+// a time, a few hundred entries at a time; fn must not call back into l.
 func (l *Limiter) Each(now time.Time, fn func(EntryView) bool) {
-	st := l.set.Load()
-	ms := now.UnixMilli()
+	if vw, ok := l.backend.(Viewer); ok {
+		vw.Each(now.UnixMilli(), &l.set.Load().GroupTable, fn)
+	}
+}
+
+// Each copies a batch of views under each lock hold and hands them to fn
+// without it.
+func (b *local) Each(ms int64, gt *GroupTable, fn func(EntryView) bool) {
 	buf := make([]EntryView, 0, tickBatch)
-	l.scan(func(sh *shard, _ uint32, e *entry) {
-		if st.groups[e.key.group()].defined {
-			buf = append(buf, sh.view(e, st, ms))
+	b.scan(func(sh *shard, _ uint32, e *entry) {
+		if g := &gt.groups[e.key.group()]; g.defined {
+			buf = append(buf, sh.view(e, g, ms))
 		}
 	}, func() bool {
 		for _, v := range buf {
@@ -175,20 +229,30 @@ func (l *Limiter) NextTicks(g GroupID, now time.Time) (leaky, cleanup time.Time)
 		return
 	}
 	ms := now.UnixMilli()
-	return time.UnixMilli(gr.leaky.NextAfter(ms)), time.UnixMilli(gr.cleanup.NextAfter(ms))
+	return time.UnixMilli(gr.Leaky.NextAfter(ms)), time.UnixMilli(gr.Cleanup.NextAfter(ms))
 }
 
 // Entry returns the state of peer k in group g, with the ticks due at now
-// applied; ok is false when it is not tracked.
+// applied; ok is false when it is not tracked (or the backend is not a
+// Viewer).
 func (l *Limiter) Entry(now time.Time, k PeerKey, g GroupID) (v EntryView, ok bool) {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || g == LocalPeers || !st.groups[g].defined {
 		return v, false
 	}
 	gr := &st.groups[g]
-	ms := now.UnixMilli()
-	key := makeEntryKey(g, &k)
-	sh, _, tag := l.shardOf(&key)
+	vw, ok := gr.backend.(Viewer)
+	if !ok {
+		return v, false
+	}
+	return vw.Entry(now.UnixMilli(), KeyOf(&k), gr)
+}
+
+// Entry finds (k, g), applies its due ticks, and deletes it instead when
+// that left it empty.
+func (b *local) Entry(ms int64, k Key, g *Group) (v EntryView, ok bool) {
+	key := makeEntryKey(g.ID, k)
+	sh, _, tag := b.shardOf(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, pos, found := sh.find(&key, tag)
@@ -196,11 +260,11 @@ func (l *Limiter) Entry(now time.Time, k PeerKey, g GroupID) (v EntryView, ok bo
 		return v, false
 	}
 	e := sh.at(slot)
-	sh.applyTicks(e, gr, ms, &sh.stats[g])
+	sh.applyTicks(e, g, ms, &sh.stats[g.ID])
 	if sh.dead(e) {
 		sh.remove(slot, pos)
-		l.total.Add(-1)
+		b.total.Add(-1)
 		return v, false
 	}
-	return sh.view(e, st, ms), true
+	return sh.view(e, g, ms), true
 }

@@ -12,8 +12,8 @@ import (
 // last byte. A free slot's key is all zeros (no PeerKey starts with 0).
 type entryKey [18]byte
 
-// makeEntryKey returns the key of (k, g). (Decide, the hot path, uses set.)
-func makeEntryKey(g GroupID, k *PeerKey) entryKey {
+// makeEntryKey returns the key of (k, g).
+func makeEntryKey(g GroupID, k Key) entryKey {
 	var ek entryKey
 	ek.set(g, k)
 	return ek
@@ -23,11 +23,11 @@ func makeEntryKey(g GroupID, k *PeerKey) entryKey {
 // hasher read back: a copy() of 17 bytes compiles to overlapping 16-byte
 // moves, and wider loads over narrower stores stall on store forwarding
 // (measured: an eighth of a decision).
-func (ek *entryKey) set(g GroupID, k *PeerKey) {
+func (ek *entryKey) set(g GroupID, k Key) {
 	le := binary.LittleEndian
-	le.PutUint64(ek[0:8], le.Uint64(k[0:8]))
-	le.PutUint64(ek[8:16], le.Uint64(k[8:16]))
-	le.PutUint16(ek[16:18], uint16(k[16])|uint16(g)<<8)
+	le.PutUint64(ek[0:8], k.lo)
+	le.PutUint64(ek[8:16], k.hi)
+	le.PutUint16(ek[16:18], uint16(k.last)|uint16(g)<<8)
 }
 
 func (k *entryKey) group() GroupID { return GroupID(k[17]) }
@@ -103,8 +103,8 @@ type shard struct {
 	// victims are the entries idle longest when the shard was last
 	// surveyed (see evictOne), the oldest last; *cand is the lastSeen of
 	// the last one, or candEmpty when there is none. cand points into the
-	// Limiter's array of them, which evictOne reads in four cache lines.
-	// Only a full table uses them.
+	// local backend's array of them, which evictOne reads in four cache
+	// lines. Only a full table uses them.
 	victims []victim
 	cand    *atomic.Uint32
 

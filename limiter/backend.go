@@ -1,0 +1,190 @@
+package limiter
+
+import "encoding/binary"
+
+// Backend is where the state of every (peer, group) lives: the local slab
+// of this package, or (cluster mode, SPEC §12) a shared store. A Limiter
+// runs the policy of a decision (deny list, exemption, the group's mode,
+// the global switch) and asks the group's Backend only for the state part:
+// admit a request, release its in-flight slot, reduce, forget.
+//
+// A Backend must be safe for concurrent use, and one Admit, Release or
+// Reduce on a (peer, group) must be linearisable with every other on it.
+// Times are Unix milliseconds. A *Group handed to a Backend is immutable:
+// it must not be modified, and may be kept.
+//
+// Views, snapshots, sweeps and counters are optional: see Sweeper,
+// Snapshotter, Viewer and StatsReporter. The Limiter asks for them with a
+// type assertion and goes without when a Backend does not offer them.
+type Backend interface {
+	// Admit decides one request of peer k in group g at ms, on the group's
+	// algorithm (today the hybrid of SPEC §6, StepHybrid), updates the
+	// state as the decision says, and returns the outcome, the usage after
+	// it and, when admitted, the Handle of the request's in-flight slot,
+	// held until Release. A backend that cannot decide answers Reason
+	// ReasonUnavailable and changes nothing. (Three small results rather
+	// than one struct: each stays in registers, where a struct of more
+	// than four fields would go through memory.)
+	Admit(ms int64, k Key, g *Group) (Outcome, Usage, Handle)
+	// Release gives back the in-flight slot of an admission. The Limiter
+	// calls it at most once per Handle; a Handle whose entry is gone (by
+	// Forget, eviction or Restore) releases nothing. It must not allocate.
+	Release(h Handle)
+	// Reduce is the manual reduction of SPEC §6 for peer k in group g at
+	// ms: Reduced when one token was given back, else ReduceNoop. It never
+	// creates state. The policy (is_manual_reduction_disabled) is the
+	// Limiter's.
+	Reduce(ms int64, k Key, g *Group) ReduceResult
+	// Forget deletes the state of peer k in group g and reports whether
+	// there was any. Its requests in flight release nothing afterwards.
+	Forget(k Key, g *Group) bool
+}
+
+// Key is a PeerKey as a Backend receives it: three machine words, which
+// travel in registers. A [17]byte passed by value is copied through memory
+// with overlapping moves and read back word by word, and those loads stall
+// (measured: about a tenth of a decision). Make one with KeyOf.
+type Key struct {
+	lo, hi uint64
+	last   uint8
+}
+
+// KeyOf returns k as a Key.
+func KeyOf(k *PeerKey) Key {
+	le := binary.LittleEndian
+	return Key{lo: le.Uint64(k[0:8]), hi: le.Uint64(k[8:16]), last: k[16]}
+}
+
+// Peer returns the PeerKey k holds.
+func (k Key) Peer() PeerKey {
+	var p PeerKey
+	le := binary.LittleEndian
+	le.PutUint64(p[0:8], k.lo)
+	le.PutUint64(p[8:16], k.hi)
+	p[16] = k.last
+	return p
+}
+
+// Handle names an admitted request's in-flight slot to the Backend that
+// admitted it. It is opaque to everyone else; a backend that needs more
+// than 128 bits keeps a table of its slots and hands out an index.
+type Handle struct{ A, B uint64 }
+
+// Usage is what a (peer, group) has used right after a decision: what the
+// RateLimit fields are made of (see Decision.Quota).
+type Usage struct {
+	// Tokens, Window and Oldest are those of the HybridState after the
+	// decision (a rejection changes nothing).
+	Tokens int64
+	Window int64
+	Oldest int64
+	// ResetAt is the time of the group's next leaky tick after the
+	// decision, Unix ms.
+	ResetAt int64
+}
+
+// Sweeper is a Backend that must be swept now and then: Limiter.Tick
+// calls Sweep. A backend whose state expires by itself (a TTL) need not
+// implement it.
+type Sweeper interface {
+	// Sweep applies the leaky and cleanup ticks due at ms to every entry,
+	// keeping the gauges current, and deletes the entries left empty and
+	// those of groups no longer defined in gt. It must not stop the world:
+	// decisions go on while it runs. Calls on several goroutines are safe.
+	Sweep(ms int64, gt *GroupTable)
+}
+
+// Snapshotter is a Backend whose state the Limiter saves and restores
+// (Limiter.Snapshot, SnapshotDelta, Restore): a backend whose state lives
+// elsewhere (Redis) need not implement it.
+type Snapshotter interface {
+	// SnapshotEntries returns every entry of a group defined in gt as of
+	// ms (ticks due but not yet applied are not reflected), never nil.
+	SnapshotEntries(ms int64, gt *GroupTable) []EntrySnapshot
+	// SnapshotDelta returns the entries changed since the previous call
+	// (with full, every entry) and those deleted, as Limiter.SnapshotDelta
+	// documents, and marks them saved. Call it from one goroutine.
+	SnapshotDelta(ms int64, gt *GroupTable, full bool) (changed []EntrySnapshot, deleted []EntryRef)
+	// Restore replaces all state with snap's entries as of ms, applying the
+	// ticks of the gap, as Limiter.Restore documents; the report's Gap is
+	// left to the caller.
+	Restore(ms int64, gt *GroupTable, snap *Snapshot) RestoreReport
+}
+
+// Viewer is a Backend whose entries the admin API and the dashboard can
+// read one by one.
+type Viewer interface {
+	// Entry returns the state of peer k in group g with the ticks due at ms
+	// applied; ok is false when it is not tracked.
+	Entry(ms int64, k Key, g *Group) (v EntryView, ok bool)
+	// Each calls fn with every entry of a group defined in gt as of ms until
+	// fn returns false, without holding any lock while fn runs.
+	Each(ms int64, gt *GroupTable, fn func(EntryView) bool)
+}
+
+// StatsReporter is a Backend that keeps counters and gauges of its own.
+type StatsReporter interface {
+	// AddStats adds the backend's counters and gauges, per GroupID, to sum:
+	// Requests, AllowedSliding, AllowedLeaky, RejectedConcurrency and
+	// RejectedRateLimit count the admissions it decided (a dry_run group's
+	// rejections included: the Limiter moves those to WouldReject), the
+	// tick counters and evictions its own work, the gauges its entries. An
+	// admission answered ReasonUnavailable is not counted (the Limiter
+	// counts it).
+	AddStats(sum *[MaxGroups]GroupStats)
+	// Tracked returns the number of (peer, group) entries held.
+	Tracked() int
+	// Evictions returns how many entries max_tracked evicted in all.
+	Evictions() uint64
+}
+
+// Group is one version of a group as a Limiter and its Backend see it: the
+// settings, the tick schedules and the identity. A Limiter builds a new one
+// on every change (Apply, Restore) and never modifies a built one, so it is
+// safe for concurrent reads.
+type Group struct {
+	// ID is the group's index in its Limiter, stable across Apply.
+	ID      GroupID
+	defined bool
+	// backend is where the group's state lives (nil for local_peers).
+	backend Backend
+	// Version changes whenever the settings or schedules may have changed:
+	// what is derived from them (a tick span) is valid for one Version.
+	Version uint64
+	Name    string
+	GroupSettings
+	// Leaky and Cleanup place the group's leaky and cleanup ticks.
+	Leaky   Schedule
+	Cleanup Schedule
+}
+
+// closed reports whether the group admits nothing: no window, no bucket.
+func (g *Group) closed() bool { return g.SlidingWindowLimit == 0 && g.LeakyLimit == 0 }
+
+// GroupTable is one version of every group of a Limiter, indexed by
+// GroupID: what a Backend that visits all its entries needs. It is
+// immutable and safe for concurrent reads.
+type GroupTable struct {
+	groups [MaxGroups]Group
+	// names holds every name a GroupID was ever given, removed groups
+	// included, so that their entries' deletion can be reported.
+	names [MaxGroups]string
+}
+
+// Lookup returns group id when it is defined (local_peers included, which
+// never reaches a Backend).
+func (gt *GroupTable) Lookup(id GroupID) (*Group, bool) {
+	if int(id) >= MaxGroups || !gt.groups[id].defined {
+		return nil, false
+	}
+	return &gt.groups[id], true
+}
+
+// Name returns the name group id had when it was last defined, "" when it
+// never was.
+func (gt *GroupTable) Name(id GroupID) string {
+	if int(id) >= MaxGroups {
+		return ""
+	}
+	return gt.names[id]
+}

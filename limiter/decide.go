@@ -1,0 +1,262 @@
+package limiter
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Via says how a request was admitted.
+type Via uint8
+
+// The ways a request is admitted.
+const (
+	ViaNone      Via = iota // rejected
+	ViaSliding              // within the sliding window
+	ViaLeaky                // a leaky-bucket token
+	ViaUnlimited            // no limiting applied: exempt peer, mode off, switch off
+)
+
+var viaNames = [...]string{"none", "sliding_window", "leaky_bucket", "no_limiting_applied"}
+
+// String returns the name of v.
+func (v Via) String() string { return viaNames[v] }
+
+// Reason says why a request was (or, in dry_run, would have been) rejected.
+type Reason uint8
+
+// The reasons of a rejection.
+const (
+	ReasonNone        Reason = iota
+	ReasonConcurrency        // too many requests in flight
+	ReasonRateLimit          // window full and bucket exhausted
+	ReasonDenied             // the peer is on the deny list
+	// ReasonUnavailable: the group's Backend could not decide (its store
+	// cannot be reached in time); the data plane answers 503. A dry_run
+	// group does not let it through: dry_run lets through what the limits
+	// would reject, and here no limit was evaluated. Whether to admit
+	// while a store is down is the backend's own choice (SPEC §12
+	// on_failure), made before it answers.
+	ReasonUnavailable
+)
+
+var reasonNames = [...]string{"", "concurrency", "rate_limit", "denied", "unavailable"}
+
+// String returns the metric label of r.
+func (r Reason) String() string { return reasonNames[r] }
+
+// Decision is the answer for one request. An admitted request holds an
+// in-flight slot until Release; call it exactly once, in a defer. A
+// Decision is a value: copying it copies the handle, so release through
+// one copy only.
+type Decision struct {
+	Allowed bool
+	Via     Via
+	// Reason is set on a rejection and on a dry_run would-be rejection.
+	Reason Reason
+	// WouldReject is true when a dry_run group let a rejection through.
+	WouldReject bool
+	Group       GroupID
+	// Limited is true when limits applied (not exempt, not off, not
+	// unavailable): only then do Quota and the RateLimit headers mean
+	// anything.
+	Limited bool
+	// RetryAfter is the Retry-After of a rejection in whole seconds ≥ 1.
+	RetryAfter int64
+
+	q quotaState
+
+	// b holds the in-flight slot h until Release; nil when none is held.
+	b Backend
+	h Handle
+}
+
+// quotaState is what Quota needs, captured by the decision: the few values
+// the headers are made of, so that a decision whose headers nobody writes
+// costs nothing more.
+type quotaState struct {
+	g  *Group // immutable once built
+	ms int64  // the decision's time
+	u  Usage
+}
+
+// Quota returns the state of the (peer, group) right after the decision,
+// for the RateLimit headers; the zero Quota when limits did not apply.
+func (d *Decision) Quota() Quota {
+	q := &d.q
+	g := q.g
+	if g == nil {
+		return Quota{}
+	}
+	out := Quota{
+		BucketLimit:     g.LeakyLimit,
+		BucketRemaining: max(0, g.LeakyLimit-q.u.Tokens),
+		BucketWindow:    g.LeakyTickInterval,
+		BucketReset:     q.u.ResetAt - q.ms,
+		WindowLimit:     g.SlidingWindowLimit,
+		WindowDuration:  g.SlidingWindowDuration,
+	}
+	if g.SlidingWindowLimit > 0 {
+		out.WindowRemaining = max(0, g.SlidingWindowLimit-q.u.Window)
+		if q.u.Window > 0 {
+			out.WindowReset = max(0, q.u.Oldest+g.SlidingWindowDuration-q.ms)
+		}
+	}
+	return out
+}
+
+// Quota is the state of a (peer, group) after a decision, for the
+// RateLimit and RateLimit-Policy headers. Times are milliseconds.
+type Quota struct {
+	BucketLimit     int64 // leaky_limit
+	BucketRemaining int64 // leaky_limit - tokens, ≥ 0
+	BucketWindow    int64 // leaky_tick_interval
+	BucketReset     int64 // until the next leaky tick
+	WindowLimit     int64 // sliding_window_limit (0: no window)
+	WindowRemaining int64
+	WindowDuration  int64 // sliding_window_duration
+	WindowReset     int64 // until the oldest timestamp expires, 0 when none
+}
+
+// Release gives back the in-flight slot of an admitted request. It is a
+// no-op on a rejected or unlimited decision, on a second call, and when the
+// entry was forgotten or evicted in the meantime. It does not allocate.
+func (d *Decision) Release() {
+	b := d.b
+	if b == nil {
+		return
+	}
+	d.b = nil
+	b.Release(d.h)
+}
+
+// policyStats are the counters of what the policy answered on its own,
+// and of the dry_run rejections it let through, per group: one cache line.
+type policyStats struct {
+	denied      atomic.Uint64
+	unlimited   atomic.Uint64
+	unavailable atomic.Uint64
+	reduce      atomic.Uint64
+	wouldConc   atomic.Uint64 // dry_run rejections by concurrency let through
+	wouldRate   atomic.Uint64 // dry_run rejections by rate limit let through
+	_           [16]byte
+}
+
+// Decide decides one request of peer p in group g at now (SPEC §6). The
+// policy is here: the deny list, the exemption (→ local_peers), the global
+// switch and the group's mode; then the group's Backend takes the state
+// part (concurrency, sliding window, leaky bucket: StepHybrid), and a
+// dry_run group lets a rejection through. An admitted request must be
+// released (Decision.Release).
+func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) (d Decision) {
+	st := l.set.Load()
+	if int(g) >= MaxGroups || !st.groups[g].defined {
+		g = st.general
+	}
+	if p.Addr.IsValid() {
+		if l.denied(st, p, g) {
+			return Decision{Reason: ReasonDenied, Group: g}
+		}
+		if st.exempt.Len() > 0 && st.exempt.Contains(p.Addr) {
+			g = LocalPeers
+		}
+	}
+	gr := &st.groups[g]
+	if g == LocalPeers || gr.Mode == ModeOff || !l.enabled.Load() {
+		l.policy[g].unlimited.Add(1)
+		return Decision{Allowed: true, Via: ViaUnlimited, Group: g}
+	}
+
+	ms := now.UnixMilli()
+	out, u, h := gr.backend.Admit(ms, KeyOf(&p.Key), gr)
+	if out.Reason == ReasonUnavailable {
+		l.policy[g].unavailable.Add(1)
+		return Decision{Reason: ReasonUnavailable, Group: g, RetryAfter: out.RetryAfter}
+	}
+	// Field by field, into the result: a struct built elsewhere and copied
+	// here would be read back in 16-byte loads over the narrower stores
+	// just made, which stalls (store forwarding fails) for several ns.
+	d.Group, d.Limited = g, true
+	d.Via, d.Reason, d.RetryAfter = out.Via, out.Reason, out.RetryAfter
+	if out.Via != ViaNone {
+		d.Allowed = true
+		d.b, d.h = gr.backend, h
+	} else if gr.Mode == ModeDryRun {
+		if out.Reason == ReasonConcurrency {
+			l.policy[g].wouldConc.Add(1)
+		} else {
+			l.policy[g].wouldRate.Add(1)
+		}
+		d.Allowed, d.WouldReject = true, true
+	}
+	d.q.g, d.q.ms, d.q.u = gr, ms, u
+	return d
+}
+
+// DenyExempt reports whether p is on the deny list, for a request that
+// bypasses Decide (an exempt path): the deny list applies to every request
+// (SPEC §4). A denied one is counted as a denied request of general.
+func (l *Limiter) DenyExempt(p Peer) bool {
+	st := l.set.Load()
+	return l.denied(st, p, st.general)
+}
+
+// denied reports whether p is on the deny list, counting the denial in g.
+func (l *Limiter) denied(st *settings, p Peer, g GroupID) bool {
+	if !p.Addr.IsValid() || st.deny.Len() == 0 || !st.deny.Contains(p.Addr) {
+		return false
+	}
+	l.policy[g].denied.Add(1)
+	return true
+}
+
+// ReduceResult is the answer of Reduce.
+type ReduceResult uint8
+
+// The answers of Reduce.
+const (
+	// Reduced: one token was given back.
+	Reduced ReduceResult = iota
+	// ReduceNoop: nothing to give back (no entry, or no token consumed);
+	// still an ok answer, as in the Arweave node.
+	ReduceNoop
+	// ReduceDisabled: the group has is_manual_reduction_disabled.
+	ReduceDisabled
+)
+
+// String returns "reduced", "noop" or "disabled".
+func (r ReduceResult) String() string {
+	return [...]string{"reduced", "noop", "disabled"}[r]
+}
+
+// Reduce is the manual reduction of SPEC §6: tokens -= 1 if tokens > 0. It
+// never creates an entry.
+func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
+	st := l.set.Load()
+	if int(g) >= MaxGroups || !st.groups[g].defined || g == LocalPeers {
+		return ReduceNoop
+	}
+	gr := &st.groups[g]
+	l.policy[g].reduce.Add(1)
+	if gr.ManualReductionDisabled {
+		return ReduceDisabled
+	}
+	return gr.backend.Reduce(now.UnixMilli(), KeyOf(&k), gr)
+}
+
+// Forget deletes every entry of peer k, in every group, and returns how
+// many there were. Requests in flight release nothing afterwards.
+func (l *Limiter) Forget(k PeerKey) int {
+	st := l.set.Load()
+	key := KeyOf(&k)
+	n := 0
+	for g := range st.groups {
+		gr := &st.groups[g]
+		if !gr.defined || g == int(LocalPeers) {
+			continue
+		}
+		if gr.backend.Forget(key, gr) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,272 @@
+package limiter_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+func TestRestoreAcrossGap(t *testing.T) {
+	cfg := testConfig(settings(2, 1000, 10, 30000, 4, 100))
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	for i := 0; i < 12; i++ { // 2 by the window, 10 tokens
+		l.Decide(at(1000), peer(A), g)
+	}
+	l.Decide(at(1000), peer(B), g) // window only
+	l.SetEnabled(false)
+	snap := l.Snapshot(at(10_000))
+	b, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back limiter.Snapshot
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("forward gap applies the ticks that fell in it", func(t *testing.T) {
+		l2 := newLimiter(t, cfg) // a new process: its own epoch, replaced by the snapshot's
+		// Down from 10 s to 65 s: ticks at 30 s and 60 s took 8 tokens.
+		rep, err := l2.Restore(at(65_000), back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Loaded != 2 || rep.Gap != 55*time.Second {
+			t.Fatalf("%+v", rep)
+		}
+		if l2.Enabled() {
+			t.Fatal("the global switch was not restored")
+		}
+		v := l2.Peer(at(65_000), peer(A).Key)
+		if len(v) != 1 || v[0].Tokens != 2 || v[0].Inflight != 0 {
+			t.Fatalf("%+v", v)
+		}
+		// The phase survived: the next tick is at 90 s, not 65 s + 30 s.
+		check := l2.Peer(at(89_999), peer(A).Key)
+		if check[0].Tokens != 2 {
+			t.Fatalf("tick came early: %+v", check)
+		}
+		if v := l2.Peer(at(90_000), peer(A).Key); v[0].Tokens != 0 {
+			t.Fatalf("tick at 90 s missing: %+v", v)
+		}
+	})
+	t.Run("fully expired entries are not loaded", func(t *testing.T) {
+		l2 := newLimiter(t, cfg)
+		// At 200 s: A drained by 4 ticks... (10 tokens, 4 per tick: 30, 60, 90 drain, 120 deletes);
+		// B's window timestamp (1 s) is dropped by the cleanup at 120 s (expiry 120 s? 1000 < 0 no):
+		// cleanup ticks at 120 s and 240 s; at 240 s 1000 < 240000-120000.
+		rep, err := l2.Restore(at(250_000), back)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Loaded != 0 || rep.Expired != 2 || l2.Tracked() != 0 {
+			t.Fatalf("%+v tracked %d", rep, l2.Tracked())
+		}
+	})
+	t.Run("a clock gone backwards counts as no gap", func(t *testing.T) {
+		l2 := newLimiter(t, cfg)
+		rep, err := l2.Restore(at(-5_000), back) // 15 s before the snapshot
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Gap != 0 || rep.Loaded != 2 {
+			t.Fatalf("%+v", rep)
+		}
+		// Nothing elapsed: 10 tokens, the window full for 1000-(10000-1000)... the
+		// window timestamps moved back by 15 s with everything else.
+		v := l2.Peer(at(-5_000), peer(A).Key)
+		if len(v) != 1 || v[0].Tokens != 10 || v[0].Window != 2 {
+			t.Fatalf("%+v", v)
+		}
+		// The next tick is 20 s after the snapshot's time (30 s - 10 s).
+		if v := l2.Peer(at(-5_000+19_999), peer(A).Key); v[0].Tokens != 10 {
+			t.Fatalf("%+v", v)
+		}
+		if v := l2.Peer(at(-5_000+20_000), peer(A).Key); v[0].Tokens != 6 {
+			t.Fatalf("%+v", v)
+		}
+	})
+}
+
+func TestSnapshotDelta(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 10, 1000, 10, 10)))
+	g, _ := l.GroupID("test")
+	for i := 0; i < 5; i++ {
+		d := l.Decide(at(0), peer(fmt.Sprintf("192.0.2.%d", i)), g)
+		d.Release()
+	}
+	full := l.SnapshotDelta(at(0), true)
+	if !full.Full || len(full.Changed) != 5 || len(full.Deleted) != 0 {
+		t.Fatalf("full: %d changed, %d deleted", len(full.Changed), len(full.Deleted))
+	}
+	if d := l.SnapshotDelta(at(0), false); len(d.Changed) != 0 || len(d.Deleted) != 0 {
+		t.Fatalf("nothing changed, got %+v", d)
+	}
+	// One decision: one change. One forget: one deletion.
+	d := l.Decide(at(100), peer("192.0.2.1"), g)
+	d.Release()
+	l.Forget(peer("192.0.2.2").Key)
+	delta := l.SnapshotDelta(at(200), false)
+	if len(delta.Changed) != 1 || delta.Changed[0].Peer != peer("192.0.2.1").Key || delta.Changed[0].Tokens != 2 {
+		t.Fatalf("changed %+v", delta.Changed)
+	}
+	if len(delta.Deleted) != 1 || delta.Deleted[0] != (limiter.EntryRef{Peer: peer("192.0.2.2").Key, Group: "test"}) {
+		t.Fatalf("deleted %+v", delta.Deleted)
+	}
+	// An entry never saved is not reported when it goes.
+	d = l.Decide(at(300), peer("192.0.2.99"), g)
+	d.Release()
+	l.Forget(peer("192.0.2.99").Key)
+	if delta := l.SnapshotDelta(at(300), false); len(delta.Deleted) != 0 || len(delta.Changed) != 0 {
+		t.Fatalf("%+v", delta)
+	}
+	// Ticks that empty saved entries report them deleted.
+	l.Tick(at(5000))
+	if delta := l.SnapshotDelta(at(5000), false); len(delta.Deleted) != 4 {
+		t.Fatalf("after the ticks: %+v", delta.Deleted)
+	}
+}
+
+func TestReleaseAfterRestore(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
+	g, _ := l.GroupID("test")
+	d := l.Decide(at(0), peer(A), g)
+	if _, err := l.Restore(at(1), limiter.Snapshot{TakenAt: at(1).UnixMilli(), Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	d2 := l.Decide(at(2), peer(A), g) // a new entry, likely in the same slot and generation
+	d.Release()                       // stale: must neither panic nor release d2's slot
+	if v := l.Peer(at(2), peer(A).Key); len(v) != 1 || v[0].Inflight != 1 {
+		t.Fatalf("%+v", v)
+	}
+	d2.Release()
+}
+
+// TestSnapshotDeltaDeletedDuringScan: an entry the scan copied and that is
+// deleted before the delta is complete must not be in Changed, or a store
+// would bring it back (a forgotten peer after a restart).
+func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
+	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
+	g, _ := l.GroupID("test")
+	for _, p := range []string{A, B} {
+		d := l.Decide(at(0), peer(p), g)
+		d.Release()
+	}
+	l.SnapshotDelta(at(10), true) // both persisted now
+	has := func(d limiter.Delta, p string) (changed, deleted bool) {
+		for _, e := range d.Changed {
+			changed = changed || e.Peer == peer(p).Key
+		}
+		for _, e := range d.Deleted {
+			deleted = deleted || e.Peer == peer(p).Key
+		}
+		return
+	}
+
+	// Incremental: A changes, is copied, then forgotten.
+	d := l.Decide(at(20), peer(A), g)
+	d.Release()
+	limiter.SetAfterScan(l, func() { l.Forget(peer(A).Key) })
+	delta := l.SnapshotDelta(at(30), false)
+	if c, del := has(delta, A); c || !del {
+		t.Fatalf("forgotten during the scan: changed %v deleted %v, want false true", c, del)
+	}
+
+	// Forgotten and seen again during the scan: both, the newer state wins
+	// in a store (deletions first), and the new entry is saved next time.
+	d = l.Decide(at(40), peer(B), g)
+	d.Release()
+	limiter.SetAfterScan(l, func() {
+		l.Forget(peer(B).Key)
+		d := l.Decide(at(45), peer(B), g)
+		d.Release()
+	})
+	delta = l.SnapshotDelta(at(50), false)
+	if c, del := has(delta, B); !c || !del {
+		t.Fatalf("forgotten and back: changed %v deleted %v, want true true", c, del)
+	}
+	limiter.SetAfterScan(l, nil)
+	if c, _ := has(l.SnapshotDelta(at(60), false), B); !c {
+		t.Fatal("the new entry of B was not saved by the next delta")
+	}
+
+	// The same, but the new entry goes before the next delta: the copy in
+	// the store is the old entry's, so the deletion must be reported.
+	d = l.Decide(at(62), peer(B), g)
+	d.Release()
+	limiter.SetAfterScan(l, func() {
+		l.Forget(peer(B).Key)
+		d := l.Decide(at(64), peer(B), g)
+		d.Release()
+	})
+	l.SnapshotDelta(at(66), false)
+	limiter.SetAfterScan(l, nil)
+	l.Forget(peer(B).Key)
+	if _, del := has(l.SnapshotDelta(at(68), false), B); !del {
+		t.Fatal("an entry created during the scan and forgotten before the next delta: deletion not reported")
+	}
+	d = l.Decide(at(69), peer(B), g)
+	d.Release()
+	l.SnapshotDelta(at(69), false)
+
+	// Full: the copy of an entry forgotten during the scan is left out.
+	limiter.SetAfterScan(l, func() { l.Forget(peer(B).Key) })
+	delta = l.SnapshotDelta(at(70), true)
+	if c, _ := has(delta, B); c {
+		t.Fatal("a full delta kept an entry forgotten during its scan")
+	}
+}
+
+// TestRestoreAfterAHugeGap: 2³¹ ticks and more (25 days of 1 ms ticks)
+// do not wrap into a negative gap that leaves the bucket full.
+func TestRestoreAfterAHugeGap(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 1, 1, 100))
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	admitN(l, 0, A, g, 10)
+	snap := l.Snapshot(at(0))
+	for _, gap := range []int64{1 << 31, 1<<31 + 1000, 1 << 33} {
+		l2 := newLimiter(t, cfg)
+		if _, err := l2.Restore(at(gap), snap); err != nil {
+			t.Fatal(err)
+		}
+		if v := l2.Peer(at(gap), peer(A).Key); len(v) != 0 && v[0].Tokens != 0 {
+			t.Fatalf("gap %d ms: %+v, want the bucket empty", gap, v)
+		}
+		if d := l2.Decide(at(gap), peer(A), g); !d.Allowed {
+			t.Fatalf("gap %d ms: %+v, want an admission", gap, d)
+		}
+	}
+}
+
+// TestRestoreCapCountsOnlyRestorable: entries that cannot be restored (a
+// removed group, a bad key) take no place under max_tracked.
+func TestRestoreCapCountsOnlyRestorable(t *testing.T) {
+	cfg := testConfig(settings(0, 1000, 10, 30000, 10, 100))
+	l := newLimiter(t, cfg)
+	g, _ := l.GroupID("test")
+	for _, p := range []string{A, B} {
+		d := l.Decide(at(0), peer(p), g)
+		d.Release()
+	}
+	snap := l.Snapshot(at(0))
+	// Two newer entries of a group the restoring config lacks.
+	for i := range 2 {
+		e := snap.Entries[0]
+		e.Group, e.LastSeen = "gone", e.LastSeen+int64(10+i)
+		snap.Entries = append(snap.Entries, e)
+	}
+	cfg.MaxTracked = 2
+	l2 := newLimiter(t, cfg)
+	rep, err := l2.Restore(at(0), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Loaded != 2 || rep.Skipped != 2 || l2.Tracked() != 2 {
+		t.Fatalf("%+v, tracked %d: want both valid entries loaded, the two others skipped", rep, l2.Tracked())
+	}
+}

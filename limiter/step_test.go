@@ -1,0 +1,248 @@
+package limiter_test
+
+import (
+	"testing"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// hybrid holds one (peer, group)'s state the simplest way, for the step
+// tables of StepHybrid: the window as a plain list of timestamps.
+type hybrid struct {
+	inflight, tokens int64
+	window           []int64
+}
+
+// state returns what StepHybrid reads of h at ms: the unexpired window.
+func (h *hybrid) state(g *limiter.GroupSettings, ms int64) limiter.HybridState {
+	s := limiter.HybridState{Inflight: h.inflight, Tokens: h.tokens}
+	for _, t := range h.window {
+		if t+g.SlidingWindowDuration > ms {
+			if s.Window == 0 || t < s.Oldest {
+				s.Oldest = t
+			}
+			s.Window++
+		}
+	}
+	return s
+}
+
+// hstep is one event on a fake timeline for StepHybrid: a request ("req",
+// the default), a release, or a leaky tick of the group's reduction.
+type hstep struct {
+	at  int64
+	op  string
+	via limiter.Via    // req: ViaNone for a rejection
+	why limiter.Reason // req: the reason of a rejection
+	// retry is the Retry-After of a rejection, 0: not checked.
+	retry int64
+	// tokens, window, inflight: the state after the step (window counts
+	// the unexpired timestamps at the step's time).
+	tokens, window, inflight int64
+}
+
+// runHybrid plays steps against StepHybrid for group settings g, whose
+// leaky ticks fall every LeakyTickInterval ms from 0, checking the outcome
+// and the state after every step.
+func runHybrid(t *testing.T, g limiter.GroupSettings, steps []hstep) {
+	t.Helper()
+	var h hybrid
+	for i, s := range steps {
+		switch s.op {
+		case "", "req":
+			next := (s.at/g.LeakyTickInterval + 1) * g.LeakyTickInterval
+			before := h.state(&g, s.at)
+			after, out := limiter.StepHybrid(before, &g, s.at, next)
+			if out.Via != s.via || out.Reason != s.why {
+				t.Fatalf("step %d (t=%d): got via %v reason %q, want via %v reason %q", i, s.at, out.Via, out.Reason, s.via, s.why)
+			}
+			if out.Allowed() != (s.via != limiter.ViaNone) {
+				t.Fatalf("step %d: Allowed() = %v with via %v", i, out.Allowed(), out.Via)
+			}
+			if s.retry != 0 && out.RetryAfter != s.retry {
+				t.Fatalf("step %d (t=%d): Retry-After %d, want %d", i, s.at, out.RetryAfter, s.retry)
+			}
+			switch out.Via {
+			case limiter.ViaNone:
+				if after != before {
+					t.Fatalf("step %d: a rejection changed the state: %+v → %+v", i, before, after)
+				}
+			case limiter.ViaSliding:
+				h.window = append(h.window, s.at)
+			}
+			h.inflight, h.tokens = after.Inflight, after.Tokens
+			if got := h.state(&g, s.at); got != after {
+				t.Fatalf("step %d: StepHybrid says %+v, the state is %+v", i, after, got)
+			}
+		case "release":
+			h.inflight--
+		case "tick":
+			left, _, _ := limiter.LeakyTicks(h.tokens, 1, g.LeakyTickReduction)
+			h.tokens = left
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.op)
+		}
+		st := h.state(&g, s.at)
+		if st.Tokens != s.tokens || st.Window != s.window || st.Inflight != s.inflight {
+			t.Fatalf("step %d (t=%d %s): tokens %d window %d inflight %d, want %d %d %d",
+				i, s.at, s.op, st.Tokens, st.Window, st.Inflight, s.tokens, s.window, s.inflight)
+		}
+	}
+}
+
+const (
+	viaNone    = limiter.ViaNone
+	viaSliding = limiter.ViaSliding
+	viaLeaky   = limiter.ViaLeaky
+	conc       = limiter.ReasonConcurrency
+	rate       = limiter.ReasonRateLimit
+)
+
+func TestStepHybrid(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		g     limiter.GroupSettings
+		steps []hstep
+	}{
+		{
+			name: "window first, then the bucket, then rate_limit",
+			// window 2 per 1000 ms, 2 tokens, ticks every 30 s.
+			g: settings(2, 1000, 2, 30000, 2, 10),
+			steps: []hstep{
+				{at: 0, via: viaSliding, window: 1, inflight: 1},
+				{at: 10, via: viaSliding, window: 2, inflight: 2},
+				{at: 20, via: viaLeaky, tokens: 1, window: 2, inflight: 3},
+				{at: 30, via: viaLeaky, tokens: 2, window: 2, inflight: 4},
+				// The window frees at 1000 (the oldest, 0, expires), sooner
+				// than the tick at 30000.
+				{at: 40, why: rate, retry: 1, tokens: 2, window: 2, inflight: 4},
+				// 0 + 1000 <= 1000: expired; the window takes it again.
+				{at: 1000, via: viaSliding, tokens: 2, window: 2, inflight: 5},
+				{at: 1001, why: rate, retry: 1, tokens: 2, window: 2, inflight: 5},
+			},
+		},
+		{
+			name: "concurrency comes first and changes nothing",
+			g:    settings(1, 1000, 1, 30000, 1, 2),
+			steps: []hstep{
+				{at: 0, via: viaSliding, window: 1, inflight: 1},
+				{at: 1, via: viaLeaky, tokens: 1, window: 1, inflight: 2},
+				{at: 2, why: conc, retry: 1, tokens: 1, window: 1, inflight: 2},
+				{at: 3, op: "release", tokens: 1, window: 1, inflight: 1},
+				// Room in flight again, but window and bucket are full.
+				{at: 4, why: rate, tokens: 1, window: 1, inflight: 1},
+				{at: 1000, via: viaSliding, tokens: 1, window: 1, inflight: 2},
+			},
+		},
+		{
+			name: "no window: every request takes a token; a tick gives them back",
+			g:    settings(0, 1000, 3, 1000, 2, 10),
+			steps: []hstep{
+				{at: 0, via: viaLeaky, tokens: 1, inflight: 1},
+				{at: 1, via: viaLeaky, tokens: 2, inflight: 2},
+				{at: 2, via: viaLeaky, tokens: 3, inflight: 3},
+				// Only the bucket can free up: Retry-After is the tick at 1000.
+				{at: 3, why: rate, retry: 1, tokens: 3, inflight: 3},
+				{at: 1000, op: "tick", tokens: 1, inflight: 3},
+				{at: 1000, via: viaLeaky, tokens: 2, inflight: 4},
+				{at: 1001, via: viaLeaky, tokens: 3, inflight: 5},
+				{at: 1002, why: rate, retry: 1, tokens: 3, inflight: 5},
+			},
+		},
+		{
+			name: "leaky_limit 0 rejects every window overflow; Retry-After from the window",
+			g:    settings(1, 5000, 0, 30000, 1, 10),
+			steps: []hstep{
+				{at: 0, via: viaSliding, window: 1, inflight: 1},
+				{at: 100, why: rate, retry: 5, window: 1, inflight: 1},
+				{at: 4001, why: rate, retry: 1, window: 1, inflight: 1},
+				{at: 5000, via: viaSliding, window: 1, inflight: 2},
+			},
+		},
+		{
+			name: "window and bucket both closed: Retry-After is the next tick",
+			g:    settings(0, 1000, 0, 30000, 1, 10),
+			steps: []hstep{
+				{at: 0, why: rate, retry: 30},
+				{at: 29001, why: rate, retry: 1},
+			},
+		},
+		{
+			name: "a request decided a little out of order is still the window's oldest",
+			g:    settings(3, 1000, 0, 30000, 1, 10),
+			steps: []hstep{
+				{at: 500, via: viaSliding, window: 1, inflight: 1},
+				{at: 499, via: viaSliding, window: 2, inflight: 2},
+				{at: 501, via: viaSliding, window: 3, inflight: 3},
+				// The oldest is 499: the window frees at 1499, 1 s away.
+				{at: 502, why: rate, retry: 1, window: 3, inflight: 3},
+				{at: 1499, via: viaSliding, window: 3, inflight: 4},
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runHybrid(t, tc.g, tc.steps) })
+	}
+}
+
+// TestStepHybridOldest: the Oldest StepHybrid reports after a window
+// admission is the oldest unexpired timestamp, the new one included.
+func TestStepHybridOldest(t *testing.T) {
+	g := settings(5, 1000, 0, 30000, 1, 10)
+	for _, c := range []struct {
+		in   limiter.HybridState
+		ms   int64
+		want int64
+	}{
+		{limiter.HybridState{}, 700, 700},
+		{limiter.HybridState{Window: 2, Oldest: 300}, 700, 300},
+		{limiter.HybridState{Window: 2, Oldest: 300}, 200, 200},
+		// A stale Oldest with Window 0 means nothing.
+		{limiter.HybridState{Oldest: 100}, 700, 700},
+	} {
+		after, out := limiter.StepHybrid(c.in, &g, c.ms, 30000)
+		if out.Via != limiter.ViaSliding || after.Oldest != c.want || after.Window != c.in.Window+1 {
+			t.Errorf("StepHybrid(%+v, %d) = %+v %+v, want Oldest %d", c.in, c.ms, after, out, c.want)
+		}
+	}
+}
+
+func TestLeakyTicks(t *testing.T) {
+	for _, c := range []struct {
+		tokens, n, r   int64
+		left, reducing int64
+		deleted        bool
+	}{
+		{tokens: 10, n: 1, r: 4, left: 6, reducing: 1},
+		{tokens: 10, n: 2, r: 4, left: 2, reducing: 2},
+		{tokens: 10, n: 3, r: 4, left: 0, reducing: 3}, // floored at 0, still there
+		{tokens: 10, n: 4, r: 4, left: 0, reducing: 3, deleted: true},
+		{tokens: 10, n: 1000, r: 4, left: 0, reducing: 3, deleted: true},
+		{tokens: 0, n: 1, r: 4, left: 0, reducing: 0, deleted: true}, // at 0 when the tick comes
+		{tokens: 450, n: 1, r: 450, left: 0, reducing: 1},
+		{tokens: 450, n: 2, r: 450, left: 0, reducing: 1, deleted: true},
+	} {
+		left, reducing, deleted := limiter.LeakyTicks(c.tokens, c.n, c.r)
+		if left != c.left || reducing != c.reducing || deleted != c.deleted {
+			t.Errorf("LeakyTicks(%d, %d, %d) = %d, %d, %v; want %d, %d, %v",
+				c.tokens, c.n, c.r, left, reducing, deleted, c.left, c.reducing, c.deleted)
+		}
+	}
+}
+
+func TestReduceHybrid(t *testing.T) {
+	s, r := limiter.ReduceHybrid(limiter.HybridState{Tokens: 2, Inflight: 1, Window: 1, Oldest: 5})
+	if r != limiter.Reduced || s != (limiter.HybridState{Tokens: 1, Inflight: 1, Window: 1, Oldest: 5}) {
+		t.Fatalf("got %+v %v", s, r)
+	}
+	if s, r = limiter.ReduceHybrid(limiter.HybridState{Window: 1}); r != limiter.ReduceNoop || s.Tokens != 0 {
+		t.Fatalf("got %+v %v", s, r)
+	}
+}
+
+func TestStepHybridDoesNotAllocate(t *testing.T) {
+	g := settings(2, 1000, 2, 30000, 2, 10)
+	s := limiter.HybridState{Window: 2, Oldest: 10, Tokens: 2}
+	if n := testing.AllocsPerRun(100, func() { limiter.StepHybrid(s, &g, 20, 30000) }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}
