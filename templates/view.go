@@ -9,7 +9,6 @@ import (
 	"net/url"
 
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/live"
 )
 
 // Page is what the layout needs on every page.
@@ -142,16 +141,14 @@ func (l ExemptionList) FileRows() int {
 // Exemptions is the data of the exemptions page.
 type Exemptions struct {
 	// Lists are the exempt peers, the exempt paths and the deny list, in
-	// that order, each with its file and live entries.
+	// that order, each with its file and live entries; their kinds are
+	// what the add form offers.
 	Lists []ExemptionList
 	// Form holds the add form's values after a failed post.
 	Kind, Value, Note string
 	// Error is the add form's validation message.
 	Error string
 }
-
-// ExemptionKinds lists the kinds an operator may add.
-var ExemptionKinds = []string{string(live.ExemptPeer), string(live.ExemptPath), string(live.DenyPeer)}
 
 // AuditRow is one audit entry, ready to show.
 type AuditRow struct {
