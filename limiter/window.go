@@ -13,9 +13,6 @@ type window struct {
 
 func (w *window) at(i int32) int64 { return w.ts[(w.head+i)%int32(len(w.ts))] }
 
-// oldest returns the oldest timestamp; w.n must be > 0.
-func (w *window) oldest() int64 { return w.ts[w.head] }
-
 // dropBefore removes every timestamp t with t < cut and returns how many.
 func (w *window) dropBefore(cut int64) int32 {
 	var k int32

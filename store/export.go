@@ -13,6 +13,7 @@ import (
 	"slices"
 
 	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
@@ -186,7 +187,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader) error {
 
 	return db.update(ctx, "import", func(tx *bbolt.Tx) error {
 		fresh := func(name []byte) (*bbolt.Bucket, error) {
-			if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bbolt.ErrBucketNotFound) {
+			if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return nil, err
 			}
 			return tx.CreateBucket(name)

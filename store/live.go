@@ -252,7 +252,7 @@ func (db *DB) Audit(ctx context.Context, limit int, before uint64) ([]live.Audit
 		var k, v []byte
 		if before == 0 {
 			k, v = c.Last()
-		} else if k, v = c.Seek(u64key(before)); k == nil {
+		} else if k, _ = c.Seek(u64key(before)); k == nil {
 			k, v = c.Last()
 		} else {
 			k, v = c.Prev()

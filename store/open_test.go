@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/migrations"
@@ -118,7 +119,7 @@ func TestOpenLocked(t *testing.T) {
 			db.Close()
 			t.Fatalf("second Open (read-only %v) succeeded", ro)
 		}
-		if !errors.Is(err, store.ErrLocked) || !errors.Is(err, bbolt.ErrTimeout) {
+		if !errors.Is(err, store.ErrLocked) || !errors.Is(err, berrors.ErrTimeout) {
 			t.Errorf("second Open: %v, want ErrLocked wrapping bbolt's ErrTimeout", err)
 		}
 		if d := time.Since(start); d > 900*time.Millisecond {
@@ -329,7 +330,7 @@ func TestOpenReadOnly(t *testing.T) {
 			t.Errorf("LoadSnapshot: %d entries, %v", len(snap.Entries), err)
 		}
 	}
-	if err := db.Record(ctx, audit("a", "b", nil, nil)); !errors.Is(err, bbolt.ErrDatabaseReadOnly) {
+	if err := db.Record(ctx, audit("a", "b", nil, nil)); !errors.Is(err, berrors.ErrDatabaseReadOnly) {
 		t.Errorf("Record on a read-only database: %v", err)
 	}
 	if err := db.Export(ctx, &bytes.Buffer{}); err != nil {
