@@ -88,6 +88,11 @@ func (h *Handler) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 		setRateLimitHeaders(hd, h.lim.GroupName(d.Group), &q)
 	}
 	switch {
+	case d.Reason == limiter.ReasonUnavailable:
+		// auth_request passes only 2xx, 401 and 403 on: a 403 that
+		// X-Limiterd-Status says is a 503, for nginx to map back.
+		hd.Set(hdrLimiterdStatus, "503")
+		w.WriteHeader(http.StatusForbidden)
 	case d.Reason == limiter.ReasonDenied && !d.Allowed:
 		hd.Set(hdrLimiterdStatus, "403")
 		w.WriteHeader(http.StatusForbidden)

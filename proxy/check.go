@@ -198,6 +198,8 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case d.Reason == limiter.ReasonDenied && !d.Allowed:
 		resp.Status = http.StatusForbidden
+	case d.Reason == limiter.ReasonUnavailable:
+		resp.Status = http.StatusServiceUnavailable
 	case !d.Allowed:
 		resp.Status = http.StatusTooManyRequests
 		resp.RetryAfter = d.RetryAfter

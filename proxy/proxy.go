@@ -192,6 +192,13 @@ func (h *Handler) handleProxy(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden", http.StatusForbidden)
 		return
 	}
+	if d.Reason == limiter.ReasonUnavailable {
+		// The backend could not decide (SPEC §7: a limiter internal error):
+		// 503, without rate-limit fields.
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	if d.Limited {
 		q := d.Quota()
 		setRateLimitHeaders(w.Header(), h.lim.GroupName(d.Group), &q)
