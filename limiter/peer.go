@@ -228,7 +228,7 @@ func (w *chainWalk) xff(h Header) {
 
 // chainWalk is the state of a right-to-left walk over a forwarding chain.
 type chainWalk struct {
-	trusted *PrefixSet
+	trusted   *PrefixSet
 	last      netip.Addr // the peer so far: the last hop identified
 	done      bool       // the walk is over
 	malformed bool       // an element named no address where the peer would be
