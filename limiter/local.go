@@ -97,7 +97,8 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 			s.Window, s.Oldest = int64(wn), w.at(w.n-wn)
 		}
 	}
-	s, out = StepHybrid(s, &g.GroupSettings, ms, lc.to)
+	resetAt := lc.to // read under the lock: another decision may move the span
+	s, out = StepHybrid(s, &g.GroupSettings, ms, resetAt)
 	switch out.Via {
 	case ViaLeaky:
 		if e.flags&flagTokens == 0 {
@@ -143,7 +144,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		b.total.Add(-1)
 	}
 	sh.mu.Unlock()
-	return out, Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: lc.to}, h
+	return out, Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}, h
 }
 
 // localHandle packs an in-flight slot: the slot and its generation, the
