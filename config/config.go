@@ -131,6 +131,9 @@ type Cluster struct {
 	Mode         string        // "strict" or "local_first"
 	OnFailure    string        // "open", "closed" or "local"
 	SyncInterval time.Duration // local_first: push interval
+	Timeout      time.Duration // longest wait for Redis on a request's path
+	Lease        time.Duration // in-flight slots of a dead instance are freed after this
+	MaxUnsynced  int           // local_first: admissions per key held unpushed (0: no cap)
 	Redis        Redis
 }
 

@@ -91,6 +91,7 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 		},
 		Cluster: config.Cluster{
 			Backend: "local", Mode: "strict", OnFailure: "local", SyncInterval: 100 * time.Millisecond,
+			Timeout: 50 * time.Millisecond, Lease: 10 * time.Second,
 			Redis: config.Redis{Addrs: []string{"127.0.0.1:6379"}},
 		},
 	}

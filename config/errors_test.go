@@ -295,6 +295,20 @@ db = -1
 			},
 		},
 		{
+			name: "cluster durations",
+			file: "[cluster]\ntimeout = \"0s\"\nlease = \"500ms\"\nmax_unsynced = -3\n",
+			want: []string{
+				"config: cluster.timeout: must be a duration > 0, got 0s",
+				"config: cluster.lease: must be at least 1s (it is renewed every third of it), got 500ms",
+				"config: cluster.max_unsynced: must be an integer from 0 to 2147483647, got -3",
+			},
+		},
+		{
+			name: "cluster timeout over the lease",
+			file: "[cluster]\ntimeout = \"4s\"\nlease = \"10s\"\n",
+			want: []string{"config: cluster.timeout: must be at most a third of cluster.lease (3.333333333s), got 4s"},
+		},
+		{
 			name: "redis without addresses",
 			file: "[cluster]\nbackend = \"redis\"\n[cluster.redis]\naddrs = []\n",
 			want: []string{`config: cluster.redis.addrs: at least one address is needed when cluster.backend is "redis"`},

@@ -69,6 +69,7 @@ func schema() []field {
 				str("type"), num("rpm"), strs("paths"),
 			}}),
 		table("cluster", str("backend"), str("mode"), str("on_failure"), dur("sync_interval"),
+			dur("timeout"), dur("lease"), num("max_unsynced"),
 			table("redis", strs("addrs"), str("username"), str("password"), num("db"))),
 	}
 }

@@ -88,6 +88,9 @@ type (
 		Mode         string    `toml:"mode"`
 		OnFailure    string    `toml:"on_failure"`
 		SyncInterval string    `toml:"sync_interval"`
+		Timeout      string    `toml:"timeout"`
+		Lease        string    `toml:"lease"`
+		MaxUnsynced  int       `toml:"max_unsynced"`
 		Redis        fileRedis `toml:"redis"`
 	}
 	fileRedis struct {
@@ -152,6 +155,9 @@ func (c *Config) TOML() ([]byte, error) {
 			Mode:         c.Cluster.Mode,
 			OnFailure:    c.Cluster.OnFailure,
 			SyncInterval: c.Cluster.SyncInterval.String(),
+			Timeout:      c.Cluster.Timeout.String(),
+			Lease:        c.Cluster.Lease.String(),
+			MaxUnsynced:  c.Cluster.MaxUnsynced,
 			Redis: fileRedis{
 				Addrs:    list(c.Cluster.Redis.Addrs),
 				Username: c.Cluster.Redis.Username,

@@ -165,6 +165,20 @@ func build(p *problems, t tree) *Config {
 	c.Cluster.Mode = b.oneOf("cluster.mode", "strict", "local_first")
 	c.Cluster.OnFailure = b.oneOf("cluster.on_failure", "open", "closed", "local")
 	c.Cluster.SyncInterval = b.positiveDuration("cluster", "sync_interval")
+	c.Cluster.Timeout = b.positiveDuration("cluster", "timeout")
+	c.Cluster.Lease = b.positiveDuration("cluster", "lease")
+	if c.Cluster.Lease > 0 && c.Cluster.Lease < time.Second {
+		p.addf("cluster.lease", "must be at least 1s (it is renewed every third of it), got %s", c.Cluster.Lease)
+	}
+	if c.Cluster.Timeout > 0 && c.Cluster.Lease > 0 && c.Cluster.Timeout > c.Cluster.Lease/3 {
+		p.addf("cluster.timeout", "must be at most a third of cluster.lease (%s), got %s", c.Cluster.Lease/3, c.Cluster.Timeout)
+	}
+	if n, ok := b.num("cluster", "max_unsynced"); ok {
+		c.Cluster.MaxUnsynced = int(n)
+		if n < 0 || n > maxMillis {
+			p.addf("cluster.max_unsynced", "must be an integer from 0 to %d, got %d", maxMillis, n)
+		}
+	}
 	c.Cluster.Redis.Addrs = b.strs("cluster", "redis", "addrs")
 	for i, s := range c.Cluster.Redis.Addrs {
 		checkHostPort(p, fmt.Sprintf("cluster.redis.addrs[%d]", i), s)

@@ -22,7 +22,9 @@ type Backend interface {
 	// state as the decision says, and returns the outcome, the usage after
 	// it and, when admitted, the Handle of the request's in-flight slot,
 	// held until Release. A backend that cannot decide answers Reason
-	// ReasonUnavailable and changes nothing. (Three small results rather
+	// ReasonUnavailable and changes nothing, or, told to fail open, Via
+	// ViaUnlimited with no Handle (the request is admitted as unlimited,
+	// without RateLimit fields). (Three small results rather
 	// than one struct: each stays in registers, where a struct of more
 	// than four fields would go through memory.)
 	Admit(ms int64, k Key, g *Group) (Outcome, Usage, Handle)

@@ -102,6 +102,67 @@ func TestBackendUnavailable(t *testing.T) {
 	}
 }
 
+// TestBackendFailOpen: a backend told to fail open answers ViaUnlimited;
+// Decide admits as unlimited, with no RateLimit fields and no slot to
+// release, and counts it as unlimited.
+func TestBackendFailOpen(t *testing.T) {
+	l, f := newFake(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)), limiter.Outcome{Via: limiter.ViaUnlimited})
+	g, _ := l.GroupID("test")
+	d := l.Decide(at(0), peer(A), g)
+	if !d.Allowed || d.Via != limiter.ViaUnlimited || d.Limited || d.WouldReject || d.Reason != limiter.ReasonNone {
+		t.Fatalf("%+v", d)
+	}
+	if q := d.Quota(); q != (limiter.Quota{}) {
+		t.Fatalf("a fail-open decision has a quota: %+v", q)
+	}
+	d.Release()
+	if len(f.released) != 0 {
+		t.Fatalf("released %v", f.released)
+	}
+	if s := l.Stats()["test"]; s.Requests != 1 || s.Unlimited != 1 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+// TestNewLocalBackend: the slab on its own, under a Limiter's policy,
+// decides as the Limiter's own one does and honours its cap.
+func TestNewLocalBackend(t *testing.T) {
+	cfg := testConfig(settings(1, 1000, 1, 30000, 1, 10))
+	own, err := limiter.New(t0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := limiter.NewLocalBackend(1)
+	for _, iface := range []bool{
+		func() bool { _, ok := b.(limiter.Sweeper); return ok }(),
+		func() bool { _, ok := b.(limiter.Snapshotter); return ok }(),
+		func() bool { _, ok := b.(limiter.Viewer); return ok }(),
+		func() bool { _, ok := b.(limiter.StatsReporter); return ok }(),
+	} {
+		if !iface {
+			t.Fatal("NewLocalBackend lacks an optional interface")
+		}
+	}
+	sep, err := limiter.New(t0, cfg, limiter.WithBackend(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := own.GroupID("test")
+	for i := range 4 {
+		a, c := own.Decide(at(int64(i)), peer(A), g), sep.Decide(at(int64(i)), peer(A), g)
+		if a.Allowed != c.Allowed || a.Via != c.Via || a.Reason != c.Reason || a.Quota() != c.Quota() {
+			t.Fatalf("decision %d: own %+v, separate %+v", i, a, c)
+		}
+		a.Release()
+		c.Release()
+	}
+	d := sep.Decide(at(5), peer(B), g)
+	d.Release()
+	if n := b.(limiter.StatsReporter).Tracked(); n != 1 {
+		t.Fatalf("max_tracked 1: %d entries", n)
+	}
+}
+
 // TestBackendSeam: the policy runs before the backend, an admission's
 // handle goes back to the backend that made it exactly once, and a dry_run
 // group lets the backend's rejections through.
