@@ -36,6 +36,8 @@ var arrows = map[string][]string{
 	"ticker":         {},
 	"jsonbody":       {},
 	"throttleclient": {},
+	"cluster":        {"limiter"},
+	"redistest":      {},
 	"cmd/limiterd":   {"*"},
 	"bench":          {"*"},
 }

@@ -1,0 +1,479 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// Mode is how decisions use Redis (SPEC §12).
+type Mode uint8
+
+// The modes.
+const (
+	// Strict: one atomic script call per decision.
+	Strict Mode = iota
+	// LocalFirst: local decisions, admissions pushed in batches.
+	LocalFirst
+)
+
+// String returns the configuration name of m.
+func (m Mode) String() string { return [...]string{"strict", "local_first"}[m] }
+
+// OnFailure is what a decision does while Redis cannot be used.
+type OnFailure uint8
+
+// The answers while Redis is down.
+const (
+	// FailLocal decides with this instance's own state.
+	FailLocal OnFailure = iota
+	// FailOpen admits, as unlimited.
+	FailOpen
+	// FailClosed rejects with 503.
+	FailClosed
+)
+
+// String returns the configuration name of f.
+func (f OnFailure) String() string { return [...]string{"local", "open", "closed"}[f] }
+
+// ParseMode parses "strict" or "local_first".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "strict":
+		return Strict, nil
+	case "local_first":
+		return LocalFirst, nil
+	}
+	return 0, fmt.Errorf("cluster.mode: %q is not one of strict, local_first", s)
+}
+
+// ParseOnFailure parses "local", "open" or "closed".
+func ParseOnFailure(s string) (OnFailure, error) {
+	switch s {
+	case "local":
+		return FailLocal, nil
+	case "open":
+		return FailOpen, nil
+	case "closed":
+		return FailClosed, nil
+	}
+	return 0, fmt.Errorf("cluster.on_failure: %q is not one of open, closed, local", s)
+}
+
+// Options configure a Backend: the [cluster] and [cluster.redis] tables.
+type Options struct {
+	// Addrs are the Redis servers: one address for a single Redis (or a
+	// Valkey), several for the seed nodes of a Redis Cluster.
+	Addrs    []string
+	Username string
+	Password string
+	DB       int
+
+	Mode      Mode
+	OnFailure OnFailure
+	// Timeout bounds every wait for Redis on a request's path.
+	Timeout time.Duration
+	// Lease is how long the in-flight slots of an instance that stopped
+	// renewing them are kept.
+	Lease time.Duration
+	// SyncInterval is how often local_first pushes its admissions.
+	SyncInterval time.Duration
+	// MaxUnsynced caps the admissions local_first makes per key on one
+	// read of the shared state (0: no cap).
+	MaxUnsynced int
+	// MaxTracked caps the entries of the local state used while Redis is
+	// down (on_failure = "local"); 0: no cap.
+	MaxTracked int
+	// Instance names this instance in Redis (its slots and counts); empty:
+	// a random one.
+	Instance string
+	Logger   *slog.Logger
+}
+
+func (o *Options) check() error {
+	var errs []string
+	if len(o.Addrs) == 0 {
+		errs = append(errs, "cluster.redis.addrs: at least one address is needed")
+	}
+	if o.Timeout <= 0 {
+		errs = append(errs, "cluster.timeout: must be > 0")
+	}
+	if o.Lease < time.Second {
+		errs = append(errs, "cluster.lease: must be at least 1s")
+	}
+	if o.SyncInterval <= 0 {
+		errs = append(errs, "cluster.sync_interval: must be > 0")
+	}
+	if o.MaxUnsynced < 0 {
+		errs = append(errs, "cluster.max_unsynced: must be ≥ 0")
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// engine is where a mode keeps and decides the state.
+type engine interface {
+	admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outcome, limiter.Usage, limiter.Handle, error)
+	release(s slot)
+	reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error)
+	forget(ctx context.Context, k limiter.Key, g *limiter.Group) (bool, error)
+	// probe runs the mode's script on a canary key.
+	probe(ctx context.Context) error
+	// run runs the mode's background work until ctx ends.
+	run(ctx context.Context)
+	tracked() int
+}
+
+// counters are a group's decisions made with Redis.
+type counters struct {
+	requests, sliding, leaky, conc, rate atomic.Uint64
+	_                                    [24]byte
+}
+
+// Backend is the limiter.Backend of cluster mode: the group state in
+// Redis, in the Mode of its Options, behind a breaker that answers as
+// OnFailure says while Redis is down. It also implements limiter.Sweeper
+// and limiter.StatsReporter. It is safe for concurrent use; Close stops
+// its goroutines.
+type Backend struct {
+	opts  Options
+	log   *slog.Logger
+	inst  string
+	rdb   redis.UniversalClient
+	t     *transport
+	h     *health
+	eng   engine
+	fb    limiter.Backend // on_failure = "local"
+	slots slotTable
+	sched schedules
+
+	stats     [limiter.MaxGroups]counters
+	failOpen  atomic.Uint64
+	failClose atomic.Uint64
+	failLocal atomic.Uint64
+	lastEvict atomic.Int64 // evicted_keys at the last probe, -1 before the first
+
+	// clock, when set (tests), is Redis's clock: scripts are given it
+	// instead of reading TIME.
+	clock func() int64
+	// localNow is this instance's clock, Unix ms (the one Admit's ms comes
+	// from).
+	localNow func() int64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+var (
+	_ limiter.Backend       = (*Backend)(nil)
+	_ limiter.Sweeper       = (*Backend)(nil)
+	_ limiter.StatsReporter = (*Backend)(nil)
+)
+
+// Open connects to Redis as o says and starts the backend's goroutines
+// (pipelining, pushes or lease renewals, the breaker's prober). It checks
+// Redis once, for at most a few seconds: a Redis that cannot be used yet
+// is logged and the backend starts with the breaker down, deciding as
+// o.OnFailure says until Redis answers. Only invalid options are an error.
+func Open(o Options) (*Backend, error) {
+	return open(o, nil)
+}
+
+func open(o Options, clock func() int64) (*Backend, error) {
+	localNow := func() int64 { return time.Now().UnixMilli() }
+	if clock != nil {
+		localNow = clock
+	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Instance == "" {
+		var raw [6]byte
+		_, _ = rand.Read(raw[:])
+		o.Instance = hex.EncodeToString(raw[:])
+	}
+	b := &Backend{opts: o, log: o.Logger.With("component", "cluster"), inst: o.Instance, clock: clock, localNow: localNow}
+	b.lastEvict.Store(-1)
+	b.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:    o.Addrs,
+		Username: o.Username,
+		Password: o.Password,
+		DB:       o.DB,
+		// A retried script call could apply an admission twice.
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           max(o.Timeout, time.Second),
+		DialerRetries:         1,
+		ReadTimeout:           max(2*o.Timeout, 2*time.Second),
+		WriteTimeout:          max(2*o.Timeout, 2*time.Second),
+		PoolSize:              numWorkers + 8,
+		MaxActiveConns:        numWorkers + 8,
+		MinIdleConns:          numWorkers,
+		PoolTimeout:           o.Timeout,
+		DisableIdentity:       true,
+	})
+	b.t = newTransport(b.rdb, o.Timeout)
+	b.h = newHealth(b.log)
+	b.sched = schedules{t: b.t, now: b.redisNow}
+	if o.OnFailure == FailLocal {
+		b.fb = limiter.NewLocalBackend(o.MaxTracked)
+	}
+	switch o.Mode {
+	case LocalFirst:
+		b.eng = newLocalFirst(b)
+	default:
+		b.eng = newStrict(b)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	b.t.run(ctx, &b.wg)
+
+	pctx, pcancel := context.WithTimeout(ctx, max(2*time.Second, o.Timeout))
+	if kind, err := b.probe(pctx); err != nil {
+		b.h.errs[kindIndex[kind]].Add(1)
+		b.h.setReason(kind + ": " + err.Error())
+		b.log.Error("redis unavailable at start: deciding as cluster.on_failure says until it answers",
+			"addrs", strings.Join(o.Addrs, ","), "on_failure", o.OnFailure.String(), "kind", kind, "err", err)
+	} else {
+		b.h.markUp()
+	}
+	pcancel()
+	b.wg.Add(2)
+	go func() {
+		defer b.wg.Done()
+		b.h.probeLoop(ctx, b.probe, o.Timeout)
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.eng.run(ctx)
+	}()
+	return b, nil
+}
+
+// Close stops the backend's goroutines and closes its connections. The
+// slots it holds are no longer renewed and expire within the lease.
+func (b *Backend) Close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	b.cancel()
+	b.wg.Wait()
+	return b.rdb.Close()
+}
+
+// Instance returns the name of this instance in Redis.
+func (b *Backend) Instance() string { return b.inst }
+
+// clockArg is the script argument for "now": empty (Redis TIME) but in
+// tests.
+func (b *Backend) clockArg() string {
+	if b.clock != nil {
+		return strconv.FormatInt(b.clock(), 10)
+	}
+	return ""
+}
+
+// redisNow returns Redis's clock in Unix ms.
+func (b *Backend) redisNow(ctx context.Context) (int64, error) {
+	if b.clock != nil {
+		return b.clock(), nil
+	}
+	b.t.roundTrips.Add(1)
+	b.t.commands.Add(1)
+	return redisTime(ctx, b.rdb)
+}
+
+// probe checks that Redis can be used: the version, the mode's script on a
+// canary key, and that no key was evicted since the last probe.
+func (b *Backend) probe(ctx context.Context) (string, error) {
+	b.t.roundTrips.Add(1)
+	b.t.commands.Add(1)
+	info, err := b.rdb.Info(ctx).Result()
+	if err != nil {
+		return classify(err), err
+	}
+	// (A server that does not say its version is left to the canary call.)
+	if v := infoField(info, "redis_version"); v != "" && !versionAtLeast(v, 6, 2) {
+		return KindScript, fmt.Errorf("redis %s: 6.2 or later is needed (ZADD GT, effect replication of scripts)", v)
+	}
+	if err := b.eng.probe(ctx); err != nil {
+		return classify(err), err
+	}
+	if n, err := strconv.ParseInt(infoField(info, "evicted_keys"), 10, 64); err == nil {
+		prev := b.lastEvict.Swap(n)
+		if prev >= 0 && n > prev {
+			return KindEvicted, fmt.Errorf("redis evicted %d keys since the last check: limiter state may have been lost (give limiterd a Redis with maxmemory-policy noeviction, or more memory)", n-prev)
+		}
+	}
+	return "", nil
+}
+
+// infoField returns field name of an INFO reply.
+func infoField(info, name string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// versionAtLeast reports whether version v ("7.0.15") is at least
+// major.minor.
+func versionAtLeast(v string, major, minor int) bool {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+// Admit decides one request on the shared state, or, while Redis is down
+// or when this call fails, as OnFailure says.
+func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outcome, limiter.Usage, limiter.Handle) {
+	if b.h.up.Load() {
+		out, u, h, err := b.eng.admit(ms, k, g)
+		if err == nil {
+			c := &b.stats[g.ID]
+			c.requests.Add(1)
+			switch {
+			case out.Via == limiter.ViaSliding:
+				c.sliding.Add(1)
+			case out.Via == limiter.ViaLeaky:
+				c.leaky.Add(1)
+			case out.Reason == limiter.ReasonConcurrency:
+				c.conc.Add(1)
+			default:
+				c.rate.Add(1)
+			}
+			return out, u, h
+		}
+		b.h.fail(classify(err), fmt.Errorf("group %s: %w", g.Name, err))
+	}
+	switch b.opts.OnFailure {
+	case FailOpen:
+		b.failOpen.Add(1)
+		return limiter.Outcome{Via: limiter.ViaUnlimited}, limiter.Usage{}, limiter.Handle{}
+	case FailClosed:
+		b.failClose.Add(1)
+		return limiter.Outcome{Reason: limiter.ReasonUnavailable, RetryAfter: 1}, limiter.Usage{}, limiter.Handle{}
+	}
+	b.failLocal.Add(1)
+	return b.fb.Admit(ms, k, g)
+}
+
+// Release gives back an admission's slot: in Redis (batched, never on the
+// response's path) or in the local state it was admitted on.
+func (b *Backend) Release(h limiter.Handle) {
+	if isOurs(h) {
+		if s, ok := b.slots.take(h); ok {
+			b.eng.release(s)
+		}
+		return
+	}
+	if b.fb != nil {
+		b.fb.Release(h)
+	}
+}
+
+// Reduce gives back one token of the peer's shared state, or of the local
+// one while Redis is down (on_failure = "local"; otherwise nothing).
+func (b *Backend) Reduce(ms int64, k limiter.Key, g *limiter.Group) limiter.ReduceResult {
+	if b.h.up.Load() {
+		r, err := b.eng.reduce(ms, k, g)
+		if err == nil {
+			return r
+		}
+		b.h.fail(classify(err), fmt.Errorf("group %s: reduce: %w", g.Name, err))
+	}
+	if b.fb != nil {
+		return b.fb.Reduce(ms, k, g)
+	}
+	return limiter.ReduceNoop
+}
+
+// Forget deletes the peer's state in Redis and in the local state.
+func (b *Backend) Forget(k limiter.Key, g *limiter.Group) bool {
+	found := false
+	if b.fb != nil {
+		found = b.fb.Forget(k, g)
+	}
+	if b.h.up.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.opts.Timeout)
+		ok, err := b.eng.forget(ctx, k, g)
+		cancel()
+		if err != nil {
+			b.h.fail(classify(err), fmt.Errorf("group %s: forget: %w", g.Name, err))
+		}
+		found = found || ok
+	}
+	return found
+}
+
+// Sweep sweeps the local state used while Redis is down.
+func (b *Backend) Sweep(ms int64, gt *limiter.GroupTable) {
+	if sw, ok := b.fb.(limiter.Sweeper); ok {
+		sw.Sweep(ms, gt)
+	}
+}
+
+// AddStats adds the decisions made with Redis, this instance's requests in
+// flight, and the local state's counters.
+func (b *Backend) AddStats(sum *[limiter.MaxGroups]limiter.GroupStats) {
+	var open [limiter.MaxGroups]int64
+	b.slots.openByGroup(&open)
+	for g := range sum {
+		c, s := &b.stats[g], &sum[g]
+		s.Requests += c.requests.Load()
+		s.AllowedSliding += c.sliding.Load()
+		s.AllowedLeaky += c.leaky.Load()
+		s.RejectedConcurrency += c.conc.Load()
+		s.RejectedRateLimit += c.rate.Load()
+		s.ItemsConcurrency += open[g]
+	}
+	if sr, ok := b.fb.(limiter.StatsReporter); ok {
+		sr.AddStats(sum)
+	}
+}
+
+// Tracked returns the (peer, group) entries held in this instance: the
+// local_first views and the local state's entries.
+func (b *Backend) Tracked() int {
+	n := b.eng.tracked()
+	if sr, ok := b.fb.(limiter.StatsReporter); ok {
+		n += sr.Tracked()
+	}
+	return n
+}
+
+// Evictions returns the local state's evictions.
+func (b *Backend) Evictions() uint64 {
+	if sr, ok := b.fb.(limiter.StatsReporter); ok {
+		return sr.Evictions()
+	}
+	return 0
+}

@@ -1,0 +1,43 @@
+package cluster
+
+import (
+	"strings"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// Key names. Every key of one (peer, group) carries the same hash tag,
+// {<peer>|<group>}, so that a script touching several of them runs on one
+// Redis Cluster node; everything else a script needs (the group's schedule,
+// its limits, the instance) travels as an argument, never as a key name
+// built inside a script.
+const (
+	keyPrefix = "ld:"
+	// keySchedules is the hash of the groups' shared tick schedules.
+	keySchedules = keyPrefix + "sched"
+	// Suffixes of a (peer, group)'s keys.
+	sufSlots     = ":f"  // strict: ZSET of in-flight slots scored by lease expiry
+	sufCounts    = ":c"  // local_first: HASH of in-flight counts per instance
+	sufHybrid    = ":h"  // hybrid: HASH of tokens
+	sufHybridWin = ":hw" // hybrid: ZSET of window timestamps
+)
+
+// escaper keeps a peer's text from ending the hash tag early: Redis hashes
+// only what lies between the first '{' and the next '}', so a '}' inside
+// the peer text would move the tag (and a '|' would blur the separator).
+var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D", "|", "%7C")
+
+// tagOf returns the hash tag of peer text p in group g, braces included.
+func tagOf(p, g string) string {
+	return "{" + escaper.Replace(p) + "|" + escaper.Replace(g) + "}"
+}
+
+// baseKey returns the prefix of every key of peer k in group g.
+func baseKey(k limiter.Key, g string) string {
+	p := k.Peer()
+	return keyPrefix + tagOf(p.String(), g)
+}
+
+// algoSuffixes lists the suffixes of every key one (peer, group) may hold,
+// whatever its algorithm: what Forget deletes.
+var algoSuffixes = []string{sufSlots, sufCounts, sufHybrid, sufHybridWin}

@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// Shared tick schedules. Each group's leaky and cleanup ticks fall on one
+// timeline for every instance: limiter.Schedules stored once in Redis
+// (the hash ld:sched, field = group name), seeded by the first instance
+// that needs them from its own (persisted) schedule, so that the phase
+// survives a switch from the local backend; retimed, when an operator
+// changes an interval, by the first instance that sees the change, as the
+// local backend retimes its own (the new interval from the next tick of
+// the old one). A decision carries the schedule as script arguments:
+// nothing is read from a key outside the (peer, group)'s hash tag.
+
+// sharedSched is one group's shared schedules, as cached by an instance.
+type sharedSched struct {
+	name    string // the group's
+	version uint64 // the limiter.Group version it was checked for
+	Leaky   limiter.Schedule
+	Cleanup limiter.Schedule
+	raw     string // as stored in Redis
+	args    [12]any
+}
+
+type storedSched struct {
+	Leaky   limiter.Schedule `json:"leaky"`
+	Cleanup limiter.Schedule `json:"cleanup"`
+}
+
+// target returns the interval s runs at once any pending change applies.
+func target(s limiter.Schedule) int64 {
+	if s.Switch != 0 {
+		return s.NextInterval
+	}
+	return s.Interval
+}
+
+func (s *sharedSched) fits(g *limiter.Group) bool {
+	return target(s.Leaky) == g.LeakyTickInterval && target(s.Cleanup) == g.CleanupInterval
+}
+
+func schedArgs(s limiter.Schedule) [6]any {
+	return [6]any{s.Anchor, s.Index, s.Interval, s.Switch, s.SwitchIndex, s.NextInterval}
+}
+
+func decodeSched(raw string) (*sharedSched, error) {
+	var st storedSched
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		return nil, fmt.Errorf("%w: schedule %q: %v", ErrReply, raw, err)
+	}
+	if !st.Leaky.Valid() || !st.Cleanup.Valid() {
+		return nil, fmt.Errorf("%w: invalid schedule %q", ErrReply, raw)
+	}
+	s := &sharedSched{Leaky: st.Leaky, Cleanup: st.Cleanup, raw: raw}
+	l, c := schedArgs(st.Leaky), schedArgs(st.Cleanup)
+	copy(s.args[:6], l[:])
+	copy(s.args[6:], c[:])
+	return s, nil
+}
+
+// schedules caches the shared schedules of every group. It is safe for
+// concurrent use.
+type schedules struct {
+	t   *transport
+	now func(ctx context.Context) (int64, error) // Redis time
+	tab [limiter.MaxGroups]atomic.Pointer[sharedSched]
+	mu  [limiter.MaxGroups]sync.Mutex
+}
+
+// get returns group g's shared schedules, establishing them in Redis when
+// this instance has none that fit g's intervals (a round trip or three,
+// bounded by ctx).
+func (s *schedules) get(ctx context.Context, g *limiter.Group) (*sharedSched, error) {
+	if c := s.tab[g.ID].Load(); c != nil && c.version == g.Version {
+		return c, nil
+	}
+	s.mu[g.ID].Lock()
+	defer s.mu[g.ID].Unlock()
+	c := s.tab[g.ID].Load()
+	if c != nil && c.version == g.Version {
+		return c, nil
+	}
+	if c != nil && c.fits(g) {
+		n := *c
+		n.version = g.Version
+		s.tab[g.ID].Store(&n)
+		return &n, nil
+	}
+	n, err := s.establish(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	n.name, n.version = g.Name, g.Version
+	s.tab[g.ID].Store(n)
+	return n, nil
+}
+
+// establish reads g's schedules from Redis, seeding or retiming them when
+// they do not fit g (compare and set: the first instance wins, the others
+// take its result).
+func (s *schedules) establish(ctx context.Context, g *limiter.Group) (*sharedSched, error) {
+	for range 4 {
+		s.t.roundTrips.Add(1)
+		s.t.commands.Add(1)
+		raw, err := s.t.rdb.HGet(ctx, keySchedules, g.Name).Result()
+		var proposal storedSched
+		switch {
+		case err == redis.Nil:
+			raw = ""
+			proposal = storedSched{Leaky: g.Leaky, Cleanup: g.Cleanup}
+		case err != nil:
+			return nil, err
+		default:
+			cur, err := decodeSched(raw)
+			if err != nil {
+				return nil, err
+			}
+			if cur.fits(g) {
+				return cur, nil
+			}
+			now, err := s.now(ctx)
+			if err != nil {
+				return nil, err
+			}
+			proposal = storedSched{
+				Leaky:   retime(cur.Leaky, g.Leaky, g.LeakyTickInterval, now),
+				Cleanup: retime(cur.Cleanup, g.Cleanup, g.CleanupInterval, now),
+			}
+		}
+		b, err := json.Marshal(proposal)
+		if err != nil {
+			return nil, err
+		}
+		v, err := s.t.runOne(ctx, scriptCAS, []string{keySchedules}, g.Name, raw, string(b))
+		if err != nil {
+			return nil, err
+		}
+		got, ok := v.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: %T from the schedule update", ErrReply, v)
+		}
+		n, err := decodeSched(got)
+		if err != nil {
+			return nil, err
+		}
+		if n.fits(g) {
+			return n, nil
+		}
+		// Another instance changed it in between: look again.
+	}
+	return nil, fmt.Errorf("group %s: the shared tick schedule keeps changing (do the instances' configs differ?)", g.Name)
+}
+
+// retime returns the shared schedule cur changed to interval, as of now,
+// following the changes this instance's own schedule local shows: its
+// interval from its anchor (a settled change, or the interval the instance
+// started with) and a pending switch, each from the tick of cur that
+// follows it, as the local backend changes its own (the new interval from
+// the next tick of the old one). When the two timelines agree (one
+// instance, or instances started from one persisted schedule) the shared
+// one changes at the very ticks the local one does.
+func retime(cur, local limiter.Schedule, interval, now int64) limiter.Schedule {
+	s := cur
+	if local.Interval != target(s) && local.Anchor-1 <= now {
+		s = s.Retimed(local.Anchor-1, local.Interval)
+	}
+	if local.Switch != 0 && local.NextInterval != target(s) && local.Switch-1 <= now {
+		s = s.Retimed(local.Switch-1, local.NextInterval)
+	}
+	if target(s) != interval {
+		s = s.Retimed(now, interval)
+	}
+	return s
+}
+
+// refresh reloads every cached group's schedules from Redis (another
+// instance may have retimed them).
+func (s *schedules) refresh(ctx context.Context) error {
+	s.t.roundTrips.Add(1)
+	s.t.commands.Add(1)
+	all, err := s.t.rdb.HGetAll(ctx, keySchedules).Result()
+	if err != nil {
+		return err
+	}
+	for id := range s.tab {
+		c := s.tab[id].Load()
+		if c == nil {
+			continue
+		}
+		raw, ok := all[c.name]
+		if !ok || raw == c.raw {
+			continue
+		}
+		n, err := decodeSched(raw)
+		if err != nil {
+			return err
+		}
+		// Keep it tied to the version it was checked for only when it still
+		// fits; otherwise the next decision establishes afresh.
+		n.name, n.version = c.name, c.version
+		if !n.fits2(c) {
+			n.version = 0
+		}
+		s.tab[id].CompareAndSwap(c, n)
+	}
+	return nil
+}
+
+// fits2 reports whether n runs at the intervals c ran at.
+func (n *sharedSched) fits2(c *sharedSched) bool {
+	return target(n.Leaky) == target(c.Leaky) && target(n.Cleanup) == target(c.Cleanup)
+}
+
+// redisTime returns Redis's clock in Unix ms.
+func redisTime(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	t, err := rdb.Time(ctx).Result()
+	if err != nil {
+		return 0, err
+	}
+	return t.UnixMilli(), nil
+}

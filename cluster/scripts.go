@@ -1,0 +1,43 @@
+package cluster
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+)
+
+// script is a Lua script called by its SHA-1 (EVALSHA); on NOSCRIPT (a
+// Redis restarted, failed over or flushed) the caller loads it and calls
+// again.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+func newScript(name, src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+var (
+	//go:embed lua/hybrid.lua
+	hybridSrc string
+	//go:embed lua/reduce.lua
+	reduceSrc string
+	//go:embed lua/renew.lua
+	renewSrc string
+	//go:embed lua/cas.lua
+	casSrc string
+	//go:embed lua/lf_hybrid.lua
+	lfHybridSrc string
+)
+
+// The scripts.
+var (
+	scriptHybrid   = newScript("hybrid", hybridSrc)
+	scriptReduce   = newScript("reduce", reduceSrc)
+	scriptRenew    = newScript("renew", renewSrc)
+	scriptCAS      = newScript("cas", casSrc)
+	scriptLFHybrid = newScript("lf_hybrid", lfHybridSrc)
+)

@@ -1,0 +1,289 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// strict decides every request with one script call (SPEC §12 strict):
+// the hybrid decision of SPEC §6 on Redis's state, Redis's clock and the
+// group's shared schedule. Concurrent callers' calls share pipelines
+// (transport.do). An admission's slot is a member of the (peer, group)'s
+// slot ZSET, scored by its lease expiry: this instance renews the leases of
+// the slots it holds every third of the lease, releases them in batches
+// off the response's path, and a dead instance's slots drop out when their
+// lease ends. It is safe for concurrent use.
+type strict struct {
+	b     *Backend
+	seq   atomic.Uint64
+	lease int64 // ms
+	rel   chan slot
+	// syncRelease (tests) releases on the caller's goroutine.
+	syncRelease bool
+
+	droppedReleases atomic.Uint64
+}
+
+func newStrict(b *Backend) *strict {
+	return &strict{b: b, lease: b.opts.Lease.Milliseconds(), rel: make(chan slot, queueLen)}
+}
+
+// hybridKeys returns the keys of the hybrid script for (k, g).
+func hybridKeys(k limiter.Key, g *limiter.Group) []string {
+	base := baseKey(k, g.Name)
+	return []string{base + sufHybrid, base + sufHybridWin, base + sufSlots}
+}
+
+func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outcome, limiter.Usage, limiter.Handle, error) {
+	var h limiter.Handle
+	sc, err := s.schedule(g)
+	if err != nil {
+		return limiter.Outcome{}, limiter.Usage{}, h, err
+	}
+	keys := hybridKeys(k, g)
+	member := s.b.inst + ":" + strconv.FormatUint(s.seq.Add(1), 36)
+	args := make([]any, 0, 21)
+	args = append(args, s.b.clockArg())
+	args = append(args, sc.args[:]...)
+	args = append(args, g.CleanupExpiry, g.ConcurrencyLimit, g.SlidingWindowLimit, g.SlidingWindowDuration,
+		g.LeakyLimit, g.LeakyTickReduction, member, s.lease)
+	v, err := s.b.t.do(scriptHybrid, keys, args)
+	if err != nil {
+		return limiter.Outcome{}, limiter.Usage{}, h, err
+	}
+	r, err := ints(v)
+	if err == nil && len(r) != 7 {
+		err = fmt.Errorf("%w: %d integers from the hybrid script, want 7", ErrReply, len(r))
+	}
+	if err != nil {
+		return limiter.Outcome{}, limiter.Usage{}, h, err
+	}
+	out, u, err := hybridOutcome(r, g, ms)
+	if err != nil {
+		return out, u, h, err
+	}
+	if out.Allowed() {
+		h = s.b.slots.put(slot{group: g.ID, key: keys[2], member: member})
+	}
+	return out, u, h, nil
+}
+
+// hybridOutcome reads the hybrid script's reply {verdict, inflight,
+// window, oldest, tokens, now, next_tick} as limiter.StepHybrid decides it
+// on the same state (so that the Retry-After and the usage are computed
+// the one way they are written), with the times moved from Redis's clock
+// to ms's. A verdict StepHybrid does not reach is an error.
+func hybridOutcome(r []int64, g *limiter.Group, ms int64) (limiter.Outcome, limiter.Usage, error) {
+	pre := limiter.HybridState{Inflight: r[1], Window: r[2], Oldest: r[3], Tokens: r[4]}
+	now, next := r[5], r[6]
+	post, out := limiter.StepHybrid(pre, &g.GroupSettings, now, next)
+	want := [...]limiter.Outcome{
+		{Reason: limiter.ReasonConcurrency}, {Reason: limiter.ReasonRateLimit},
+		{Via: limiter.ViaSliding}, {Via: limiter.ViaLeaky},
+	}
+	if r[0] < 0 || r[0] >= int64(len(want)) || want[r[0]].Via != out.Via || want[r[0]].Reason != out.Reason {
+		return out, limiter.Usage{}, fmt.Errorf("%w: the script decided %d where the hybrid rule decides %v/%v on %+v", ErrReply, r[0], out.Via, out.Reason, pre)
+	}
+	u := limiter.Usage{Tokens: post.Tokens, Window: post.Window, ResetAt: ms + next - now}
+	if post.Window > 0 {
+		u.Oldest = ms + post.Oldest - now
+	}
+	return out, u, nil
+}
+
+// schedule returns g's shared schedules, within the request's timeout.
+func (s *strict) schedule(g *limiter.Group) (*sharedSched, error) {
+	if c := s.b.sched.tab[g.ID].Load(); c != nil && c.version == g.Version {
+		return c, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.Timeout)
+	defer cancel()
+	return s.b.sched.get(ctx, g)
+}
+
+func (s *strict) release(sl slot) {
+	if s.syncRelease {
+		s.releaseBatch(context.Background(), []slot{sl})
+		return
+	}
+	select {
+	case s.rel <- sl:
+	default:
+		// Not renewed any more: it drops out when its lease ends.
+		s.droppedReleases.Add(1)
+	}
+}
+
+func (s *strict) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
+	sc, err := s.schedule(g)
+	if err != nil {
+		return limiter.ReduceNoop, err
+	}
+	return reduceShared(s.b, sc, k, g)
+}
+
+// reduceShared runs the reduce script on (k, g)'s shared tokens.
+func reduceShared(b *Backend, sc *sharedSched, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
+	args := make([]any, 0, 8)
+	args = append(args, b.clockArg())
+	args = append(args, sc.args[:6]...)
+	args = append(args, g.LeakyTickReduction)
+	v, err := b.t.do(scriptReduce, []string{baseKey(k, g.Name) + sufHybrid}, args)
+	if err != nil {
+		return limiter.ReduceNoop, err
+	}
+	r, err := ints(v)
+	if err != nil {
+		return limiter.ReduceNoop, err
+	}
+	if len(r) != 2 {
+		return limiter.ReduceNoop, fmt.Errorf("%w: %d integers from the reduce script, want 2", ErrReply, len(r))
+	}
+	if r[0] == 1 {
+		return limiter.Reduced, nil
+	}
+	return limiter.ReduceNoop, nil
+}
+
+func (s *strict) forget(ctx context.Context, k limiter.Key, g *limiter.Group) (bool, error) {
+	return forgetShared(ctx, s.b, k, g)
+}
+
+// forgetShared deletes every key of (k, g) (one DEL: they share a slot).
+func forgetShared(ctx context.Context, b *Backend, k limiter.Key, g *limiter.Group) (bool, error) {
+	base := baseKey(k, g.Name)
+	keys := make([]string, len(algoSuffixes))
+	for i, suf := range algoSuffixes {
+		keys[i] = base + suf
+	}
+	b.t.roundTrips.Add(1)
+	b.t.commands.Add(1)
+	n, err := b.rdb.Del(ctx, keys...).Result()
+	return n > 0, err
+}
+
+func (s *strict) probe(ctx context.Context) error {
+	base := keyPrefix + tagOf("canary:"+s.b.inst, "canary")
+	keys := []string{base + sufHybrid, base + sufHybridWin, base + sufSlots}
+	sched := schedArgs(limiter.NewSchedule(0, 1000))
+	args := []any{s.b.clockArg()}
+	args = append(args, sched[:]...)
+	args = append(args, sched[:]...)
+	args = append(args, 1000, 1<<30, 1, 1000, 1, 1, "probe", 1000)
+	v, err := s.b.t.runOne(ctx, scriptHybrid, keys, args...)
+	if err == nil {
+		_, err = ints(v)
+	}
+	if err != nil {
+		return fmt.Errorf("the decision script on a canary key: %w", err)
+	}
+	s.b.t.roundTrips.Add(1)
+	s.b.t.commands.Add(1)
+	return s.b.rdb.Del(ctx, keys...).Err()
+}
+
+// run releases slots in batches and renews the leases of the open ones
+// until ctx ends.
+func (s *strict) run(ctx context.Context) {
+	renew := time.NewTicker(time.Duration(s.lease) * time.Millisecond / 3)
+	defer renew.Stop()
+	refresh := time.NewTicker(time.Second)
+	defer refresh.Stop()
+	batch := make([]slot, 0, maxBatch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sl := <-s.rel:
+			batch = append(batch[:0], sl)
+		fill:
+			for len(batch) < maxBatch {
+				select {
+				case sl := <-s.rel:
+					batch = append(batch, sl)
+				default:
+					break fill
+				}
+			}
+			s.releaseBatch(ctx, batch)
+		case <-renew.C:
+			s.renew(ctx)
+		case <-refresh.C:
+			if s.b.h.up.Load() {
+				rctx, cancel := context.WithTimeout(ctx, time.Second)
+				if err := s.b.sched.refresh(rctx); err != nil {
+					s.b.h.fail(classify(err), fmt.Errorf("reading the shared tick schedules: %w", err))
+				}
+				cancel()
+			}
+		}
+	}
+}
+
+// releaseBatch removes released slots from Redis, one pipeline of ZREMs.
+// A failure leaves them to their lease (they are no longer renewed).
+func (s *strict) releaseBatch(ctx context.Context, batch []slot) {
+	if !s.b.h.up.Load() {
+		s.droppedReleases.Add(uint64(len(batch)))
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, max(s.b.opts.Timeout, 100*time.Millisecond))
+	defer cancel()
+	pipe := s.b.rdb.Pipeline()
+	for _, sl := range batch {
+		pipe.ZRem(rctx, sl.key, sl.member)
+	}
+	_, err := pipe.Exec(rctx)
+	s.b.t.roundTrips.Add(1)
+	s.b.t.commands.Add(uint64(len(batch)))
+	if err != nil {
+		s.droppedReleases.Add(uint64(len(batch)))
+		s.b.h.fail(classify(err), fmt.Errorf("releasing in-flight slots: %w", err))
+	}
+}
+
+// renew extends the lease of every slot this instance holds.
+func (s *strict) renew(ctx context.Context) {
+	if !s.b.h.up.Load() {
+		return
+	}
+	byKey := map[string][]any{}
+	s.b.slots.each(func(sl *slot) {
+		if sl.key != "" {
+			byKey[sl.key] = append(byKey[sl.key], sl.member)
+		}
+	})
+	if len(byKey) == 0 {
+		return
+	}
+	clock := s.b.clockArg()
+	calls := make([]*call, 0, len(byKey))
+	for key, members := range byKey {
+		for len(members) > 0 {
+			n := min(len(members), 500)
+			args := append([]any{clock, s.lease}, members[:n]...)
+			calls = append(calls, &call{s: scriptRenew, keys: []string{key}, args: args})
+			members = members[n:]
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(s.lease)*time.Millisecond/3)
+	defer cancel()
+	for len(calls) > 0 {
+		n := min(len(calls), 512)
+		s.b.t.batch(rctx, calls[:n])
+		for _, c := range calls[:n] {
+			if c.err != nil {
+				s.b.h.fail(classify(c.err), fmt.Errorf("renewing the leases of in-flight slots: %w", c.err))
+				return
+			}
+		}
+		calls = calls[n:]
+	}
+}
+
+func (s *strict) tracked() int { return 0 }
