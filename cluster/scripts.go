@@ -31,6 +31,12 @@ var (
 	casSrc string
 	//go:embed lua/lf_hybrid.lua
 	lfHybridSrc string
+	//go:embed lua/cfg_publish.lua
+	cfgPublishSrc string
+	//go:embed lua/cfg_seed.lua
+	cfgSeedSrc string
+	//go:embed lua/cfg_read.lua
+	cfgReadSrc string
 )
 
 // The scripts.
@@ -40,4 +46,7 @@ var (
 	scriptRenew    = newScript("renew", renewSrc)
 	scriptCAS      = newScript("cas", casSrc)
 	scriptLFHybrid = newScript("lf_hybrid", lfHybridSrc)
+	scriptPublish  = newScript("cfg_publish", cfgPublishSrc)
+	scriptSeed     = newScript("cfg_seed", cfgSeedSrc)
+	scriptRead     = newScript("cfg_read", cfgReadSrc)
 )

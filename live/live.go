@@ -52,6 +52,11 @@ type Live struct {
 	now   func() time.Time
 	// follow are turned on and off with the global switch (Follow).
 	follow []Switch
+	// pub hears of every local edit (SetPublisher); remote is set while an
+	// edit of another instance is applied (ApplyRemote), which pub is not
+	// told of.
+	pub    Publisher
+	remote bool
 }
 
 // Switch is something the global switch turns on and off besides the
@@ -156,7 +161,11 @@ func (c *Live) commit(next LiveState, store func() error) error {
 	for _, sw := range c.follow {
 		sw.SetEnabled(!next.Disabled)
 	}
+	prev := c.state
 	c.state = next
+	if c.pub != nil && !c.remote {
+		c.pub.Publish(prev, next)
+	}
 	return nil
 }
 

@@ -63,6 +63,10 @@ type Overview struct {
 	// Tracked is the number of tracked (peer, group) entries.
 	Tracked int
 	Now     string
+	// Cluster says where the limits live (cluster mode, SPEC §12), and
+	// ClusterUp whether that is as configured.
+	Cluster   string
+	ClusterUp bool
 }
 
 // Field is one key of a group's form.

@@ -288,6 +288,7 @@ func (d *dashboard) overview() templates.Overview {
 		modes[g.Name] = g.Mode
 	}
 	o := templates.Overview{Enabled: d.s.lim.Enabled(), Now: now.UTC().Format(time.RFC3339)}
+	o.Cluster, o.ClusterUp = clusterLine(d.s.opts.Cluster, now)
 	for _, name := range slices.Sorted(maps.Keys(stats)) {
 		mode := modes[name]
 		if mode == "" {

@@ -63,6 +63,9 @@ type Options struct {
 	// Sessions keeps the dashboard's logins across restarts; nil keeps
 	// them in memory only.
 	Sessions SessionStore
+	// Cluster reports cluster mode's state for the overview; nil when the
+	// limits are this instance's own.
+	Cluster ClusterStatus
 }
 
 // Server serves the admin listener: the JSON API, the dashboard, the

@@ -38,23 +38,6 @@ func TestBadConfigExit2(t *testing.T) {
 	}
 }
 
-// TestClusterRedisRefused: cluster mode is not built; asking for it must
-// stop the daemon rather than give each instance its own limits silently.
-func TestClusterRedisRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "config.toml")
-	os.WriteFile(path, []byte("[cluster]\nbackend = \"redis\"\n"), 0o600)
-	for _, cmd := range []string{"serve", "check-config"} {
-		var stderr bytes.Buffer
-		m := &Main{Stdout: io.Discard, Stderr: &stderr, Hangup: make(chan os.Signal, 1), ready: make(chan struct{})}
-		if code := m.Run(context.Background(), []string{cmd, "-config", path}); code != 2 {
-			t.Fatalf("%s: exit %d, want 2", cmd, code)
-		}
-		if !strings.Contains(stderr.String(), `config: cluster.backend: "redis" is not available`) {
-			t.Fatalf("%s: stderr lacks the refusal:\n%s", cmd, stderr.String())
-		}
-	}
-}
-
 func TestHangupReload(t *testing.T) {
 	up, _ := countingUpstream(t, nil)
 	d := startDaemon(t, up.URL, "")

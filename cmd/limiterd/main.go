@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -222,13 +223,8 @@ func (m *Main) checkConfig(args []string) int {
 
 // limiterConfig is cfg.Limiter(), refusing also the settings the config
 // accepts but this build cannot honour: check-config, serve and SIGHUP
-// all go through it. Cluster mode (SPEC §12) is not built yet: an operator
-// who asks for limits shared through Redis must not get per-instance
-// limits silently, which would let a peer through once per instance.
+// all go through it.
 func limiterConfig(cfg *config.Config) (limiter.Config, error) {
-	if cfg.Cluster.Backend == "redis" {
-		return limiter.Config{}, errors.New(`cluster.backend: "redis" is not available in this build; every instance decides with its own state (set backend = "local")`)
-	}
 	return cfg.Limiter()
 }
 
@@ -286,7 +282,14 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 
 	now := time.Now
-	lim, err := limiter.New(now(), limCfg)
+	cb, err := openCluster(cfg, m.log)
+	if err != nil {
+		return err
+	}
+	if cb != nil {
+		defer cb.Close()
+	}
+	lim, err := limiter.New(now(), limCfg, limiterOptions(cb)...)
 	if err != nil {
 		return err
 	}
@@ -332,6 +335,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		Snapshot:  snaps.Save,
 		Throttle:  th,
 		Sessions:  db,
+		Cluster:   webCluster(cb),
 	})
 	if err != nil {
 		return err
@@ -341,6 +345,9 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		web.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, web.ThrottleMetrics(th)),
 	)
+	if cb != nil {
+		reg.MustRegister(newClusterCollector(cb))
+	}
 
 	publicLn, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -376,6 +383,10 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	go func() { defer wg.Done(); _ = snaps.Run(bg) }()
 	go func() { defer wg.Done(); m.tickLoop(bg, lim, th, now) }()
 	go func() { defer wg.Done(); m.hangupLoop(bg) }()
+	if cb != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); replicateLive(bg, cb, lv) }()
+	}
 
 	m.log.Info("limiterd serving", "version", Version, "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
 		"upstream", upstream.String(), "groups", len(limCfg.Groups))
@@ -469,6 +480,9 @@ func (m *Main) Reload() error {
 	}
 	if cfg.Server.Listen != m.cfg.Server.Listen || cfg.Admin.Listen != m.cfg.Admin.Listen || cfg.Server.Upstream != m.cfg.Server.Upstream {
 		m.log.Warn("listen addresses and the upstream change only on restart")
+	}
+	if !reflect.DeepEqual(cfg.Cluster, m.cfg.Cluster) {
+		m.log.Warn("the [cluster] settings change only on restart")
 	}
 	m.cfg = cfg
 	return nil

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/limiterd/limiterd/cluster"
+	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
+	"github.com/limiterd/limiterd/web"
+)
+
+// openCluster opens the Redis backend of cluster mode (SPEC §12) when the
+// config asks for it; nil when the limits are this instance's own.
+func openCluster(cfg *config.Config, log *slog.Logger) (*cluster.Backend, error) {
+	if cfg.Cluster.Backend != "redis" {
+		return nil, nil
+	}
+	mode, err := cluster.ParseMode(cfg.Cluster.Mode)
+	if err != nil {
+		return nil, err
+	}
+	onFail, err := cluster.ParseOnFailure(cfg.Cluster.OnFailure)
+	if err != nil {
+		return nil, err
+	}
+	b, err := cluster.Open(cluster.Options{
+		Addrs:        cfg.Cluster.Redis.Addrs,
+		Username:     cfg.Cluster.Redis.Username,
+		Password:     cfg.Cluster.Redis.Password,
+		DB:           cfg.Cluster.Redis.DB,
+		Mode:         mode,
+		OnFailure:    onFail,
+		Timeout:      cfg.Cluster.Timeout,
+		Lease:        cfg.Cluster.Lease,
+		SyncInterval: cfg.Cluster.SyncInterval,
+		MaxUnsynced:  cfg.Cluster.MaxUnsynced,
+		MaxTracked:   cfg.Peers.MaxTracked,
+		Logger:       log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("cluster mode: limits shared through redis", "addrs", strings.Join(cfg.Cluster.Redis.Addrs, ","),
+		"mode", cfg.Cluster.Mode, "on_failure", cfg.Cluster.OnFailure, "instance", b.Instance())
+	return b, nil
+}
+
+// limiterOptions returns the options that put the limiter's state in b
+// (none when b is nil: the local backend).
+func limiterOptions(b *cluster.Backend) []limiter.Option {
+	if b == nil {
+		return nil
+	}
+	return []limiter.Option{limiter.WithBackend(b)}
+}
+
+// replicateLive carries lv's edits to the other instances through b's
+// Redis and theirs to lv, until ctx ends.
+func replicateLive(ctx context.Context, b *cluster.Backend, lv *live.Live) {
+	r := b.NewReplicator(cluster.ReplicatorOptions{
+		Local: func() map[string]string { return live.EncodeFields(lv.State()) },
+		Apply: func(ctx context.Context, merge func(map[string]string) map[string]string) error {
+			return lv.ApplyRemote(ctx, "redis", func(cur live.LiveState) (live.LiveState, error) {
+				return live.DecodeFields(merge(live.EncodeFields(cur)))
+			})
+		},
+	})
+	lv.SetPublisher(livePublisher{r})
+	r.Run(ctx)
+}
+
+// livePublisher tells a Replicator of live's edits.
+type livePublisher struct{ r *cluster.Replicator }
+
+func (p livePublisher) Publish(old, new live.LiveState) {
+	p.r.Publish(live.EncodeFields(old), live.EncodeFields(new))
+}
+
+// clusterStatus shows a cluster.Backend's state on the dashboard.
+type clusterStatus struct{ b *cluster.Backend }
+
+func (c clusterStatus) ClusterState() web.ClusterState {
+	st := c.b.Status()
+	return web.ClusterState{
+		Mode: st.Mode.String(), OnFailure: st.OnFailure.String(), Redis: strings.Join(st.Addrs, ", "),
+		Up: st.Up, Since: st.Since, Reason: st.Reason,
+	}
+}
+
+// webCluster returns b as the dashboard's web.ClusterStatus (nil for the
+// local backend).
+func webCluster(b *cluster.Backend) web.ClusterStatus {
+	if b == nil {
+		return nil
+	}
+	return clusterStatus{b}
+}
+
+// clusterCollector exports a cluster.Backend's state at scrape time:
+// limiterd_cluster_redis_up (SPEC §9) and the counters behind it.
+type clusterCollector struct {
+	b                                     *cluster.Backend
+	up, errors, failures, trips, commands *prometheus.Desc
+	dropped                               *prometheus.Desc
+}
+
+func newClusterCollector(b *cluster.Backend) *clusterCollector {
+	return &clusterCollector{
+		b: b,
+		up: prometheus.NewDesc("limiterd_cluster_redis_up",
+			"1 while decisions use Redis (cluster mode), 0 while they are made as cluster.on_failure says.", nil, nil),
+		errors: prometheus.NewDesc("limiterd_cluster_redis_errors_total",
+			"Failed Redis calls, by kind: timeout, busy, connection, auth, script, memory, evicted, readonly, key, reply.",
+			[]string{"kind"}, nil),
+		failures: prometheus.NewDesc("limiterd_cluster_failure_decisions_total",
+			"Decisions made without Redis, by what cluster.on_failure answered: open, closed or local.",
+			[]string{"answer"}, nil),
+		trips: prometheus.NewDesc("limiterd_cluster_redis_round_trips_total",
+			"Round trips to Redis (a pipeline counts once).", nil, nil),
+		commands: prometheus.NewDesc("limiterd_cluster_redis_commands_total",
+			"Commands sent to Redis.", nil, nil),
+		dropped: prometheus.NewDesc("limiterd_cluster_dropped_releases_total",
+			"Released in-flight slots Redis could not be told of in time: they expire with their lease.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.up, c.errors, c.failures, c.trips, c.commands, c.dropped} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.b.Stats()
+	up := 0.0
+	if s.Up {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
+	for _, k := range cluster.Kinds {
+		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(s.Errors[k]), k)
+	}
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(s.FailOpen), "open")
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(s.FailClosed), "closed")
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(s.FailLocal), "local")
+	ch <- prometheus.MustNewConstMetric(c.trips, prometheus.CounterValue, float64(s.RoundTrips))
+	ch <- prometheus.MustNewConstMetric(c.commands, prometheus.CounterValue, float64(s.Commands))
+	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(s.DroppedReleases))
+}
