@@ -107,7 +107,8 @@ func (s *Server) ping() bool {
 		return false
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
+	// A server with a password answers NOAUTH: it is up.
+	return err == nil && (strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH"))
 }
 
 // Addr returns the server's host:port.
