@@ -26,6 +26,9 @@ type Rule struct {
 // Config configures a Throttle: the [throttle] table as plain
 // values. A Config is a plain value; New and Apply copy it.
 type Config struct {
+	// Mode is fixed (the rule table below) or adaptive (quotas learned
+	// from the peers' replies; the table then classifies nothing).
+	Mode Mode
 	// Period is the counting window (Arweave: 30 s); at least 1 ms, used
 	// in whole milliseconds.
 	Period time.Duration
