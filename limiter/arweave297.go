@@ -174,13 +174,11 @@ func ArweaveGroups297() map[string]GroupSettings {
 	return gs
 }
 
-// validateVersion checks gs as version v does beyond Validate.
+// validateVersion checks gs as version v does beyond Validate (a version
+// other than 2.9.7 is taken as 2.9.6).
 func validateVersion(v ArweaveVersion, gs GroupSettings, name string) error {
-	switch v {
-	case Arweave296:
-		return nil
-	case Arweave297:
+	if v == Arweave297 {
 		return gs.Validate297(name)
 	}
-	return fmt.Errorf("arweave.version: unknown version %d", v)
+	return nil
 }

@@ -152,6 +152,9 @@ func compileThrottle(cfg Config) (*throttleSettings, error) {
 	if cfg.RetryInterval < time.Millisecond {
 		return nil, &ConfigError{Key: "throttle.retry_interval", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.RetryInterval)}
 	}
+	if cfg.Mode > ModeAdaptive {
+		return nil, &ConfigError{Key: "throttle.mode", Problem: fmt.Sprintf("unknown mode %d", cfg.Mode)}
+	}
 	if cfg.DefaultType == "" {
 		return nil, &ConfigError{Key: "throttle.default_type", Problem: "must not be empty"}
 	}
