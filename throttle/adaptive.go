@@ -86,7 +86,7 @@ type adaptive struct {
 	admitted  atomic.Uint64
 	queued    atomic.Uint64
 	queueFull atomic.Uint64
-	passed    atomic.Uint64 // unknown, incompatible, unlimited, released
+	passed    atomic.Uint64 // skip, unknown, incompatible, unlimited, released
 
 	shards [throttleShards]adaptiveShard
 }
@@ -230,7 +230,7 @@ func (q *aquota) waitResult(peer, group string, id uint64, ms int64) AdaptiveRes
 func (a *adaptive) try(ms int64, peer, path string) AdaptiveResult {
 	key, skip := pathKey(path)
 	if skip {
-		a.skipped.Add(1)
+		a.passed.Add(1)
 		return AdaptiveResult{Admitted: true, Outcome: OutcomeSkip}
 	}
 	sh := a.shard(peer)

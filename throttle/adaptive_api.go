@@ -195,3 +195,52 @@ func (a *adaptive) adaptiveJSON() json.RawMessage {
 	}
 	return b
 }
+
+// PeekAdaptive is TryAdaptive without taking a call or queueing: whether a
+// new call at now would go, and if not how long until the pending refill
+// (0: none pending).
+func (t *Throttle) PeekAdaptive(now time.Time, peer, path string) AdaptiveResult {
+	st := t.set.Load()
+	if _, ok := st.exemptPeers[peer]; ok || st.classify(path).exempt {
+		return AdaptiveResult{Admitted: true, Outcome: OutcomeExempt}
+	}
+	if !t.enabled.Load() {
+		return AdaptiveResult{Admitted: true, Outcome: OutcomeOff}
+	}
+	return t.ad.peek(now.UnixMilli(), peer, path)
+}
+
+func (a *adaptive) peek(ms int64, peer, path string) AdaptiveResult {
+	key, skip := pathKey(path)
+	if skip {
+		return AdaptiveResult{Admitted: true, Outcome: OutcomeSkip}
+	}
+	sh := a.shard(peer)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p := sh.m[peer]
+	switch {
+	case p == nil || (p.routes[key] == "" && !p.incompatible):
+		return AdaptiveResult{Admitted: true, Outcome: OutcomeUnknown}
+	case p.incompatible:
+		return AdaptiveResult{Admitted: true, Outcome: OutcomeIncompatible, Group: p.routes[key]}
+	}
+	g := p.routes[key]
+	q := p.quotas[g]
+	if q != nil {
+		q.refill(ms)
+	}
+	switch {
+	case q == nil || !q.known:
+		return AdaptiveResult{Admitted: true, Outcome: OutcomeUnlimited, Group: g}
+	case q.remaining > 0:
+		return AdaptiveResult{Admitted: true, Outcome: OutcomeQuota, Group: g}
+	case p.waiting >= MaxWaitingPerPeer:
+		return AdaptiveResult{Admitted: true, Outcome: OutcomeQueueFull, Group: g}
+	}
+	r := AdaptiveResult{Outcome: OutcomeQueued, Group: g}
+	if q.refillAt != 0 {
+		r.WaitIn = time.Duration(q.refillAt-ms) * time.Millisecond
+	}
+	return r
+}

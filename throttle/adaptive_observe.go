@@ -225,10 +225,10 @@ type AdaptiveStats struct {
 	// taken; Refused, by reason, the others (Skipped aside).
 	Observed uint64
 	Learned  uint64
-	Skipped  uint64 // observed or throttled tx/* calls
+	Skipped  uint64 // replies to tx/* calls (never learned)
 	Refused  map[string]uint64
 	// The calls: Admitted by the quota, Queued (had to wait), QueueFull
-	// (went at once past MaxWaitingPerPeer), Passed (went unthrottled:
+	// (went at once past MaxWaitingPerPeer), Passed (went unthrottled: tx/*,
 	// unknown route, incompatible peer, unknown quota, released).
 	Admitted  uint64
 	Queued    uint64
