@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -287,5 +288,49 @@ func TestAdaptiveSwitchAndExempt(t *testing.T) {
 	cfg.Mode = 7
 	if err := th.Apply(cfg); err == nil || !strings.Contains(err.Error(), "throttle.mode") {
 		t.Errorf("bad mode: %v", err)
+	}
+}
+
+// Calls, replies, polls, cancels, cleanups and snapshots on many
+// goroutines: the race detector finds no race, and once every waiter has
+// gone or given up nothing is left waiting.
+func TestAdaptiveConcurrent(t *testing.T) {
+	th := newAdaptive(t)
+	peers := []string{"a", "b", "c"}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 300 {
+				p := peers[(w+i)%len(peers)]
+				now := ams(int64(i))
+				switch i % 5 {
+				case 0:
+					th.Observe(now, p, "/info", reply("general", 10, int64(i%3), 2, int64(i%2)))
+				case 4:
+					th.Observe(now, p, "/info", map[string]string{})
+				default:
+					r := th.TryAdaptive(now, p, "/info")
+					if !r.Admitted {
+						if r2 := th.PollAdaptive(now.Add(time.Second), r.Ticket); !r2.Admitted {
+							th.CancelAdaptive(r.Ticket)
+						}
+					}
+				}
+			}
+		})
+	}
+	go func() {
+		defer close(done)
+		for i := range 50 {
+			th.Cleanup(ams(int64(i * 1000)))
+			th.Snapshot(ams(int64(i)))
+			th.AdaptiveViews(ams(int64(i)), 10)
+		}
+	}()
+	wg.Wait()
+	<-done
+	if s := th.AdaptiveStats(); s.Waiting != 0 {
+		t.Errorf("waiting %d after every call ended", s.Waiting)
 	}
 }
