@@ -46,6 +46,7 @@ import (
 
 	"github.com/limiterd/limiterd"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/ratelimit"
 	"github.com/limiterd/limiterd/throttle"
 )
 
@@ -54,6 +55,7 @@ import (
 // modified after Load, and safe to read from several goroutines.
 type Config struct {
 	Server   Server
+	Arweave  Arweave
 	Admin    Admin
 	Peers    Peers
 	Snapshot Snapshot
@@ -72,6 +74,9 @@ type Server struct {
 	Upstream        string        // absolute http(s) URL of the node
 	DataDir         string        // directory of limiterd.db
 	ShutdownTimeout time.Duration // drain bound on SIGTERM/SIGINT; 0: do not wait
+	// RateLimitHeaders is server.ratelimit_headers: which rate-limit
+	// fields limited replies carry (SPEC §7).
+	RateLimitHeaders ratelimit.Set
 }
 
 // Admin is the [admin] table: the admin listener and its token.
@@ -108,6 +113,7 @@ type Routes struct {
 
 // Throttle is the [throttle] table: the outbound throttle (SPEC §10).
 type Throttle struct {
+	Mode          throttle.Mode // fixed (ar_rate_limiter) or adaptive (2.9.7: learned quotas)
 	Period        time.Duration // the counting window (period, integer ms in the file)
 	RetryInterval time.Duration // how often a waiting call is re-evaluated (ms in the file)
 	ExemptPeers   []string      // peer names, compared exactly
@@ -159,6 +165,9 @@ type Source struct {
 	// DataDir is the -data-dir flag ("" = not given); it overrides
 	// server.data_dir.
 	DataDir string
+	// Data, when not nil, is the config file's content, read instead of
+	// the file at Path (Path then only names it in errors).
+	Data []byte
 }
 
 // Info says what a Load used, for the startup log.
@@ -184,14 +193,23 @@ func Load(src Source) (*Config, Info, error) {
 		p.errs = append(p.errs, err)
 		return nil, info, p.err()
 	}
-	if src.Path != "" {
-		b, err := os.ReadFile(src.Path)
+	// The file, the environment and the flags are read into layers of
+	// their own first: their 2.9.7 names are renamed layer by layer, and
+	// the version they ask for decides the defaults under them.
+	var file map[string]any
+	if src.Data != nil || src.Path != "" {
+		b, err := src.Data, error(nil)
+		if b == nil {
+			b, err = os.ReadFile(src.Path)
+		}
 		switch {
 		case err == nil:
-			if err := loadTOML(k, b, src.Path); err != nil {
+			fk := koanf.New(".")
+			if err := loadTOML(fk, b, src.Path); err != nil {
 				p.errs = append(p.errs, err)
 				return nil, info, p.err()
 			}
+			file = fk.Raw()
 			info = Info{UsedFile: src.Path}
 		case errors.Is(err, fs.ErrNotExist) && !src.Required:
 			// Only the embedded default.
@@ -208,9 +226,25 @@ func Load(src Source) (*Config, Info, error) {
 
 	fields := schema()
 	env, origin := fromEnv(&p, src.Env, fields)
-	if len(env) > 0 {
-		if err := k.Load(confmap.Provider(env, ""), nil); err != nil {
-			return nil, info, fmt.Errorf("config: environment: %w", err)
+	aliases := aliasOrigin{}
+	normalizeAliases(&p, file, aliases)
+	normalizeAliases(&p, env, aliases)
+	version := limiter.Arweave296
+	for _, layer := range []map[string]any{k.Raw(), file, env} {
+		if v, ok := layerVersion(layer); ok {
+			if s, ok := v.(string); ok {
+				if pv, err := limiter.ParseArweaveVersion(s); err == nil {
+					version = pv
+				}
+			}
+		}
+	}
+	for _, l := range []struct {
+		raw  map[string]any
+		name string
+	}{{versionDefaults(version), "the defaults of arweave.version " + version.String()}, {file, src.Path}, {env, "environment"}} {
+		if err := loadLayer(k, l.raw, l.name); err != nil {
+			return nil, info, err
 		}
 	}
 	if src.DataDir != "" {
@@ -224,6 +258,9 @@ func Load(src Source) (*Config, Info, error) {
 	t := decode(&p, k.Raw(), fields, "")
 	cfg := build(&p, t)
 	for _, e := range p.errs {
+		if alias, ok := aliases[e.Key]; ok {
+			e.Key = alias
+		}
 		if name, ok := envOrigin(origin, e.Key); ok {
 			e.Problem += " (environment variable " + name + ")"
 		}
@@ -291,6 +328,7 @@ func (c *Config) Limiter() (limiter.Config, error) {
 		IPv6Prefix:      c.Peers.IPv6Prefix,
 		Exempt:          exempt,
 		MaxTracked:      c.Peers.MaxTracked,
+		ArweaveVersion:  c.Arweave.Version,
 	}, nil
 }
 
@@ -343,6 +381,7 @@ func cloneRule(r limiter.RouteRule) limiter.RouteRule {
 // configuration.
 func (c *Config) ThrottleConfig() throttle.Config {
 	t := throttle.Config{
+		Mode:   c.Throttle.Mode,
 		Period: c.Throttle.Period, RetryInterval: c.Throttle.RetryInterval,
 		ExemptPeers: c.Throttle.ExemptPeers, ExemptPaths: c.Throttle.ExemptPaths,
 		DefaultType: c.Throttle.DefaultType, DefaultRPM: c.Throttle.DefaultRPM,

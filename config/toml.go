@@ -14,6 +14,7 @@ import (
 type (
 	fileConfig struct {
 		Server   fileServer   `toml:"server"`
+		Arweave  fileArweave  `toml:"arweave"`
 		Admin    fileAdmin    `toml:"admin"`
 		Peers    filePeers    `toml:"peers"`
 		Snapshot fileSnapshot `toml:"snapshot"`
@@ -27,6 +28,10 @@ type (
 		Upstream        string `toml:"upstream"`
 		DataDir         string `toml:"data_dir"`
 		ShutdownTimeout string `toml:"shutdown_timeout"`
+		RateLimitHeader string `toml:"ratelimit_headers"`
+	}
+	fileArweave struct {
+		Version string `toml:"version"`
 	}
 	fileAdmin struct {
 		Listen     string `toml:"listen"`
@@ -68,8 +73,11 @@ type (
 		ConcurrencyLimit        int64  `toml:"concurrency_limit"`
 		ManualReductionDisabled bool   `toml:"is_manual_reduction_disabled"`
 		Mode                    string `toml:"mode"`
+		NumberOfWorkers         int64  `toml:"number_of_workers"`
+		ConcurrencyScope        string `toml:"concurrency_scope"`
 	}
 	fileThrottle struct {
+		Mode          string             `toml:"mode"`
 		Period        int64              `toml:"period"`
 		RetryInterval int64              `toml:"retry_interval"`
 		ExemptPeers   []string           `toml:"exempt_peers"`
@@ -121,7 +129,9 @@ func (c *Config) TOML() ([]byte, error) {
 			Upstream:        c.Server.Upstream,
 			DataDir:         c.Server.DataDir,
 			ShutdownTimeout: c.Server.ShutdownTimeout.String(),
+			RateLimitHeader: c.Server.RateLimitHeaders.String(),
 		},
+		Arweave: fileArweave{Version: c.Arweave.Version.String()},
 		Admin: fileAdmin{
 			Listen:     c.Admin.Listen,
 			Token:      c.Admin.Token,
@@ -142,6 +152,7 @@ func (c *Config) TOML() ([]byte, error) {
 		},
 		HTTPAPI: fileHTTPAPI{Limiter: make(map[string]fileGroup, len(c.Groups))},
 		Throttle: fileThrottle{
+			Mode:          c.Throttle.Mode.String(),
 			Period:        int64(c.Throttle.Period / time.Millisecond),
 			RetryInterval: int64(c.Throttle.RetryInterval / time.Millisecond),
 			ExemptPeers:   list(c.Throttle.ExemptPeers),
@@ -204,6 +215,8 @@ func fileGroupOf(g limiter.GroupSettings) fileGroup {
 		ConcurrencyLimit:        g.ConcurrencyLimit,
 		ManualReductionDisabled: g.ManualReductionDisabled,
 		Mode:                    g.Mode.String(),
+		NumberOfWorkers:         max(1, g.NumberOfWorkers),
+		ConcurrencyScope:        g.ConcurrencyScope.String(),
 	}
 }
 

@@ -83,6 +83,7 @@ type GroupSettings struct {
 	ConcurrencyLimit        int64 `json:"concurrency_limit"`
 	ManualReductionDisabled bool  `json:"is_manual_reduction_disabled"`
 	Mode                    Mode  `json:"-"`
+	Shards
 }
 
 // maxSetting bounds integer settings so that sums and products of them
@@ -127,7 +128,7 @@ func (s GroupSettings) Validate(group string) error {
 	if s.Mode > ModeOff {
 		return &SettingError{Group: group, Key: KeyMode, Problem: fmt.Sprintf("unknown mode %d", s.Mode)}
 	}
-	return nil
+	return s.Shards.validate(group)
 }
 
 // SettingError is the error of an invalid group setting. It names the group
@@ -172,6 +173,7 @@ type PartialGroup struct {
 	ConcurrencyLimit        *int64
 	ManualReductionDisabled *bool
 	Mode                    *Mode
+	PartialShards
 }
 
 // Over returns base with every key p sets replaced by p's value.
@@ -195,6 +197,7 @@ func (p PartialGroup) Over(base GroupSettings) GroupSettings {
 	if p.Mode != nil {
 		base.Mode = *p.Mode
 	}
+	p.PartialShards.over(&base.Shards)
 	return base
 }
 
@@ -261,6 +264,7 @@ func arweave(window, leaky, reduction, concurrency int64) GroupSettings {
 		LeakyTickInterval:     30000,
 		LeakyTickReduction:    reduction,
 		ConcurrencyLimit:      concurrency,
+		Shards:                Shards{NumberOfWorkers: 5},
 	}
 }
 
@@ -269,6 +273,7 @@ func arweave(window, leaky, reduction, concurrency int64) GroupSettings {
 func ArweaveGroups() map[string]GroupSettings {
 	metrics := arweave(0, 2, 2, 2)
 	metrics.LeakyTickInterval = 1000
+	metrics.NumberOfWorkers = 1
 	return map[string]GroupSettings{
 		"general":                  arweave(0, 450, 450, 150),
 		"chunk":                    arweave(100, 6000, 30, 200),

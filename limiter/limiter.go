@@ -33,6 +33,9 @@ type Config struct {
 	// MaxTracked caps the (peer, group) entries of the local backend; 0
 	// means no cap.
 	MaxTracked int
+	// ArweaveVersion is arweave.version: with Arweave297 every group is
+	// also checked with GroupSettings.Validate297.
+	ArweaveVersion ArweaveVersion
 }
 
 // settings is one immutable version of a Limiter's configuration: the
@@ -169,6 +172,9 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 			return nil, err
 		}
 		if err := gs.Validate(name); err != nil {
+			return nil, err
+		}
+		if err := validateVersion(cfg.ArweaveVersion, gs, name); err != nil {
 			return nil, err
 		}
 		id, ok := ids[name]

@@ -143,8 +143,9 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 	}
+	u = Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}
 	sh.mu.Unlock()
-	return out, Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}, h
+	return out, u, h
 }
 
 // localHandle packs an in-flight slot: the slot and its generation, the

@@ -1,5 +1,7 @@
 package limiter
 
+import "encoding/json"
+
 // ThrottleSnapshot is the outbound throttle's state (package throttle) as
 // plain values, for persistence: the core keeps the vocabulary of every
 // snapshot, so that the store needs no other package to save it.
@@ -8,6 +10,10 @@ type ThrottleSnapshot struct {
 	TakenAt int64               `json:"taken_at_ms"`
 	Enabled bool                `json:"enabled"`
 	Keys    []ThrottleKeyRecord `json:"keys"`
+	// Adaptive is the adaptive throttle's state (throttle mode adaptive,
+	// SPEC §10), as package throttle encodes it (its AdaptiveSnapshot);
+	// absent when it learned nothing, and in snapshots older than it.
+	Adaptive json.RawMessage `json:"adaptive,omitempty"`
 }
 
 // ThrottleKeyRecord is one (peer, type) of a ThrottleSnapshot.

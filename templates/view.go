@@ -264,6 +264,30 @@ type Outbound struct {
 	Keys []OutboundKey
 	// Limit is how many keys the page shows at most.
 	Limit int
+	// Mode is throttle.mode, "fixed" or "adaptive".
+	Mode string
+	// Adaptive is the adaptive mode's state: its quotas are learned in
+	// either mode.
+	Adaptive OutboundAdaptive
+}
+
+// OutboundAdaptive is the adaptive outbound throttle's state (SPEC §10).
+type OutboundAdaptive struct {
+	Peers, Quotas, Waiting                       int64
+	Observed, Learned, Admitted, Queued, Refused uint64
+	// Quotas are the learned quotas: most waiting first, then by peer.
+	Rows []OutboundQuota
+}
+
+// OutboundQuota is one learned (peer, group) quota.
+type OutboundQuota struct {
+	Peer, Group      string
+	Known            bool // false: unlimited (reset, idle, or the peer incompatible)
+	Incompatible     bool
+	Total, Remaining int64
+	ResetAmount      int64
+	RefillIn         string // "" when none is pending
+	Waiting          int
 }
 
 // OutboundCounts are the outbound throttle's counters and gauges.

@@ -26,6 +26,9 @@ type Rule struct {
 // Config configures a Throttle: the [throttle] table as plain
 // values. A Config is a plain value; New and Apply copy it.
 type Config struct {
+	// Mode is fixed (the rule table below) or adaptive (quotas learned
+	// from the peers' replies; the table then classifies nothing).
+	Mode Mode
 	// Period is the counting window (Arweave: 30 s); at least 1 ms, used
 	// in whole milliseconds.
 	Period time.Duration
@@ -148,6 +151,9 @@ func compileThrottle(cfg Config) (*throttleSettings, error) {
 	}
 	if cfg.RetryInterval < time.Millisecond {
 		return nil, &ConfigError{Key: "throttle.retry_interval", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.RetryInterval)}
+	}
+	if cfg.Mode > ModeAdaptive {
+		return nil, &ConfigError{Key: "throttle.mode", Problem: fmt.Sprintf("unknown mode %d", cfg.Mode)}
 	}
 	if cfg.DefaultType == "" {
 		return nil, &ConfigError{Key: "throttle.default_type", Problem: "must not be empty"}

@@ -6,6 +6,7 @@ package throttle
 
 import (
 	"cmp"
+	"encoding/json"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -87,6 +88,10 @@ type Throttle struct {
 	off        atomic.Uint64
 
 	shards [throttleShards]throttleShard
+
+	// ad is the adaptive throttle's state (mode adaptive); its replies are
+	// learned in either mode.
+	ad *adaptive
 }
 
 const throttleShards = 32
@@ -115,7 +120,7 @@ func New(now time.Time, cfg Config) (*Throttle, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Throttle{seed: maphash.MakeSeed(), since: now}
+	t := &Throttle{seed: maphash.MakeSeed(), since: now, ad: newAdaptive()}
 	for i := range t.shards {
 		t.shards[i].m = make(map[throttleKey]*throttleEntry)
 	}
@@ -321,7 +326,7 @@ func (t *Throttle) Cleanup(now time.Time) int {
 		sh.mu.Unlock()
 	}
 	t.keys.Add(-int64(removed))
-	return removed
+	return removed + t.ad.cleanup(now.UnixMilli())
 }
 
 // Stats returns the counters and gauges. Each number is read atomically;
@@ -406,6 +411,7 @@ func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
 	slices.SortFunc(s.Keys, func(a, b limiter.ThrottleKeyRecord) int {
 		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Type, b.Type))
 	})
+	s.Adaptive = t.ad.adaptiveJSON()
 	return s
 }
 
@@ -469,5 +475,12 @@ func (t *Throttle) Restore(now time.Time, s limiter.ThrottleSnapshot) {
 		sh.mu.Unlock()
 		t.timestamps.Add(int64(len(ts)))
 	}
+	var as AdaptiveSnapshot
+	if len(s.Adaptive) > 0 {
+		// A record that does not decode restores nothing of the adaptive
+		// state: it is relearned from the next replies.
+		_ = json.Unmarshal(s.Adaptive, &as)
+	}
+	t.ad.restore(ms, as)
 	t.enabled.Store(s.Enabled)
 }

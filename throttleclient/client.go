@@ -7,6 +7,17 @@
 // stands in the node's way when limiterd is down: if limiterd cannot be
 // reached (connection refused, connect timeout, unknown host) Throttle
 // returns nil at once, and Check reports no wait.
+//
+// With limiterd's throttle.mode = "adaptive" (Arweave 2.9.7's client
+// throttle), limiterd learns each peer's quota from the replies the node
+// reports (Observe). Transport does both around every request of an
+// http.Client, throttling before and reporting after:
+//
+//	lc := throttleclient.New("http://127.0.0.1:1986", token)
+//	hc := &http.Client{Transport: &throttleclient.Transport{Client: lc}}
+//	resp, err := hc.Get("http://1.2.3.4:1984/chunk/123") // waits if 1.2.3.4:1984's quota is spent
+//
+// (see the Transport example).
 package throttleclient
 
 import (

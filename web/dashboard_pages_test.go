@@ -282,6 +282,28 @@ func TestDashboardOutbound(t *testing.T) {
 	if len(find(part, byTag("h1"))) != 0 || cell(part, "admitted") != "3" {
 		t.Fatal("the stats partial")
 	}
+
+	// The adaptive part: the quotas learned from replies, a hostile
+	// group id shown as text, a refused reply counted.
+	th.Observe(c.Now(), hostile, "/info", map[string]string{
+		"ratelimit-limit": `10, 10;policy="<b>g</b> usage", 5;policy="<b>g</b> concurrency" `, "ratelimit-remaining": "0",
+		"ratelimit-reset": "7", "ratelimit-reset-amount": "3"})
+	th.Observe(c.Now(), hostile, "/info", map[string]string{"ratelimit-limit": "x", "ratelimit-remaining": "0",
+		"ratelimit-reset": "7", "ratelimit-reset-amount": "3"})
+	doc = d.page("/outbound", cookie)
+	checkPage(t, "/outbound", doc, csrf)
+	if cell(doc, "mode") != "fixed" || cell(doc, "adaptive-quotas") != "1" || cell(doc, "adaptive-observed") != "2" || cell(doc, "adaptive-refused") != "1" {
+		t.Fatalf("adaptive: mode %s quotas %s observed %s refused %s", cell(doc, "mode"), cell(doc, "adaptive-quotas"), cell(doc, "adaptive-observed"), cell(doc, "adaptive-refused"))
+	}
+	quotas := find(doc, func(n *html.Node) bool {
+		return n.Data == "tr" && n.Parent.Data == "tbody" && attr(n.Parent.Parent, "id") == "outbound-quotas"
+	})
+	if len(quotas) != 1 || text(find(quotas[0], byTag("code"))[1]) != "<b>g</b>" || !strings.Contains(text(quotas[0]), "7s") {
+		t.Fatalf("quotas: %d", len(quotas))
+	}
+	if len(find(doc, byTag("b"))) != 0 {
+		t.Fatal("a hostile group id rendered as an element")
+	}
 }
 
 func TestDashboardOverviewShowsRejections(t *testing.T) {

@@ -187,6 +187,7 @@ func (s *Server) AdminHandler() http.Handler {
 		if s.Throttle != nil {
 			r.Post("/api/v1/throttle", s.Throttle.HandleWait)
 			r.Get("/api/v1/throttle", s.Throttle.HandleCheck)
+			r.Post("/api/v1/throttle/observe", s.Throttle.HandleObserve)
 		}
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@
 //	limiterd [serve] [-config PATH] [-data-dir DIR]
 //	limiterd check-config [-config PATH]
 //	limiterd demo [-duration D]
+//	limiterd import-arweave-config FILE [-o OUT]
 //	limiterd version
 package main
 
@@ -133,6 +134,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return exitOK
 	case "snapshot":
 		return m.snapshotCmd(ctx, args)
+	case "import-arweave-config":
+		return m.importArweaveConfig(args)
 	case "help", "-h", "--help":
 		fmt.Fprint(m.Stdout, usage)
 		return exitOK
@@ -147,6 +150,7 @@ const usage = `usage:
   limiterd demo [-duration D]                       run against a built-in node with synthetic peers
   limiterd snapshot export [-o FILE]                the persisted state as JSON (daemon stopped)
   limiterd snapshot import FILE                     replace the persisted state (daemon stopped)
+  limiterd import-arweave-config FILE [-o OUT]      an Arweave node's config.json/YAML as config.toml
   limiterd version
 `
 
