@@ -94,9 +94,10 @@ type Options struct {
 	// MaxUnsynced caps the admissions local_first makes per key on one
 	// read of the shared state (0: no cap).
 	MaxUnsynced int
-	// MaxTracked caps the entries of the local state used while Redis is
-	// down (on_failure = "local"); 0: no cap.
-	MaxTracked int
+	// Fallback is the local state decided on while Redis is down, for
+	// on_failure = "local" (required then): a Limiter's own slab
+	// (limiter.Limiter.Backend of a Limiter of its own).
+	Fallback limiter.Backend
 	// Instance names this instance in Redis (its slots and counts); empty:
 	// a random one.
 	Instance string
@@ -120,6 +121,9 @@ func (o *Options) check() error {
 	if o.MaxUnsynced < 0 {
 		errs = append(errs, "cluster.max_unsynced: must be ≥ 0")
 	}
+	if o.OnFailure == FailLocal && o.Fallback == nil {
+		errs = append(errs, `cluster.on_failure: "local" needs a local state to decide on`)
+	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
@@ -139,10 +143,11 @@ type engine interface {
 	tracked() int
 }
 
-// counters are a group's decisions made with Redis.
+// counters are a group's decisions made with Redis, and those admitted
+// unlimited by on_failure = "open".
 type counters struct {
-	requests, sliding, leaky, conc, rate atomic.Uint64
-	_                                    [24]byte
+	requests, sliding, leaky, conc, rate, open atomic.Uint64
+	_                                          [16]byte
 }
 
 // Backend is the limiter.Backend of cluster mode: the group state in
@@ -235,7 +240,7 @@ func open(o Options, clock func() int64) (*Backend, error) {
 	b.h = newHealth(b.log)
 	b.sched = schedules{t: b.t, now: b.redisNow}
 	if o.OnFailure == FailLocal {
-		b.fb = limiter.NewLocalBackend(o.MaxTracked)
+		b.fb = o.Fallback
 	}
 	switch o.Mode {
 	case LocalFirst:
@@ -377,6 +382,7 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outc
 	switch b.opts.OnFailure {
 	case FailOpen:
 		b.failOpen.Add(1)
+		b.stats[g.ID].open.Add(1)
 		return limiter.Outcome{Via: limiter.ViaUnlimited}, limiter.Usage{}, limiter.Handle{}
 	case FailClosed:
 		b.failClose.Add(1)
@@ -389,6 +395,9 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outc
 // Release gives back an admission's slot: in Redis (batched, never on the
 // response's path) or in the local state it was admitted on.
 func (b *Backend) Release(h limiter.Handle) {
+	if h == (limiter.Handle{}) {
+		return // admitted by on_failure = "open": nothing held
+	}
 	if isOurs(h) {
 		if s, ok := b.slots.take(h); ok {
 			b.eng.release(s)
@@ -448,7 +457,8 @@ func (b *Backend) AddStats(sum *[limiter.MaxGroups]limiter.GroupStats) {
 	b.slots.openByGroup(&open)
 	for g := range sum {
 		c, s := &b.stats[g], &sum[g]
-		s.Requests += c.requests.Load()
+		s.Requests += c.requests.Load() + c.open.Load()
+		s.Unlimited += c.open.Load()
 		s.AllowedSliding += c.sliding.Load()
 		s.AllowedLeaky += c.leaky.Load()
 		s.RejectedConcurrency += c.conc.Load()

@@ -53,14 +53,20 @@ func open(t *testing.T, o cluster.Options) (*cluster.Backend, *limiter.Limiter, 
 		o.SyncInterval = 100 * time.Millisecond
 	}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{
+		"general": group(0, 1000, 3, 600000, 3, 2, 120000, 120000),
+	}}
+	spare, err := limiter.New(time.Now(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Fallback = spare.Backend()
 	b, err := cluster.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	lim, err := limiter.New(time.Now(), limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{
-		"general": group(0, 1000, 3, 600000, 3, 2, 120000, 120000),
-	}}, limiter.WithBackend(b))
+	lim, err := limiter.New(time.Now(), cfg, limiter.WithBackend(b))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,14 +23,16 @@ type Backend interface {
 	// it and, when admitted, the Handle of the request's in-flight slot,
 	// held until Release. A backend that cannot decide answers Reason
 	// ReasonUnavailable and changes nothing, or, told to fail open, Via
-	// ViaUnlimited with no Handle (the request is admitted as unlimited,
-	// without RateLimit fields). (Three small results rather
+	// ViaUnlimited and the zero Handle (the request is admitted as not
+	// Limited: no RateLimit fields; the backend counts it as Unlimited).
+	// (Three small results rather
 	// than one struct: each stays in registers, where a struct of more
 	// than four fields would go through memory.)
 	Admit(ms int64, k Key, g *Group) (Outcome, Usage, Handle)
 	// Release gives back the in-flight slot of an admission. The Limiter
 	// calls it at most once per Handle; a Handle whose entry is gone (by
-	// Forget, eviction or Restore) releases nothing. It must not allocate.
+	// Forget, eviction or Restore), or the zero Handle of a ViaUnlimited
+	// admission, releases nothing. It must not allocate.
 	Release(h Handle)
 	// Reduce is the manual reduction of SPEC §6 for peer k in group g at
 	// ms: Reduced when one token was given back, else ReduceNoop. It never
@@ -53,8 +55,7 @@ type Key struct {
 
 // KeyOf returns k as a Key.
 func KeyOf(k *PeerKey) Key {
-	le := binary.LittleEndian
-	return Key{lo: le.Uint64(k[0:8]), hi: le.Uint64(k[8:16]), last: k[16]}
+	return Key{lo: binary.LittleEndian.Uint64(k[0:8]), hi: binary.LittleEndian.Uint64(k[8:16]), last: k[16]}
 }
 
 // Peer returns the PeerKey k holds.

@@ -172,16 +172,12 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) (d Decision) {
 		l.policy[g].unavailable.Add(1)
 		return Decision{Reason: ReasonUnavailable, Group: g, RetryAfter: out.RetryAfter}
 	}
-	if out.Via == ViaUnlimited {
-		// The backend could not decide and was told to admit (cluster
-		// on_failure = "open"): no limit was evaluated, no slot is held.
-		l.policy[g].unlimited.Add(1)
-		return Decision{Allowed: true, Via: ViaUnlimited, Group: g}
-	}
 	// Field by field, into the result: a struct built elsewhere and copied
 	// here would be read back in 16-byte loads over the narrower stores
 	// just made, which stalls (store forwarding fails) for several ns.
-	d.Group, d.Limited = g, true
+	// ViaUnlimited: the backend could not decide and was told to admit
+	// (cluster on_failure = "open"); no limit was evaluated.
+	d.Group, d.Limited = g, out.Via != ViaUnlimited
 	d.Via, d.Reason, d.RetryAfter = out.Via, out.Reason, out.RetryAfter
 	if out.Via != ViaNone {
 		d.Allowed = true

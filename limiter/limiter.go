@@ -90,6 +90,11 @@ type Option func(*Limiter)
 // StatsReporter) and do without the others.
 func WithBackend(b Backend) Option { return func(l *Limiter) { l.backend = b } }
 
+// Backend returns where l keeps its groups' state: its own local slab
+// unless WithBackend said otherwise (cluster mode decides on a Limiter's
+// slab of its own while Redis is down).
+func (l *Limiter) Backend() Backend { return l.backend }
+
 // New returns a Limiter for cfg whose group schedules start at now, with
 // the global switch on, its state in its own local slab unless an option
 // says otherwise.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,9 +17,15 @@ import (
 
 // openCluster opens the Redis backend of cluster mode (SPEC §12) when the
 // config asks for it; nil when the limits are this instance's own.
-func openCluster(cfg *config.Config, log *slog.Logger) (*cluster.Backend, error) {
+func openCluster(cfg *config.Config, limCfg limiter.Config, log *slog.Logger) (*cluster.Backend, error) {
 	if cfg.Cluster.Backend != "redis" {
 		return nil, nil
+	}
+	// While Redis is down (on_failure = "local"), decisions are made on the
+	// slab of a Limiter of its own, capped as peers.max_tracked says.
+	spare, err := limiter.New(time.Now(), limCfg)
+	if err != nil {
+		return nil, err
 	}
 	mode, err := cluster.ParseMode(cfg.Cluster.Mode)
 	if err != nil {
@@ -39,7 +46,7 @@ func openCluster(cfg *config.Config, log *slog.Logger) (*cluster.Backend, error)
 		Lease:        cfg.Cluster.Lease,
 		SyncInterval: cfg.Cluster.SyncInterval,
 		MaxUnsynced:  cfg.Cluster.MaxUnsynced,
-		MaxTracked:   cfg.Peers.MaxTracked,
+		Fallback:     spare.Backend(),
 		Logger:       log,
 	})
 	if err != nil {

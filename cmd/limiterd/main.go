@@ -286,7 +286,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 
 	now := time.Now
-	cb, err := openCluster(cfg, m.log)
+	cb, err := openCluster(cfg, limCfg, m.log)
 	if err != nil {
 		return err
 	}
