@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/limiterd/limiterd/cluster"
 	"github.com/limiterd/limiterd/config"
@@ -35,6 +37,8 @@ func openCluster(cfg *config.Config, limCfg limiter.Config, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
+	// go-redis logs dial failures itself; cluster logs what they mean.
+	redis.SetLogger(redisLogger{log})
 	b, err := cluster.Open(cluster.Options{
 		Addrs:        cfg.Cluster.Redis.Addrs,
 		Username:     cfg.Cluster.Redis.Username,
@@ -55,6 +59,13 @@ func openCluster(cfg *config.Config, limCfg limiter.Config, log *slog.Logger) (*
 	log.Info("cluster mode: limits shared through redis", "addrs", strings.Join(cfg.Cluster.Redis.Addrs, ","),
 		"mode", cfg.Cluster.Mode, "on_failure", cfg.Cluster.OnFailure, "instance", b.Instance())
 	return b, nil
+}
+
+// redisLogger takes go-redis's own log lines to the debug level.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }
 
 // limiterOptions returns the options that put the limiter's state in b
