@@ -36,8 +36,8 @@ var arrows = map[string][]string{
 	"ticker":         {},
 	"jsonbody":       {},
 	"throttleclient": {},
-	"cluster":        {"limiter"},
-	"redistest":      {},
+	"cluster":        {"limiter"}, // SPEC §12: a limiter.Backend on Redis
+	"redistest":      {},          // tests' redis-server, as httptest is for HTTP
 	"cmd/limiterd":   {"*"},
 	"bench":          {"*"},
 }

@@ -473,7 +473,9 @@ func (l *localFirst) syncAll(ctx context.Context, now int64) {
 		for i := range calls {
 			calls[i] = jobs[i].c
 		}
-		bctx, cancel := context.WithTimeout(ctx, max(l.b.opts.Timeout, l.b.opts.SyncInterval))
+		// Off the request path: a generous deadline, so that a busy
+		// instance's push is not taken for a Redis that stalled.
+		bctx, cancel := context.WithTimeout(ctx, max(l.b.opts.Timeout, 2*l.b.opts.SyncInterval, time.Second))
 		sent := l.b.localNow()
 		l.b.t.batch(bctx, calls)
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -75,6 +76,15 @@ type schedules struct {
 	now func(ctx context.Context) (int64, error) // Redis time
 	tab [limiter.MaxGroups]atomic.Pointer[sharedSched]
 	mu  [limiter.MaxGroups]sync.Mutex
+	// failed is the last failure to establish a group's schedules: the
+	// decisions that waited for it fail at once rather than try in turn,
+	// each for a whole timeout.
+	failed [limiter.MaxGroups]atomic.Pointer[schedFailure]
+}
+
+type schedFailure struct {
+	at  time.Time
+	err error
 }
 
 // get returns group g's shared schedules, establishing them in Redis when
@@ -96,8 +106,12 @@ func (s *schedules) get(ctx context.Context, g *limiter.Group) (*sharedSched, er
 		s.tab[g.ID].Store(&n)
 		return &n, nil
 	}
+	if f := s.failed[g.ID].Load(); f != nil && time.Since(f.at) < s.t.timeout {
+		return nil, f.err
+	}
 	n, err := s.establish(ctx, g)
 	if err != nil {
+		s.failed[g.ID].Store(&schedFailure{time.Now(), err})
 		return nil, err
 	}
 	n.name, n.version = g.Name, g.Version

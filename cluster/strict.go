@@ -232,7 +232,7 @@ func (s *strict) releaseBatch(ctx context.Context, batch []slot) {
 		s.droppedReleases.Add(uint64(len(batch)))
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, max(s.b.opts.Timeout, 100*time.Millisecond))
+	rctx, cancel := context.WithTimeout(ctx, max(s.b.opts.Timeout, time.Second))
 	defer cancel()
 	pipe := s.b.rdb.Pipeline()
 	for _, sl := range batch {

@@ -22,21 +22,20 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function sched(i)
-  return {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
-          tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])}
+local floor = math.floor
+-- limiter.Schedule.IndexAt and TimeOf, inline (no closure or table per call)
+local la, li, liv = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local lsw, lswi, lniv = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local kn, next_tick
+if lsw ~= 0 and now >= lsw then
+  kn = lswi + floor((now - lsw) / lniv)
+  next_tick = lsw + (kn + 1 - lswi) * lniv
+else
+  kn = li + floor((now - la) / liv)
+  next_tick = la + (kn + 1 - li) * liv
+  if lsw ~= 0 and kn + 1 >= lswi then next_tick = lsw + (kn + 1 - lswi) * lniv end
 end
--- limiter.Schedule.IndexAt and TimeOf
-local function idx(s, t)
-  if s[4] ~= 0 and t >= s[4] then return s[5] + math.floor((t - s[4]) / s[6]) end
-  return s[2] + math.floor((t - s[1]) / s[3])
-end
-local function tof(s, k)
-  if s[4] ~= 0 and k >= s[5] then return s[4] + (k - s[5]) * s[6] end
-  return s[1] + (k - s[2]) * s[3]
-end
-local L, C = sched(2), sched(8)
-local expiry, climit, swl = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
+local climit, swl = tonumber(ARGV[15]), tonumber(ARGV[16])
 local swd, ll, tr = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19])
 local slot, lease = ARGV[20], tonumber(ARGV[21])
 
@@ -45,33 +44,47 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local inflight = redis.call('ZCARD', KEYS[3])
 
 -- Tokens, with the leaky ticks since they were last aged.
-local kn = idx(L, now)
 local st = redis.call('HMGET', KEYS[1], 'tok', 'tk')
 local tok = tonumber(st[1]) or 0
 local tk = tonumber(st[2])
 if tk and kn > tk then tok = math.max(0, tok - (kn - tk) * tr) end
-local next_tick = tof(L, kn + 1)
 
--- Window: the cleanup tick in force drops what is older than its cut; a
+-- Window (a group without one never reads it: every request goes to the
+-- bucket). The cleanup tick in force drops what is older than its cut; a
 -- timestamp counts while ts + duration > now.
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (tof(C, idx(C, now)) - expiry))
-local lo = '(' .. (now - swd)
-local wc = redis.call('ZCOUNT', KEYS[2], lo, '+inf')
-local oldest = 0
-if wc > 0 then
-  oldest = tonumber(redis.call('ZRANGEBYSCORE', KEYS[2], lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
+local wc, oldest = 0, 0
+if swl > 0 then
+  local ca, ci, civ = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  local csw, cswi, cniv = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+  local cut
+  if csw ~= 0 and now >= csw then
+    cut = csw + floor((now - csw) / cniv) * cniv
+  else
+    cut = ca + floor((now - ca) / civ) * civ
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (cut - tonumber(ARGV[14])))
+  local lo = '(' .. (now - swd)
+  wc = redis.call('ZCOUNT', KEYS[2], lo, '+inf')
+  if wc > 0 then
+    oldest = tonumber(redis.call('ZRANGEBYSCORE', KEYS[2], lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
+  end
 end
 
-local verdict
 if inflight + 1 > climit then
   return {0, inflight, wc, oldest, tok, now, next_tick}
-elseif wc + 1 > swl then
+end
+local verdict
+if wc + 1 > swl then
   if tok + 1 > ll then
     return {1, inflight, wc, oldest, tok, now, next_tick}
   end
   redis.call('HSET', KEYS[1], 'tok', tok + 1, 'tk', kn)
-  -- the tokens are back at 0 after ceil((tok+1)/tr) ticks: nothing to keep then
-  redis.call('PEXPIRE', KEYS[1], math.max(1, tof(L, kn + math.ceil((tok + 1) / tr)) - now) + 1000)
+  -- the tokens are back at 0 after ceil((tok+1)/tr) ticks: nothing to keep
+  -- then (with a change of interval pending, the longer one counts)
+  local iv = liv
+  if lsw ~= 0 then iv = math.max(liv, lniv) end
+  local zero = next_tick + (math.ceil((tok + 1) / tr) - 1) * iv
+  redis.call('PEXPIRE', KEYS[1], math.max(1, zero - now) + 1000)
   verdict = 3
 else
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - swd)

@@ -1,0 +1,331 @@
+// Command clusterbench measures cluster mode (SPEC §12) on one
+// redis-server against go-redis/redis_rate, the baseline: decisions per
+// second at c concurrent callers, Redis commands and round trips per
+// decision, the Redis time per script call, and — with -stall — what the
+// callers see while Redis is SIGSTOPped. bench/cluster.sh starts the
+// redis-server and runs it; docs/benchmarks.md has the figures.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/limiterd/limiterd/cluster"
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// gcraSrc is GCRA in one script with Redis TIME, integer ms (the research
+// notes' A.2, the shape of redis_rate's): every call reads and writes.
+const gcraSrc = `
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local T = tonumber(ARGV[1])
+local tau = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+if tat - now > tau then
+  return {0, tat - tau - now}
+end
+local ntat = tat + T
+redis.call('SET', KEYS[1], ntat, 'PX', ntat - now + 1000)
+return {1, 0}
+`
+
+var (
+	addr    = flag.String("addr", "127.0.0.1:6390", "redis-server address")
+	pid     = flag.Int("pid", 0, "redis-server pid (for -stall)")
+	conc    = flag.Int("c", 64, "concurrent callers")
+	dur     = flag.Duration("d", 5*time.Second, "length of one measurement")
+	npeers  = flag.Int("peers", 1000, "distinct peers")
+	rounds  = flag.Int("rounds", 2, "rounds, the contenders' order reversed every other round")
+	only    = flag.String("only", "", "comma-separated contenders (default: all)")
+	stall   = flag.Bool("stall", false, "measure a SIGSTOP of redis-server instead of throughput")
+	timeout = flag.Duration("timeout", 50*time.Millisecond, "cluster.timeout, and the per-call deadline of the other clients")
+)
+
+// contender is one way of deciding.
+type contender struct {
+	name   string
+	decide func(ctx context.Context, i int) error
+	// trips and cmds return the round trips made and the commands sent so
+	// far (-1: not known).
+	trips, cmds func() int64
+	close func()
+}
+
+var peers []limiter.Peer
+
+func main() {
+	flag.Parse()
+	for i := range *npeers {
+		a := netip.AddrFrom4([4]byte{11, 0, byte(i >> 8), byte(i)})
+		peers = append(peers, limiter.Peer{Addr: a, Key: limiter.KeyFromAddr(a, 64)})
+	}
+	admin := redis.NewClient(&redis.Options{Addr: *addr})
+	defer admin.Close()
+	if *stall {
+		runStall(admin)
+		return
+	}
+	names := []string{"redis_rate", "rueidis_gcra", "strict", "local_first"}
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	fmt.Printf("%d callers, %d peers, %s per run, GOMAXPROCS %d\n", *conc, *npeers, *dur, runtime.GOMAXPROCS(0))
+	fmt.Printf("%-13s %5s %12s %9s %9s %9s %10s %10s %12s %12s\n", "contender", "round", "decisions/s", "p50", "p99", "max", "cmds/dec", "trips/dec", "redis µs/dec", "ceiling/s")
+	for r := range *rounds {
+		order := slices.Clone(names)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, n := range order {
+			throughput(admin, n, r+1)
+		}
+	}
+}
+
+func newContender(name string) contender {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	switch name {
+	case "redis_rate":
+		rdb := redis.NewClient(&redis.Options{Addr: *addr})
+		rl := redis_rate.NewLimiter(rdb)
+		lim := redis_rate.Limit{Rate: 1 << 30, Burst: 1 << 30, Period: time.Second}
+		var n atomic.Int64
+		return contender{name: name, close: func() { rdb.Close() }, trips: n.Load, cmds: n.Load,
+			decide: func(ctx context.Context, i int) error {
+				n.Add(1)
+				_, err := rl.Allow(ctx, peers[i%len(peers)].Key.String(), lim)
+				return err
+			}}
+	case "rueidis_gcra":
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
+		if err != nil {
+			panic(err)
+		}
+		sc := rueidis.NewLuaScript(gcraSrc)
+		var n atomic.Int64
+		return contender{name: name, close: c.Close, trips: func() int64 { return -1 }, cmds: n.Load,
+			decide: func(ctx context.Context, i int) error {
+				n.Add(1)
+				return sc.Exec(ctx, c, []string{"g:" + peers[i%len(peers)].Key.String()}, []string{"1", "600000000"}).Error()
+			}}
+	case "strict", "local_first":
+		mode := cluster.Strict
+		if name == "local_first" {
+			mode = cluster.LocalFirst
+		}
+		cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{"general": {
+			SlidingWindowLimit: 0, SlidingWindowDuration: 1000, CleanupInterval: 120000, CleanupExpiry: 120000,
+			LeakyLimit: 1 << 30, LeakyTickInterval: 30000, LeakyTickReduction: 1 << 30, ConcurrencyLimit: 1 << 30,
+		}}}
+		b, err := cluster.Open(cluster.Options{Addrs: []string{*addr}, Mode: mode, OnFailure: cluster.FailClosed,
+			Timeout: *timeout, Lease: 10 * time.Second, SyncInterval: 100 * time.Millisecond, Logger: log})
+		if err != nil {
+			panic(err)
+		}
+		if !b.Status().Up {
+			panic(fmt.Sprint(b.Status()))
+		}
+		l, err := limiter.New(time.Now(), cfg, limiter.WithBackend(b))
+		if err != nil {
+			panic(err)
+		}
+		g, _ := l.GroupID("general")
+		return contender{name: name, close: func() { b.Close() },
+			trips: func() int64 { return int64(b.Stats().RoundTrips) }, cmds: func() int64 { return int64(b.Stats().Commands) },
+			decide: func(_ context.Context, i int) error {
+				d := l.Decide(time.Now(), peers[i%len(peers)], g)
+				d.Release()
+				if d.Reason == limiter.ReasonUnavailable {
+					return errors.New("unavailable")
+				}
+				return nil
+			}}
+	}
+	panic("unknown contender " + name)
+}
+
+// load runs decide on *conc goroutines for d and returns the decisions,
+// errors and the latencies.
+func load(c contender, d time.Duration, perCall time.Duration) (n, errs int64, lats []time.Duration) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	for w := range *conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			own := make([]time.Duration, 0, 1<<16)
+			var e int64
+			for i := w; time.Now().Before(stop); i += *conc {
+				ctx, cancel := context.WithTimeout(context.Background(), perCall)
+				t0 := time.Now()
+				err := c.decide(ctx, i)
+				own = append(own, time.Since(t0))
+				cancel()
+				if err != nil {
+					e++
+				}
+			}
+			mu.Lock()
+			lats = append(lats, own...)
+			errs += e
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return int64(len(lats)), errs, lats
+}
+
+func pct(lats []time.Duration, p float64) time.Duration {
+	if len(lats) == 0 {
+		return 0
+	}
+	slices.Sort(lats)
+	return lats[int(float64(len(lats)-1)*p)]
+}
+
+func throughput(admin *redis.Client, name string, round int) {
+	ctx := context.Background()
+	admin.FlushAll(ctx)
+	c := newContender(name)
+	defer c.close()
+	// Warm: scripts loaded, connections open.
+	load(c, 300*time.Millisecond, time.Second)
+	admin.ConfigResetStat(ctx)
+	t0, c0 := c.trips(), c.cmds()
+	start := time.Now()
+	n, errs, lats := load(c, *dur, time.Second)
+	el := time.Since(start)
+	trips, cmds := c.trips()-t0, c.cmds()-c0
+	usec := redisMicros(admin)
+	perDec := func(v int64) string {
+		if v < 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.3f", float64(v)/float64(n))
+	}
+	fmt.Printf("%-13s %5d %12.0f %9s %9s %9s %10s %10s %12.2f %12.0f", name, round, float64(n)/el.Seconds(),
+		pct(lats, 0.5).Round(time.Microsecond), pct(lats, 0.99).Round(time.Microsecond), pct(lats, 1).Round(time.Millisecond),
+		perDec(cmds), perDec(trips), usec/float64(n), 1e6/(usec/float64(n)))
+	if errs > 0 {
+		fmt.Printf("  (%d errors)", errs)
+	}
+	fmt.Println()
+}
+
+// redisMicros returns the microseconds Redis spent, since CONFIG
+// RESETSTAT, in the commands clients send for decisions: EVALSHA (with
+// the commands its script runs) and ZREM (releases).
+func redisMicros(admin *redis.Client) float64 {
+	info, err := admin.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		panic(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_zrem") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if k, v, _ := strings.Cut(kv, "="); k == "usec" {
+				n, _ := strconv.ParseFloat(v, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// runStall loads each contender, SIGSTOPs redis-server 2 s in for 5 s, and
+// reports the decisions started while it was stopped and the goroutines.
+func runStall(admin *redis.Client) {
+	if *pid == 0 {
+		fmt.Fprintln(os.Stderr, "-stall needs -pid")
+		os.Exit(2)
+	}
+	names := []string{"strict", "local_first", "redis_rate", "rueidis_gcra"}
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	fmt.Printf("%d callers; redis-server SIGSTOPped from 2 s to 7 s of a 10 s run; per-call deadline / cluster.timeout %s\n", *conc, *timeout)
+	fmt.Printf("%-13s %9s %9s %9s %9s %10s %10s %9s\n", "contender", "during", "p50", "p99", "max", "goroutines", "peak", "errors")
+	for _, name := range names {
+		admin.FlushAll(context.Background())
+		c := newContender(name)
+		load(c, 300*time.Millisecond, time.Second)
+		var peak atomic.Int64
+		base := runtime.NumGoroutine()
+		var stopped, resumed atomic.Int64
+		done := make(chan struct{})
+		go func() {
+			time.Sleep(2 * time.Second)
+			stopped.Store(time.Now().UnixNano())
+			_ = syscall.Kill(*pid, syscall.SIGSTOP)
+			t := time.NewTicker(50 * time.Millisecond)
+			defer t.Stop()
+			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); <-t.C {
+				peak.Store(max(peak.Load(), int64(runtime.NumGoroutine())))
+			}
+			_ = syscall.Kill(*pid, syscall.SIGCONT)
+			resumed.Store(time.Now().UnixNano())
+			close(done)
+		}()
+		var mu sync.Mutex
+		var during []time.Duration
+		var errs atomic.Int64
+		var wg sync.WaitGroup
+		end := time.Now().Add(10 * time.Second)
+		for w := range *conc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; time.Now().Before(end); i += *conc {
+					ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+					t0 := time.Now()
+					err := c.decide(ctx, i)
+					took := time.Since(t0)
+					cancel()
+					if err != nil {
+						errs.Add(1)
+						if took < time.Millisecond {
+							// An answer without Redis: pace the caller as a
+							// client waiting for its 503 would be.
+							time.Sleep(time.Millisecond)
+						}
+					}
+					if s := stopped.Load(); s != 0 && t0.UnixNano() >= s && (resumed.Load() == 0 || t0.UnixNano() < resumed.Load()) {
+						mu.Lock()
+						during = append(during, took)
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		<-done
+		fmt.Printf("%-13s %9d %9s %9s %9s %10d %10d %9d\n", name, len(during), pct(during, 0.5).Round(time.Microsecond),
+			pct(during, 0.99).Round(time.Microsecond), pct(during, 1).Round(time.Millisecond), base, peak.Load(), errs.Load())
+		c.close()
+		time.Sleep(time.Second) // let the server drain the dead connections
+	}
+}
