@@ -67,7 +67,7 @@ type contender struct {
 	// trips and cmds return the round trips made and the commands sent so
 	// far (-1: not known).
 	trips, cmds func() int64
-	close func()
+	close       func()
 }
 
 var peers []limiter.Peer
