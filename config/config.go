@@ -374,12 +374,13 @@ func cloneRule(r limiter.RouteRule) limiter.RouteRule {
 	}
 }
 
-// ThrottleConfig converts the [throttle] table into the core's throttle
-// configuration.
+// ThrottleConfig converts the [throttle] table into the outbound
+// throttle's configuration, its patterns compiled by the core.
 func (c *Config) ThrottleConfig() throttle.Config {
 	t := throttle.Config{
-		Mode:   c.Throttle.Mode,
-		Period: c.Throttle.Period, RetryInterval: c.Throttle.RetryInterval,
+		Compile: limiter.ThrottleMatcher,
+		Mode:    c.Throttle.Mode,
+		Period:  c.Throttle.Period, RetryInterval: c.Throttle.RetryInterval,
 		ExemptPeers: c.Throttle.ExemptPeers, ExemptPaths: c.Throttle.ExemptPaths,
 		DefaultType: c.Throttle.DefaultType, DefaultRPM: c.Throttle.DefaultRPM,
 	}

@@ -36,7 +36,7 @@ func dbPath(dataDir string) string { return filepath.Join(dataDir, "limiterd.db"
 // openDB opens <data_dir>/limiterd.db; the store's errors name the file
 // and say when another process holds it.
 func openDB(dataDir string, log *slog.Logger) (*store.DB, error) {
-	return store.Open(dbPath(dataDir), store.Options{Timeout: time.Second, Logger: log})
+	return store.Open(dbPath(dataDir), store.Options{Timeout: time.Second, Logger: log, CheckThrottle: throttle.CheckSnapshot})
 }
 
 // snapshotCmd runs `limiterd snapshot export [-o FILE]` and
@@ -77,7 +77,7 @@ func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 	log := slog.New(slog.NewTextHandler(m.Stderr, nil))
 	// Export only reads: a mistyped data dir must not get a new, empty
 	// database, nor a backup of an older schema be migrated in place.
-	db, err := store.Open(dbPath(cfg.Server.DataDir), store.Options{Timeout: time.Second, Logger: log, ReadOnly: verb == "export"})
+	db, err := store.Open(dbPath(cfg.Server.DataDir), store.Options{Timeout: time.Second, Logger: log, ReadOnly: verb == "export", CheckThrottle: throttle.CheckSnapshot})
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "limiterd snapshot:", err)
 		if errors.Is(err, store.ErrNeedsMigration) {
