@@ -14,6 +14,7 @@ import (
 type (
 	fileConfig struct {
 		Server   fileServer   `toml:"server"`
+		Log      fileLog      `toml:"log"`
 		Admin    fileAdmin    `toml:"admin"`
 		Peers    filePeers    `toml:"peers"`
 		Snapshot fileSnapshot `toml:"snapshot"`
@@ -32,7 +33,19 @@ type (
 		Listen     string `toml:"listen"`
 		Token      string `toml:"token"`
 		TokenFile  string `toml:"token_file"`
-		CheckLease string `toml:"check_lease"`
+		CheckLease string      `toml:"check_lease"`
+		Tokens     []fileToken `toml:"tokens,omitempty"`
+	}
+	fileLog struct {
+		Format     string `toml:"format"`
+		Level      string `toml:"level"`
+		Rejections string `toml:"rejections"`
+	}
+	fileToken struct {
+		Name      string `toml:"name"`
+		Scope     string `toml:"scope"`
+		Token     string `toml:"token,omitempty"`
+		TokenFile string `toml:"token_file,omitempty"`
 	}
 	filePeers struct {
 		TrustedProxies  []string `toml:"trusted_proxies"`
@@ -125,6 +138,7 @@ func (c *Config) TOML() ([]byte, error) {
 			TokenFile:  c.Admin.TokenFile,
 			CheckLease: c.Admin.CheckLease.String(),
 		},
+		Log: fileLog{Format: c.Log.Format, Level: c.Log.Level, Rejections: c.Log.Rejections},
 		Peers: filePeers{
 			TrustedProxies:  list(c.Peers.TrustedProxies),
 			ForwardedHeader: c.Peers.ForwardedHeader,
@@ -159,6 +173,9 @@ func (c *Config) TOML() ([]byte, error) {
 				DB:       c.Cluster.Redis.DB,
 			},
 		},
+	}
+	for _, t := range c.Admin.Tokens {
+		f.Admin.Tokens = append(f.Admin.Tokens, fileToken(t))
 	}
 	for _, r := range c.Routes.Rules {
 		f.Routes.Rule = append(f.Routes.Rule, fileRouteRule{
