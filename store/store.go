@@ -115,6 +115,8 @@ type DB struct {
 	bolt *bbolt.DB
 	path string
 	log  *slog.Logger
+	// writes is the outcome of the last write, for Writable.
+	writes writeState
 }
 
 // errorWith is an error with its own message that wraps one or more
