@@ -78,17 +78,25 @@ func (d *dashboard) staticHandler() http.Handler {
 }
 
 // viewer is who is looking at a page: a logged-in session, or a script
-// with the bearer token (which needs no CSRF token).
+// with a bearer token (which needs no CSRF token).
 type viewer struct {
 	id      string
 	session *session
+	token   Token // the bearer token, without a session
 }
 
 func (v viewer) actor() string {
 	if v.session != nil {
 		return v.session.actor
 	}
-	return actorToken
+	return v.token.actor()
+}
+
+func (v viewer) scope() Scope {
+	if v.session != nil {
+		return v.session.scope
+	}
+	return v.token.Scope
 }
 
 func (v viewer) csrf() string {
@@ -110,12 +118,13 @@ func viewerOf(r *http.Request) viewer {
 func (d *dashboard) requireViewer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var v viewer
-		if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			if !tokenOK(got, d.s.opts.Token) {
+		if tok, present, ok := d.s.bearer(r); present {
+			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
-				d.renderError(w, r, http.StatusUnauthorized, "The bearer token is not the admin token.")
+				d.renderError(w, r, http.StatusUnauthorized, "The bearer token is not one of limiterd's tokens.")
 				return
 			}
+			v.token = tok
 		} else {
 			c, err := r.Cookie(sessionCookie)
 			var ss *session
@@ -144,6 +153,9 @@ func (d *dashboard) requireViewer(next http.Handler) http.Handler {
 				}
 			}
 		}
+		if !d.allowed(w, r, v) {
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewerKey{}, v)))
 	})
 }
@@ -165,6 +177,7 @@ func (d *dashboard) page(r *http.Request, title, nav string) templates.Page {
 	return templates.Page{
 		Title: title, Nav: nav, CSRF: v.csrf(), Asset: static.Version,
 		Flash: flashes[r.URL.Query().Get("done")], Session: v.session != nil,
+		ReadOnly: v.scope() == ScopeRead,
 	}
 }
 
@@ -249,12 +262,17 @@ func (d *dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 		render(w, r, http.StatusTooManyRequests, templates.LoginPage(p, templates.Login{Error: "Too many failed logins from your address: wait a minute and try again."}))
 		return
 	}
-	if !tokenOK(r.PostFormValue("token"), d.s.opts.Token) {
+	tok, ok := d.s.match(r.PostFormValue("token"))
+	if !ok {
 		d.s.fails.failed(ip)
 		render(w, r, http.StatusUnauthorized, templates.LoginPage(p, templates.Login{Error: "That is not the admin token."}))
 		return
 	}
-	id, _ := d.sess.create(r.Context())
+	if tok.Scope == ScopeData {
+		render(w, r, http.StatusForbidden, templates.LoginPage(p, templates.Login{Error: "That is a data token: it may make the data-plane calls only. Log in with an admin or read token."}))
+		return
+	}
+	id, _ := d.sess.create(r.Context(), tok)
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: overHTTPS(r), MaxAge: int(sessionTTL / time.Second),

@@ -28,6 +28,8 @@ type session struct {
 	csrf    string
 	actor   string
 	expires time.Time
+	// scope is the scope of the token the browser logged in with.
+	scope Scope
 }
 
 // SessionStore keeps the dashboard's sessions across restarts. Keys are the
@@ -45,6 +47,9 @@ type storedSession struct {
 	CSRF    string `json:"csrf"`
 	Actor   string `json:"actor"`
 	Expires int64  `json:"expires_ms"`
+	// Scope is the login token's; absent in sessions stored before
+	// scopes, which only the admin token could open.
+	Scope string `json:"scope,omitempty"`
 }
 
 // sessions keeps the dashboard's logins, in memory and (with a store) on
@@ -80,7 +85,14 @@ func newSessions(ctx context.Context, now func() time.Time, store SessionStore, 
 			drop = append(drop, k)
 			continue
 		}
-		ss := &session{csrf: st.CSRF, actor: st.Actor, expires: time.UnixMilli(st.Expires)}
+		ss := &session{csrf: st.CSRF, actor: st.Actor, expires: time.UnixMilli(st.Expires), scope: ScopeAdmin}
+		if st.Scope != "" {
+			if ss.scope, err = ParseScope(st.Scope); err != nil {
+				log.Warn("a stored dashboard session has an unknown scope: deleted", "key", hex.EncodeToString([]byte(k)), "err", err)
+				drop = append(drop, k)
+				continue
+			}
+		}
 		if !t.Before(ss.expires) || len(s.byKey) >= maxSessions {
 			drop = append(drop, k)
 			continue
@@ -122,13 +134,18 @@ func actorOf(id string) string {
 	return "session:" + hex.EncodeToString([]byte(sessionKey(id)))[:8]
 }
 
-// create starts a session, stores it (a failure is logged: the session
-// then lasts until a restart) and returns its id.
-func (s *sessions) create(ctx context.Context) (string, *session) {
+// create starts a session of tok, stores it (a failure is logged: the
+// session then lasts until a restart) and returns its id. Its audit actor
+// is "session:<8 hex>", preceded by "token:<name>/" for a named token.
+func (s *sessions) create(ctx context.Context, tok Token) (string, *session) {
 	id := randomHex(32)
 	key := sessionKey(id)
 	now := s.now()
-	ss := &session{csrf: randomHex(32), actor: actorOf(id), expires: now.Add(sessionTTL)}
+	actor := actorOf(id)
+	if tok.Name != "" {
+		actor = tok.actor() + "/" + actor
+	}
+	ss := &session{csrf: randomHex(32), actor: actor, expires: now.Add(sessionTTL), scope: tok.Scope}
 	s.mu.Lock()
 	drop := s.sweepLocked(now)
 	if len(s.byKey) >= maxSessions {
@@ -144,7 +161,7 @@ func (s *sessions) create(ctx context.Context) (string, *session) {
 	s.byKey[key] = ss
 	s.mu.Unlock()
 	if s.store != nil {
-		v, _ := json.Marshal(storedSession{CSRF: ss.csrf, Actor: ss.actor, Expires: ss.expires.UnixMilli()})
+		v, _ := json.Marshal(storedSession{CSRF: ss.csrf, Actor: ss.actor, Expires: ss.expires.UnixMilli(), Scope: ss.scope.String()})
 		if err := s.store.PutSession(ctx, []byte(key), v); err != nil {
 			s.log.Warn("store a dashboard session: it will not survive a restart", "err", err)
 		}
@@ -202,7 +219,7 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// tokenOK reports whether got is the admin token, in constant time.
+// tokenOK reports whether got is want (a CSRF token), in constant time.
 func tokenOK(got, want string) bool {
 	return want != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) == 1
 }
