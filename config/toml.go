@@ -30,9 +30,9 @@ type (
 		ShutdownTimeout string `toml:"shutdown_timeout"`
 	}
 	fileAdmin struct {
-		Listen     string `toml:"listen"`
-		Token      string `toml:"token"`
-		TokenFile  string `toml:"token_file"`
+		Listen     string      `toml:"listen"`
+		Token      string      `toml:"token"`
+		TokenFile  string      `toml:"token_file"`
 		CheckLease string      `toml:"check_lease"`
 		Tokens     []fileToken `toml:"tokens,omitempty"`
 	}
