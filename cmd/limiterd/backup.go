@@ -27,9 +27,9 @@ import (
 func (m *Main) backupCmd(ctx context.Context, args []string) int {
 	var out, admin, tokenFile string
 	src, err := m.commonFlags("backup", args, func(fs *flag.FlagSet) {
-		fs.StringVar(&out, "o", "", "write the copy to FILE (required; replaced atomically)")
-		fs.StringVar(&admin, "admin", "", "the running daemon's admin URL, such as http://127.0.0.1:1986 (default: ask the daemon at admin.listen when it holds the database, else copy the file)")
-		fs.StringVar(&tokenFile, "token-file", "", "a file holding an admin-scope token (default: the daemon's admin token as the config says: admin.token, admin.token_file or <data_dir>/admin.token)")
+		fs.StringVar(&out, "o", "", "write the copy to `FILE` (required; replaced atomically)")
+		fs.StringVar(&admin, "admin", "", "the running daemon's admin `URL`, such as http://127.0.0.1:1986 (default: ask the daemon at admin.listen when it holds the database, else copy the file)")
+		fs.StringVar(&tokenFile, "token-file", "", "a `FILE` holding an admin-scope token (default: the daemon's admin token as the config says: admin.token, admin.token_file or <data_dir>/admin.token)")
 	})
 	if err != nil {
 		return flagExit(err)

@@ -122,3 +122,13 @@ func (m *Main) help(args []string) int {
 	}
 	return m.Run(context.Background(), append(append([]string{}, args...), "-h"))
 }
+
+// isTopFlag reports whether arg, first on the command line, is one of the
+// flags that stand for a command: -version, -h and their spellings.
+func isTopFlag(arg string) bool {
+	switch arg {
+	case "-version", "--version", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 
@@ -42,8 +43,13 @@ func rejectMode(s string) insight.RejectLogMode {
 // at once; the format only on restart (the handler is built at start).
 func (m *Main) applyLog(old, lc config.Log) {
 	if lc.Level != old.Level {
-		m.level.Set(parseLevel(lc.Level))
-		m.log.Info("log level changed", "from", old.Level, "to", lc.Level)
+		// Said at the more verbose of the two levels, so that it shows.
+		from, to := parseLevel(old.Level), parseLevel(lc.Level)
+		if to < from {
+			m.level.Set(to)
+		}
+		m.log.Log(context.Background(), min(from, to), "log level changed", "from", old.Level, "to", lc.Level)
+		m.level.Set(to)
 	}
 	if lc.Rejections != old.Rejections {
 		m.rejects.SetMode(rejectMode(lc.Rejections))

@@ -121,7 +121,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		m.ready = make(chan struct{})
 	}
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || isTopFlag(args[0])) {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -165,8 +165,8 @@ func (m *Main) flagsAndArgs(name string, args []string, n int, extra func(*flag.
 		fs.SetOutput(m.Stdout)
 	}
 	setUsage(fs, name)
-	path := fs.String("config", "", "config file (default: config.toml in the working directory, else the embedded default)")
-	dataDir := fs.String("data-dir", "", "data directory (overrides server.data_dir)")
+	path := fs.String("config", "", "config file `PATH` (default: config.toml in the working directory, else the embedded default)")
+	dataDir := fs.String("data-dir", "", "data directory `DIR` (overrides server.data_dir)")
 	if extra != nil {
 		extra(fs)
 	}
@@ -266,6 +266,9 @@ func (m *Main) start(ctx context.Context, src config.Source, adj adjust) int {
 			adj(cfg)
 		}
 		limCfg, err = limiterConfig(cfg)
+	}
+	if err == nil {
+		err = checkTokenFiles(cfg)
 	}
 	if err != nil {
 		m.printConfigErrors(err)

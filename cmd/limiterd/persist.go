@@ -61,7 +61,7 @@ func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 	}
 	src, pos, err := m.flagsAndArgs("snapshot "+verb, args[1:], nargs, func(fs *flag.FlagSet) {
 		if verb == "export" {
-			fs.StringVar(&out, "o", "", "write to FILE instead of standard output")
+			fs.StringVar(&out, "o", "", "write to `FILE` instead of standard output")
 		}
 	})
 	var in string

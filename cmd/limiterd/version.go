@@ -35,8 +35,13 @@ var pseudoVersion = regexp.MustCompile(`(\d{14})-([0-9a-f]{12})(\+.*)?$`)
 // buildInfo returns what this binary knows of its build, from the -X
 // stamps over the Go build information.
 func buildInfo() web.Build {
-	b := web.Build{Version: Version, Revision: Revision, BuildTime: BuildTime, GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
+	return buildFrom(web.Build{Version: Version, Revision: Revision, BuildTime: BuildTime, GoVersion: runtime.Version()}, bi, ok)
+}
+
+// buildFrom fills what the stamps b leave empty from the build
+// information bi (ok false: none).
+func buildFrom(b web.Build, bi *debug.BuildInfo, ok bool) web.Build {
 	if ok {
 		if b.Version == "" {
 			b.Version = bi.Main.Version
