@@ -301,10 +301,10 @@ func metricNames(expr string) []string {
 func TestMetricNames(t *testing.T) {
 	for expr, want := range map[string]string{
 		`sum by (instance, limiter_id) (rate(ar_limiter_rejected_total[5m])) / sum by (instance, limiter_id) (rate(ar_limiter_requests_total{a="b",c=~"$x"}[5m])) > 0.25`: "ar_limiter_rejected_total ar_limiter_requests_total",
-		`histogram_quantile(0.99, sum by (le) (rate(limiterd_proxy_request_duration_seconds_bucket{group=~"$group"}[$__rate_interval])))`:                                "limiterd_proxy_request_duration_seconds_bucket",
-		`limiterd_limiter_enabled == 0 and on (instance) limiterd_build_info{version="v1 or x"}`:                                                                            "limiterd_limiter_enabled limiterd_build_info",
-		`label_values(ar_limiter_requests_total{instance=~"$instance"}, limiter_id)`:                                                                                         "ar_limiter_requests_total",
-		`increase(x_total[15m]) > 2e3 unless ignoring(kind) group_left(a) y`:                                                                                                 "x_total y",
+		`histogram_quantile(0.99, sum by (le) (rate(limiterd_proxy_request_duration_seconds_bucket{group=~"$group"}[$__rate_interval])))`:                                 "limiterd_proxy_request_duration_seconds_bucket",
+		`limiterd_limiter_enabled == 0 and on (instance) limiterd_build_info{version="v1 or x"}`:                                                                          "limiterd_limiter_enabled limiterd_build_info",
+		`label_values(ar_limiter_requests_total{instance=~"$instance"}, limiter_id)`:                                                                                      "ar_limiter_requests_total",
+		`increase(x_total[15m]) > 2e3 unless ignoring(kind) group_left(a) y`:                                                                                              "x_total y",
 	} {
 		if got := strings.Join(metricNames(expr), " "); got != want {
 			t.Errorf("metricNames(%s) = %q, want %q", expr, got, want)
