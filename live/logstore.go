@@ -2,6 +2,8 @@ package live
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 )
 
@@ -23,10 +25,10 @@ func (l *loggedStore) logged(a AuditEntry, err error) error {
 	}
 	attrs := []any{"actor", a.Actor, "action", a.Action, "target", a.Target}
 	if a.Old != nil {
-		attrs = append(attrs, "old", a.Old)
+		attrs = append(attrs, "old", logValue{a.Old})
 	}
 	if a.New != nil {
-		attrs = append(attrs, "new", a.New)
+		attrs = append(attrs, "new", logValue{a.New})
 	}
 	if a.Note != "" {
 		attrs = append(attrs, "note", a.Note)
@@ -56,4 +58,24 @@ func (l *loggedStore) SetDisabled(ctx context.Context, disabled bool, a AuditEnt
 
 func (l *loggedStore) Record(ctx context.Context, a AuditEntry) error {
 	return l.logged(a, l.Store.Record(ctx, a))
+}
+
+// logValue is an audit value in a log line: JSON in both handlers (an
+// object in a JSON line, its compact text in a text line), rather than Go's
+// map[...] syntax.
+type logValue struct{ v any }
+
+// MarshalJSON writes the value as JSON.
+func (l logValue) MarshalJSON() ([]byte, error) { return json.Marshal(l.v) }
+
+// MarshalText writes a string as it is, anything else as compact JSON.
+func (l logValue) MarshalText() ([]byte, error) {
+	if s, ok := l.v.(string); ok {
+		return []byte(s), nil
+	}
+	b, err := json.Marshal(l.v)
+	if err != nil {
+		return []byte(fmt.Sprint(l.v)), nil
+	}
+	return b, nil
 }

@@ -276,7 +276,7 @@ func (m *Main) start(ctx context.Context, src config.Source, adj adjust) int {
 	}
 	m.log = newLogger(m.Stderr, cfg.Log, m.level)
 	m.notify = newNotifier(m.Env, m.log)
-	m.state.loaded(info.UsedFile, time.Now())
+	m.state.loaded(absPath(info.UsedFile), time.Now())
 	if info.EmbeddedOnly {
 		m.log.Info("no config file: running on the embedded default config", "looked_for", src.Path)
 	} else {

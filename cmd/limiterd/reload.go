@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -97,4 +98,15 @@ func (m *Main) logShadowed(views []live.GroupView, next map[string]limiter.Group
 		m.log.Warn("reload: a live override keeps this file value out of effect (DELETE /api/v1/groups/{group}/overrides to use the file's)",
 			"group", s.group, "key", s.key, "file_was", s.oldFile, "file_now", s.newFile, "override", s.in)
 	}
+}
+
+// absPath is path made absolute, for the API; "" stays "".
+func absPath(path string) string {
+	if path == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
