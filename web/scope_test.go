@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
@@ -58,7 +59,8 @@ func newOps(t *testing.T) *opsServer {
 	}
 	o := &opsServer{}
 	o.s = web.MustNewServer(t, lim, lv, web.Options{
-		Token: dashToken,
+		Token:    dashToken,
+		Gatherer: prometheus.NewRegistry(),
 		Tokens: []web.Token{
 			{Name: "grafana", Scope: web.ScopeRead, Secret: readToken},
 			{Name: "nginx", Scope: web.ScopeData, Secret: dataToken},

@@ -174,7 +174,7 @@ func (s *Server) AdminHandler() http.Handler {
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
 	if s.opts.Gatherer != nil {
-		r.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	}
 	s.dash.mount(r)
 	r.Group(func(r chi.Router) {
