@@ -10,20 +10,6 @@ import (
 // removal of expired exemptions.
 const ActorExpiry = "limiterd"
 
-// NextExpiry returns the earliest expiry among the live exemptions, and
-// false when none expires.
-func (c *Live) NextExpiry() (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var next time.Time
-	for _, e := range c.state.Exemptions {
-		if !e.Expires.IsZero() && (next.IsZero() || e.Expires.Before(next)) {
-			next = e.Expires
-		}
-	}
-	return next, !next.IsZero()
-}
-
 // Expire removes the live exemptions and deny entries whose expiry is at
 // or before now, each durably and audited as exemption.expire by
 // ActorExpiry (with its note), and returns how many it removed. The

@@ -128,10 +128,26 @@ var errTokens = errors.New("tokens")
 
 // SetTokens replaces the tokens the admin listener accepts (at start and
 // on SIGHUP): admin is the main admin token, named the others. It refuses
-// an empty secret, a name given twice, a secret given twice (the scope of
-// a request would be ambiguous) and a scope that is not one of the three;
-// then the tokens in force stay.
+// what CheckTokens refuses; then the tokens in force stay.
 func (s *Server) SetTokens(admin string, named []Token) error {
+	set, err := newTokenSet(admin, named)
+	if err != nil {
+		return err
+	}
+	s.tokens.Store(set)
+	return nil
+}
+
+// CheckTokens reports whether SetTokens would take these tokens: it
+// refuses an empty secret, a name given twice, a secret given twice (the
+// scope of a request would be ambiguous), a scope that is not one of the
+// three, and no token at all.
+func CheckTokens(admin string, named []Token) error {
+	_, err := newTokenSet(admin, named)
+	return err
+}
+
+func newTokenSet(admin string, named []Token) (*tokenSet, error) {
 	list := make([]Token, 0, len(named)+1)
 	if admin != "" {
 		list = append(list, Token{Scope: ScopeAdmin, Secret: admin})
@@ -140,13 +156,13 @@ func (s *Server) SetTokens(admin string, named []Token) error {
 	for _, t := range named {
 		switch {
 		case t.Name == "":
-			return fmt.Errorf("%w: a named token without a name", errTokens)
+			return nil, fmt.Errorf("%w: a named token without a name", errTokens)
 		case names[t.Name]:
-			return fmt.Errorf("%w: two tokens named %q", errTokens, t.Name)
+			return nil, fmt.Errorf("%w: two tokens named %q", errTokens, t.Name)
 		case t.Secret == "":
-			return fmt.Errorf("%w: token %q has no secret", errTokens, t.Name)
+			return nil, fmt.Errorf("%w: token %q has no secret", errTokens, t.Name)
 		case t.Scope < ScopeData || t.Scope > ScopeAdmin:
-			return fmt.Errorf("%w: token %q has no valid scope", errTokens, t.Name)
+			return nil, fmt.Errorf("%w: token %q has no valid scope", errTokens, t.Name)
 		}
 		names[t.Name] = true
 		list = append(list, t)
@@ -154,15 +170,14 @@ func (s *Server) SetTokens(admin string, named []Token) error {
 	for i := range list {
 		for j := range i {
 			if list[i].Secret == list[j].Secret {
-				return fmt.Errorf("%w: %s and %s have the same secret", errTokens, list[j].label(), list[i].label())
+				return nil, fmt.Errorf("%w: %s and %s have the same secret", errTokens, list[j].label(), list[i].label())
 			}
 		}
 	}
 	if len(list) == 0 {
-		return fmt.Errorf("%w: no token at all", errTokens)
+		return nil, fmt.Errorf("%w: no token at all", errTokens)
 	}
-	s.tokens.Store(&tokenSet{list: list})
-	return nil
+	return &tokenSet{list: list}, nil
 }
 
 // match returns the token whose secret got is, comparing with every token

@@ -496,6 +496,9 @@ func (m *Main) Reload() error {
 		return err
 	}
 	admin, named, err := m.tokens(cfg)
+	if err == nil {
+		err = web.CheckTokens(admin, named)
+	}
 	if err != nil {
 		return err
 	}
@@ -505,10 +508,9 @@ func (m *Main) Reload() error {
 	}
 	m.logShadowed(views, limCfg.Groups)
 	if err := m.srv.SetTokens(admin, named); err != nil {
-		m.log.Error("reload: the tokens were refused; the old ones stay", "err", err)
-	} else {
-		m.token = admin
+		return err // checked above: cannot happen
 	}
+	m.token = admin
 	m.applyLog(m.cfg.Log, cfg.Log)
 	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
