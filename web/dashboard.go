@@ -92,12 +92,9 @@ func (v viewer) actor() string {
 	return v.token.actor()
 }
 
-func (v viewer) scope() Scope {
-	if v.session != nil {
-		return v.session.scope
-	}
-	return v.token.Scope
-}
+// scope is the viewer's token's scope as it is now (a session's token's
+// too).
+func (v viewer) scope() Scope { return v.token.Scope }
 
 func (v viewer) csrf() string {
 	if v.session != nil {
@@ -132,6 +129,12 @@ func (d *dashboard) requireViewer(next http.Handler) http.Handler {
 			if ok {
 				ss, ok = d.sess.get(c.Value)
 			}
+			if ok {
+				// The session lasts only while its token does.
+				if v.token, ok = d.s.tokenOf(ss.token); !ok {
+					d.sess.remove(r.Context(), c.Value)
+				}
+			}
 			if !ok {
 				if r.Header.Get("HX-Request") == "true" {
 					w.Header().Set("HX-Redirect", "/login")
@@ -145,7 +148,7 @@ func (d *dashboard) requireViewer(next http.Handler) http.Handler {
 				d.renderError(w, r, http.StatusUnauthorized, "Log in first.")
 				return
 			}
-			v = viewer{id: c.Value, session: ss}
+			v.id, v.session = c.Value, ss
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				if !tokenOK(r.PostFormValue("csrf"), ss.csrf) {
 					d.renderError(w, r, http.StatusForbidden, "The form's CSRF token is missing or stale: reload the page and try again.")

@@ -2,7 +2,9 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -121,6 +123,29 @@ func (s Scope) Allows(need Scope) bool { return s == ScopeAdmin || s == need }
 // tokenSet is the tokens in force; SetTokens replaces it whole.
 type tokenSet struct {
 	list []Token
+	// byPrint finds a token by its fingerprint (a dashboard session's).
+	byPrint map[string]Token
+}
+
+// fingerprint identifies a token without holding it: the first 128 bits
+// of its SHA-256, in hex. Sessions keep it (in the database too) to end
+// when their token is rotated or removed; "" for no token.
+func fingerprint(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:16])
+}
+
+// tokenOf returns the token in force whose fingerprint is print.
+func (s *Server) tokenOf(print string) (Token, bool) {
+	set := s.tokens.Load()
+	if set == nil || print == "" {
+		return Token{}, false
+	}
+	t, ok := set.byPrint[print]
+	return t, ok
 }
 
 // errTokens are the problems SetTokens refuses.
@@ -177,7 +202,11 @@ func newTokenSet(admin string, named []Token) (*tokenSet, error) {
 	if len(list) == 0 {
 		return nil, fmt.Errorf("%w: no token at all", errTokens)
 	}
-	return &tokenSet{list: list}, nil
+	set := &tokenSet{list: list, byPrint: make(map[string]Token, len(list))}
+	for _, t := range list {
+		set.byPrint[fingerprint(t.Secret)] = t
+	}
+	return set, nil
 }
 
 // match returns the token whose secret got is, comparing with every token

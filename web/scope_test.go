@@ -2,8 +2,10 @@ package web_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -421,5 +423,85 @@ func TestExemptionExpiry(t *testing.T) {
 		if status, v := o.api("GET", "/api/v1/audit?"+q, ""); status != 422 || v["field"] != field {
 			t.Errorf("audit?%s: %d %v", q, status, v)
 		}
+	}
+}
+
+// TestSessionsEndWithTheirToken: a dashboard login lasts while its token
+// does: rotating the token (SIGHUP) logs its sessions out, and a token's
+// new scope applies to its sessions at once.
+func TestSessionsEndWithTheirToken(t *testing.T) {
+	o := newOps(t)
+	login := func(token string) string {
+		resp := o.do("POST", "/login", url.Values{"token": {token}})
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("login: %d", resp.StatusCode)
+		}
+		for _, c := range resp.Cookies() {
+			return c.Name + "=" + c.Value
+		}
+		t.Fatal("no cookie")
+		return ""
+	}
+	grafana, ops, admin := login(readToken), login(opsToken), login(dashToken)
+	page := func(cookie string) int { return o.do("GET", "/groups", nil, "Cookie", cookie).StatusCode }
+	for _, c := range []string{grafana, ops, admin} {
+		if s := page(c); s != 200 {
+			t.Fatalf("a fresh session: %d", s)
+		}
+	}
+	// grafana's secret rotated, ops becomes read-only, the admin token stays.
+	if err := o.s.SetTokens(dashToken, []web.Token{
+		{Name: "grafana", Scope: web.ScopeRead, Secret: "grafana-rotated-0123456789abcdef"},
+		{Name: "ops", Scope: web.ScopeRead, Secret: opsToken},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if s := page(grafana); s != http.StatusSeeOther {
+		t.Errorf("a session of a rotated token: %d, want a redirect to /login", s)
+	}
+	if s := page(admin); s != 200 {
+		t.Errorf("a session of the unchanged admin token: %d", s)
+	}
+	body, _ := io.ReadAll(o.do("GET", "/", nil, "Cookie", ops).Body)
+	if !strings.Contains(string(body), `id="read-only"`) {
+		t.Error("a session of a token now of scope read is not read-only")
+	}
+	if resp := o.do("POST", "/switch", url.Values{"on": {"false"}, "csrf": {csrfOf(t, string(body))}}, "Cookie", ops); resp.StatusCode != 403 {
+		t.Errorf("a session of a token now of scope read switched the limiter: %d", resp.StatusCode)
+	}
+}
+
+// TestLegacySessionKept: a session stored before tokens had fingerprints
+// (an upgrade) was opened with the main admin token: it stays logged in
+// while that token stays.
+func TestLegacySessionKept(t *testing.T) {
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
+	lim, _ := limiter.New(c.Now(), cfg)
+	st := web.OpenTestStore(t)
+	lv, _ := live.New(context.Background(), lim, st, cfg, c.Now)
+	id := "legacy-session-id-0123456789abcdef"
+	key := sha256.Sum256([]byte(id))
+	v := fmt.Sprintf(`{"csrf":"c","actor":"session:abcd1234","expires_ms":%d}`, c.Now().Add(time.Hour).UnixMilli())
+	if err := st.PutSession(context.Background(), key[:], []byte(v)); err != nil {
+		t.Fatal(err)
+	}
+	s := web.MustNewServer(t, lim, lv, web.Options{Token: dashToken, Now: c.Now, Sessions: st})
+	get := func() int {
+		r := httptest.NewRequest("GET", "/groups", nil)
+		r.Header.Set("Cookie", "limiterd_session="+id)
+		w := httptest.NewRecorder()
+		s.AdminHandler().ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := get(); code != 200 {
+		t.Errorf("a legacy session: %d, want 200", code)
+	}
+	// The main admin token rotated: the session ends.
+	if err := s.SetTokens("another-admin-token-0123456789", nil); err != nil {
+		t.Fatal(err)
+	}
+	if code := get(); code != http.StatusSeeOther {
+		t.Errorf("a legacy session after the admin token rotated: %d, want a redirect", code)
 	}
 }

@@ -129,7 +129,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 	s.peerHist = insight.NewPeerHistory()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sess, err := newSessions(ctx, s.now, opts.Sessions, s.log)
+	sess, err := newSessions(ctx, s.now, opts.Sessions, s.log, fingerprint(opts.Token))
 	if err != nil {
 		return nil, fmt.Errorf("dashboard sessions: %w", err)
 	}
