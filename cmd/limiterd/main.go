@@ -409,9 +409,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 
 	m.log.Info("limiterd serving", "version", versionLine(buildInfo()), "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
 		"upstream", upstream.String(), "groups", len(limCfg.Groups))
-	m.state.mu.Lock()
-	m.state.info.StartedAt = time.Now()
-	m.state.mu.Unlock()
+	m.state.started(time.Now())
 	close(m.ready)
 	m.notify.ready("serving")
 

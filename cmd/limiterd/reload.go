@@ -34,6 +34,13 @@ func (d *daemonState) loaded(file string, at time.Time) {
 	d.mu.Unlock()
 }
 
+// started notes when the daemon began serving.
+func (d *daemonState) started(at time.Time) {
+	d.mu.Lock()
+	d.info.StartedAt = at
+	d.mu.Unlock()
+}
+
 // reloaded notes a reload's outcome.
 func (d *daemonState) reloaded(at time.Time, err error) {
 	d.mu.Lock()
