@@ -121,6 +121,8 @@ type DB struct {
 	path          string
 	log           *slog.Logger
 	checkThrottle func([]byte) error
+	// writes is the outcome of the last write, for Writable.
+	writes writeState
 }
 
 // errorWith is an error with its own message that wraps one or more

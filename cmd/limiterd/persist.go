@@ -43,8 +43,15 @@ func openDB(dataDir string, log *slog.Logger) (*store.DB, error) {
 // `limiterd snapshot import FILE`.
 func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 	if len(args) == 0 || (args[0] != "export" && args[0] != "import") {
-		fmt.Fprintln(m.Stderr, "usage: limiterd snapshot export [-o FILE] | limiterd snapshot import FILE  [-config PATH] [-data-dir DIR]")
-		return exitUsage
+		w, code := m.Stderr, exitUsage
+		if helpRequested(args) {
+			w, code = m.Stdout, exitOK
+		}
+		for _, name := range []string{"snapshot export", "snapshot import"} {
+			c, _ := commandNamed(name)
+			fmt.Fprintf(w, "usage: %s\n    %s\n", c.synopsis, c.summary)
+		}
+		return code
 	}
 	verb := args[0]
 	var out string
@@ -54,7 +61,7 @@ func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 	}
 	src, pos, err := m.flagsAndArgs("snapshot "+verb, args[1:], nargs, func(fs *flag.FlagSet) {
 		if verb == "export" {
-			fs.StringVar(&out, "o", "", "write to FILE instead of standard output")
+			fs.StringVar(&out, "o", "", "write to `FILE` instead of standard output")
 		}
 	})
 	var in string
@@ -62,6 +69,9 @@ func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 		in = pos[0]
 	}
 	if err != nil {
+		if code := flagExit(err); code == exitOK {
+			return code
+		}
 		fmt.Fprintln(m.Stderr, "limiterd snapshot:", err)
 		return exitUsage
 	}
