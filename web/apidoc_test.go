@@ -17,8 +17,7 @@ const apiDoc = "../docs/api.md"
 // documentedAhead are endpoints docs/api.md describes before the admin
 // listener serves them, each with the reason; once served, they leave
 // this list (the test says so).
-var documentedAhead = map[string]string{
-}
+var documentedAhead = map[string]string{}
 
 var (
 	docHeading = regexp.MustCompile("(?m)^### `([A-Z]+) (/[^`]*)`$")
