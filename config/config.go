@@ -56,6 +56,7 @@ import (
 type Config struct {
 	Server   Server
 	Arweave  Arweave
+	Log      Log
 	Admin    Admin
 	Peers    Peers
 	Snapshot Snapshot
@@ -85,6 +86,7 @@ type Admin struct {
 	Token      string        // bearer token; "" with TokenFile "": generate one
 	TokenFile  string        // file holding the token; at most one of Token and TokenFile is set
 	CheckLease time.Duration // release of a /api/v1/check slot not released by its caller
+	Tokens     []Token       // [[admin.tokens]]: more tokens, each with a scope
 }
 
 // Peers is the [peers] table: how a request's peer is identified.
@@ -268,6 +270,7 @@ func Load(src Source) (*Config, Info, error) {
 	if err := p.err(); err != nil {
 		return nil, info, err
 	}
+	resolvePaths(cfg, info.UsedFile, origin, src.DataDir != "")
 	return cfg, info, nil
 }
 
@@ -339,6 +342,11 @@ func (c *Config) Redacted() *Config {
 	if r.Admin.Token != "" {
 		r.Admin.Token = "REDACTED"
 	}
+	for i := range r.Admin.Tokens {
+		if r.Admin.Tokens[i].Token != "" {
+			r.Admin.Tokens[i].Token = "REDACTED"
+		}
+	}
 	if r.Cluster.Redis.Password != "" {
 		r.Cluster.Redis.Password = "REDACTED"
 	}
@@ -348,6 +356,7 @@ func (c *Config) Redacted() *Config {
 // clone returns a deep copy of c.
 func (c *Config) clone() *Config {
 	r := *c
+	r.Admin.Tokens = slices.Clone(c.Admin.Tokens)
 	r.Peers.TrustedProxies = slices.Clone(c.Peers.TrustedProxies)
 	r.Peers.Exempt = slices.Clone(c.Peers.Exempt)
 	r.Routes.ExemptPaths = slices.Clone(c.Routes.ExemptPaths)
@@ -377,12 +386,13 @@ func cloneRule(r limiter.RouteRule) limiter.RouteRule {
 	}
 }
 
-// ThrottleConfig converts the [throttle] table into the core's throttle
-// configuration.
+// ThrottleConfig converts the [throttle] table into the outbound
+// throttle's configuration, its patterns compiled by the core.
 func (c *Config) ThrottleConfig() throttle.Config {
 	t := throttle.Config{
-		Mode:   c.Throttle.Mode,
-		Period: c.Throttle.Period, RetryInterval: c.Throttle.RetryInterval,
+		Compile: limiter.ThrottleMatcher,
+		Mode:    c.Throttle.Mode,
+		Period:  c.Throttle.Period, RetryInterval: c.Throttle.RetryInterval,
 		ExemptPeers: c.Throttle.ExemptPeers, ExemptPaths: c.Throttle.ExemptPaths,
 		DefaultType: c.Throttle.DefaultType, DefaultRPM: c.Throttle.DefaultRPM,
 	}

@@ -79,7 +79,8 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 		t.Errorf("routes:\n got %+v\nwant %+v", c.Routes.Rules, want)
 	}
 	want := config.Config{
-		Server:   config.Server{Listen: "0.0.0.0:1985", Upstream: "http://127.0.0.1:1984", DataDir: "data", ShutdownTimeout: 15 * time.Second},
+		Server:   config.Server{Listen: "0.0.0.0:1985", Upstream: "http://127.0.0.1:1984", DataDir: must(filepath.Abs("data")), ShutdownTimeout: 15 * time.Second},
+		Log:      config.Log{Format: "text", Level: "info", Rejections: "sampled"},
 		Admin:    config.Admin{Listen: "127.0.0.1:1986", CheckLease: 30 * time.Second},
 		Peers:    config.Peers{IPv6Prefix: 64, Exempt: []string{"127.0.0.1"}, MaxTracked: 1000000},
 		Snapshot: config.Snapshot{Interval: 5 * time.Second},
@@ -307,6 +308,11 @@ func TestOmittedTablesInherit(t *testing.T) {
 	}
 	def, _ := mustLoad(t, config.Source{})
 	def.Cluster.Backend = "redis"
+	// The default data_dir, "data", is relative to the file's directory.
+	if !filepath.IsAbs(c.Server.DataDir) || filepath.Base(c.Server.DataDir) != "data" || c.Server.DataDir == def.Server.DataDir {
+		t.Errorf("data_dir = %q, want data in the config file's directory", c.Server.DataDir)
+	}
+	def.Server.DataDir = c.Server.DataDir
 	if !reflect.DeepEqual(c, def) {
 		t.Errorf("a file setting one key changed others:\n got %+v\nwant %+v", c, def)
 	}

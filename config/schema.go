@@ -59,7 +59,9 @@ func schema() []field {
 	return []field{
 		table("server", str("listen"), str("upstream"), str("data_dir"), dur("shutdown_timeout"), str("ratelimit_headers")),
 		table("arweave", str("version")),
-		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease")),
+		table("log", str("format"), str("level"), str("rejections")),
+		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease"),
+			field{name: "tokens", kind: kindTables, fields: []field{str("name"), str("scope"), str("token"), str("token_file")}}),
 		table("peers", strs("trusted_proxies"), str("forwarded_header"), num("ipv6_prefix"), strs("exempt"), num("max_tracked")),
 		table("snapshot", dur("interval")),
 		table("routes", strs("exempt_paths"), field{name: "rule", kind: kindTables, fields: []field{

@@ -15,6 +15,7 @@ type (
 	fileConfig struct {
 		Server   fileServer   `toml:"server"`
 		Arweave  fileArweave  `toml:"arweave"`
+		Log      fileLog      `toml:"log"`
 		Admin    fileAdmin    `toml:"admin"`
 		Peers    filePeers    `toml:"peers"`
 		Snapshot fileSnapshot `toml:"snapshot"`
@@ -34,10 +35,22 @@ type (
 		Version string `toml:"version"`
 	}
 	fileAdmin struct {
-		Listen     string `toml:"listen"`
-		Token      string `toml:"token"`
-		TokenFile  string `toml:"token_file"`
-		CheckLease string `toml:"check_lease"`
+		Listen     string      `toml:"listen"`
+		Token      string      `toml:"token"`
+		TokenFile  string      `toml:"token_file"`
+		CheckLease string      `toml:"check_lease"`
+		Tokens     []fileToken `toml:"tokens,omitempty"`
+	}
+	fileLog struct {
+		Format     string `toml:"format"`
+		Level      string `toml:"level"`
+		Rejections string `toml:"rejections"`
+	}
+	fileToken struct {
+		Name      string `toml:"name"`
+		Scope     string `toml:"scope"`
+		Token     string `toml:"token,omitempty"`
+		TokenFile string `toml:"token_file,omitempty"`
 	}
 	filePeers struct {
 		TrustedProxies  []string `toml:"trusted_proxies"`
@@ -138,6 +151,7 @@ func (c *Config) TOML() ([]byte, error) {
 			TokenFile:  c.Admin.TokenFile,
 			CheckLease: c.Admin.CheckLease.String(),
 		},
+		Log: fileLog{Format: c.Log.Format, Level: c.Log.Level, Rejections: c.Log.Rejections},
 		Peers: filePeers{
 			TrustedProxies:  list(c.Peers.TrustedProxies),
 			ForwardedHeader: c.Peers.ForwardedHeader,
@@ -176,6 +190,9 @@ func (c *Config) TOML() ([]byte, error) {
 				DB:       c.Cluster.Redis.DB,
 			},
 		},
+	}
+	for _, t := range c.Admin.Tokens {
+		f.Admin.Tokens = append(f.Admin.Tokens, fileToken(t))
 	}
 	for _, r := range c.Routes.Rules {
 		f.Routes.Rule = append(f.Routes.Rule, fileRouteRule{

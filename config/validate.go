@@ -93,6 +93,9 @@ func build(p *problems, t tree) *Config {
 		c.Arweave.Version = v
 	}
 
+	// [log]
+	b.logTable(c)
+
 	// [admin]
 	if s, ok := b.str("admin", "listen"); ok {
 		c.Admin.Listen = s
@@ -108,6 +111,7 @@ func build(p *problems, t tree) *Config {
 		p.add("admin.token_file", "set only one of admin.token and admin.token_file")
 	}
 	c.Admin.CheckLease = b.positiveDuration("admin", "check_lease")
+	b.tokens(c)
 
 	// [peers]
 	c.Peers.TrustedProxies = b.strs("peers", "trusted_proxies")

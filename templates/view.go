@@ -29,6 +29,9 @@ type Page struct {
 	// Session is true when the viewer logged in through the form (and may
 	// log out).
 	Session bool
+	// ReadOnly is true for a viewer with a read token: its forms are
+	// refused (403), which the layout says once at the top.
+	ReadOnly bool
 }
 
 // GroupRow is one group's line on the overview.

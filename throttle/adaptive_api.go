@@ -69,7 +69,7 @@ func (t *Throttle) AdaptiveViews(now time.Time, limit int) []AdaptiveView {
 // AdaptiveSnapshot is the adaptive throttle's state as plain values: the
 // peers, the groups their path keys are bound to, and the quotas known.
 // Calls waiting are not part of it. It travels in
-// limiter.ThrottleSnapshot.Adaptive as JSON.
+// Snapshot.Adaptive as JSON.
 type AdaptiveSnapshot struct {
 	Peers []AdaptivePeerRecord `json:"peers"`
 }

@@ -17,7 +17,7 @@ func ams(ms int64) time.Time { return at0.Add(time.Duration(ms) * time.Milliseco
 
 func newAdaptive(t *testing.T) *throttle.Throttle {
 	t.Helper()
-	cfg := throttle.ArweaveConfig()
+	cfg := arweaveThrottle()
 	cfg.Mode = throttle.ModeAdaptive
 	th, err := throttle.New(at0, cfg)
 	if err != nil {
@@ -266,7 +266,7 @@ func TestAdaptiveCleanupAndSnapshot(t *testing.T) {
 // The fixed mode is untouched by the adaptive state, and the switch and
 // exemptions apply to the adaptive mode too.
 func TestAdaptiveSwitchAndExempt(t *testing.T) {
-	cfg := throttle.ArweaveConfig()
+	cfg := arweaveThrottle()
 	cfg.Mode = throttle.ModeAdaptive
 	cfg.ExemptPeers = []string{"friend"}
 	th, err := throttle.New(at0, cfg)

@@ -1,7 +1,8 @@
 // Package throttle is the outbound throttle of SPEC §10 (HyperBEAM/Arweave
 // ar_rate_limiter): it tells the node when it may send its own request to a
-// peer. Like the limiter core it is pure: the standard library and the
-// core's path patterns only, time always an argument, no goroutine.
+// peer. Like the limiter core it is pure: the standard library only (the
+// core's path patterns come compiled, through Config.Compile), time always
+// an argument, no goroutine.
 package throttle
 
 import (
@@ -12,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/limiterd/limiterd/limiter"
 )
 
 // Result is the outcome of one Throttle evaluation.
@@ -388,10 +387,10 @@ func (t *Throttle) Keys(now time.Time, limit int) []KeyView {
 // Snapshot returns the switch and every key's unexpired timestamps as of
 // now, keys sorted by peer and type. It locks one shard at a time, so
 // evaluations go on while it runs; each key is copied consistently.
-func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
+func (t *Throttle) Snapshot(now time.Time) Snapshot {
 	ms := now.UnixMilli()
 	cut := ms - t.set.Load().period
-	s := limiter.ThrottleSnapshot{TakenAt: ms, Enabled: t.Enabled(), Keys: []limiter.ThrottleKeyRecord{}}
+	s := Snapshot{TakenAt: ms, Enabled: t.Enabled(), Keys: []KeyRecord{}}
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -400,7 +399,7 @@ func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
 			if n == 0 {
 				continue
 			}
-			r := limiter.ThrottleKeyRecord{Peer: k.peer, Type: k.typ, Timestamps: make([]int64, n)}
+			r := KeyRecord{Peer: k.peer, Type: k.typ, Timestamps: make([]int64, n)}
 			for j, first := 0, e.win.len()-n; j < n; j++ {
 				r.Timestamps[j] = e.win.at(first + j)
 			}
@@ -408,7 +407,7 @@ func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
 		}
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(s.Keys, func(a, b limiter.ThrottleKeyRecord) int {
+	slices.SortFunc(s.Keys, func(a, b KeyRecord) int {
 		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Type, b.Type))
 	})
 	s.Adaptive = t.ad.adaptiveJSON()
@@ -421,7 +420,7 @@ func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
 // counts as taken now: every timestamp is shifted back by the difference,
 // so no gap is invented. A timestamp later than its snapshot is taken as
 // the snapshot's time; empty peers or types are skipped.
-func (t *Throttle) Restore(now time.Time, s limiter.ThrottleSnapshot) {
+func (t *Throttle) Restore(now time.Time, s Snapshot) {
 	ms := now.UnixMilli()
 	cut := ms - t.set.Load().period
 	shift := int64(0)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/throttleclient"
 	"github.com/limiterd/limiterd/web"
@@ -19,7 +20,7 @@ import (
 // the adaptive mode.
 func serveAdaptive(t *testing.T) (*httptest.Server, *throttle.Throttle) {
 	t.Helper()
-	cfg := throttle.ArweaveConfig()
+	cfg := arweaveThrottle()
 	cfg.Mode = throttle.ModeAdaptive
 	th, err := throttle.New(time.Now(), cfg)
 	if err != nil {
@@ -130,4 +131,12 @@ func TestTransportNeverInTheWay(t *testing.T) {
 	if _, err := hc.Do(req); !errors.Is(err, context.Canceled) {
 		t.Errorf("a canceled wait: %v", err)
 	}
+}
+
+// arweaveThrottle is the shipped outbound throttle table, its patterns
+// compiled by the core (throttle.Config.Compile).
+func arweaveThrottle() throttle.Config {
+	c := throttle.ArweaveConfig()
+	c.Compile = limiter.ThrottleMatcher
+	return c
 }

@@ -78,18 +78,23 @@ func (d *dashboard) staticHandler() http.Handler {
 }
 
 // viewer is who is looking at a page: a logged-in session, or a script
-// with the bearer token (which needs no CSRF token).
+// with a bearer token (which needs no CSRF token).
 type viewer struct {
 	id      string
 	session *session
+	token   Token // the bearer token, without a session
 }
 
 func (v viewer) actor() string {
 	if v.session != nil {
 		return v.session.actor
 	}
-	return actorToken
+	return v.token.actor()
 }
+
+// scope is the viewer's token's scope as it is now (a session's token's
+// too).
+func (v viewer) scope() Scope { return v.token.Scope }
 
 func (v viewer) csrf() string {
 	if v.session != nil {
@@ -110,18 +115,25 @@ func viewerOf(r *http.Request) viewer {
 func (d *dashboard) requireViewer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var v viewer
-		if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			if !tokenOK(got, d.s.opts.Token) {
+		if tok, present, ok := d.s.bearer(r); present {
+			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
-				d.renderError(w, r, http.StatusUnauthorized, "The bearer token is not the admin token.")
+				d.renderError(w, r, http.StatusUnauthorized, "The bearer token is not one of limiterd's tokens.")
 				return
 			}
+			v.token = tok
 		} else {
 			c, err := r.Cookie(sessionCookie)
 			var ss *session
 			ok := err == nil
 			if ok {
 				ss, ok = d.sess.get(c.Value)
+			}
+			if ok {
+				// The session lasts only while its token does.
+				if v.token, ok = d.s.tokenOf(ss.token); !ok {
+					d.sess.remove(r.Context(), c.Value)
+				}
 			}
 			if !ok {
 				if r.Header.Get("HX-Request") == "true" {
@@ -136,13 +148,16 @@ func (d *dashboard) requireViewer(next http.Handler) http.Handler {
 				d.renderError(w, r, http.StatusUnauthorized, "Log in first.")
 				return
 			}
-			v = viewer{id: c.Value, session: ss}
+			v.id, v.session = c.Value, ss
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				if !tokenOK(r.PostFormValue("csrf"), ss.csrf) {
 					d.renderError(w, r, http.StatusForbidden, "The form's CSRF token is missing or stale: reload the page and try again.")
 					return
 				}
 			}
+		}
+		if !d.allowed(w, r, v) {
+			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewerKey{}, v)))
 	})
@@ -165,6 +180,7 @@ func (d *dashboard) page(r *http.Request, title, nav string) templates.Page {
 	return templates.Page{
 		Title: title, Nav: nav, CSRF: v.csrf(), Asset: static.Version,
 		Flash: flashes[r.URL.Query().Get("done")], Session: v.session != nil,
+		ReadOnly: v.scope() == ScopeRead,
 	}
 }
 
@@ -249,12 +265,17 @@ func (d *dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 		render(w, r, http.StatusTooManyRequests, templates.LoginPage(p, templates.Login{Error: "Too many failed logins from your address: wait a minute and try again."}))
 		return
 	}
-	if !tokenOK(r.PostFormValue("token"), d.s.opts.Token) {
+	tok, ok := d.s.match(r.PostFormValue("token"))
+	if !ok {
 		d.s.fails.failed(ip)
 		render(w, r, http.StatusUnauthorized, templates.LoginPage(p, templates.Login{Error: "That is not the admin token."}))
 		return
 	}
-	id, _ := d.sess.create(r.Context())
+	if tok.Scope == ScopeData {
+		render(w, r, http.StatusForbidden, templates.LoginPage(p, templates.Login{Error: "That is a data token: it may make the data-plane calls only. Log in with an admin or read token."}))
+		return
+	}
+	id, _ := d.sess.create(r.Context(), tok)
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: overHTTPS(r), MaxAge: int(sessionTTL / time.Second),

@@ -75,7 +75,7 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 			b.Fatal(err)
 		}
 	}
-	th, err := throttle.New(t0, throttle.ArweaveConfig())
+	th, err := throttle.New(t0, ArweaveThrottle())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -246,7 +246,7 @@ func TestDashboardOutbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := throttle.New(c.Now(), throttle.ArweaveConfig())
+	th, err := throttle.New(c.Now(), web.ArweaveThrottle())
 	if err != nil {
 		t.Fatal(err)
 	}

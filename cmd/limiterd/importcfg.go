@@ -61,11 +61,11 @@ type imported struct {
 func (m *Main) importArweaveConfig(args []string) int {
 	fs := flag.NewFlagSet("import-arweave-config", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
-	out := fs.String("o", "", "write the config.toml here (default: standard output)")
-	fs.Usage = func() {
-		fmt.Fprintln(m.Stderr, "usage: limiterd import-arweave-config FILE [-o OUT]\n\nFILE is an Arweave node's config.json (2.9.6: http_api.limiter.*, local_peers)\nor 2.9.7 JSON or YAML (limiter.*, peers.local).")
-		fs.PrintDefaults()
+	if helpRequested(args) {
+		fs.SetOutput(m.Stdout)
 	}
+	out := fs.String("o", "", "write the config.toml here (default: standard output)")
+	setUsage(fs, "import-arweave-config")
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
