@@ -32,6 +32,19 @@ type Server struct {
 	cmd *exec.Cmd
 }
 
+// Available reports whether redis-server is installed; with CI=true a
+// missing one fails tb instead.
+func Available(tb testing.TB) bool {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("redis-server is needed (Debian package redis-server): %v", err)
+		}
+		return false
+	}
+	return true
+}
+
 // Start runs redis-server on a free port of 127.0.0.1 with extra
 // arguments (such as "--maxmemory", "1mb") and waits until it answers. It
 // is stopped when tb ends.
