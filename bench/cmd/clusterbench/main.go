@@ -57,6 +57,7 @@ var (
 	rounds  = flag.Int("rounds", 2, "rounds, the contenders' order reversed every other round")
 	only    = flag.String("only", "", "comma-separated contenders (default: all)")
 	stall   = flag.Bool("stall", false, "measure a SIGSTOP of redis-server instead of throughput")
+	bound   = flag.Bool("bound", false, "measure local_first's over-admission instead of throughput")
 	timeout = flag.Duration("timeout", 50*time.Millisecond, "cluster.timeout, and the per-call deadline of the other clients")
 )
 
@@ -82,6 +83,10 @@ func main() {
 	defer admin.Close()
 	if *stall {
 		runStall(admin)
+		return
+	}
+	if *bound {
+		runBound(admin)
 		return
 	}
 	names := []string{"redis_rate", "rueidis_gcra", "strict", "local_first"}
@@ -327,5 +332,83 @@ func runStall(admin *redis.Client) {
 			pct(during, 0.99).Round(time.Microsecond), pct(during, 1).Round(time.Millisecond), base, peak.Load(), errs.Load())
 		c.close()
 		time.Sleep(time.Second) // let the server drain the dead connections
+	}
+}
+
+// runBound measures local_first's over-admission (docs/cluster.md): n
+// instances, one peer, each deciding at a known rate a, against a bucket
+// of L that does not leak during the run; admitted − L against the bounds.
+func runBound(admin *redis.Client) {
+	const L = 1000
+	interval := 100 * time.Millisecond
+	fmt.Printf("local_first: one peer, limit %d, sync_interval %s; rate per instance a; R measured (PING)\n", L, interval)
+	fmt.Printf("%9s %8s %12s %8s %9s %6s %8s %22s %18s %14s\n", "instances", "a (/s)", "max_unsynced", "R", "admitted", "over", "rounds", "worst Σ_{j≠i} aⱼ(2F+R)", "SPEC Σ aᵢ(F+R)", "N·b")
+	for _, tc := range []struct{ n, rate, b int }{{2, 1000, 0}, {2, 5000, 0}, {3, 1000, 0}, {2, 5000, 50}, {3, 5000, 50}} {
+		for round := range *rounds {
+			admin.FlushAll(context.Background())
+			var rtt time.Duration
+			for range 20 {
+				t0 := time.Now()
+				admin.Ping(context.Background())
+				rtt = max(rtt, time.Since(t0))
+			}
+			cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{"general": {
+				SlidingWindowDuration: 1000, CleanupInterval: 120000, CleanupExpiry: 120000,
+				LeakyLimit: L, LeakyTickInterval: 3_600_000, LeakyTickReduction: L, ConcurrencyLimit: 1 << 30,
+			}}}
+			var lims []*limiter.Limiter
+			var backs []*cluster.Backend
+			for range tc.n {
+				b, err := cluster.Open(cluster.Options{Addrs: []string{*addr}, Mode: cluster.LocalFirst, OnFailure: cluster.FailClosed,
+					Timeout: *timeout, Lease: 10 * time.Second, SyncInterval: interval, MaxUnsynced: tc.b})
+				if err != nil {
+					panic(err)
+				}
+				l, err := limiter.New(time.Now(), cfg, limiter.WithBackend(b))
+				if err != nil {
+					panic(err)
+				}
+				lims, backs = append(lims, l), append(backs, b)
+			}
+			peer := peers[round%len(peers)]
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			// Long enough to spend L at the total rate, then as long again.
+			run := time.Duration(2 * float64(L) / float64(tc.n*tc.rate) * float64(time.Second))
+			run = max(run, 2*time.Second)
+			start := time.Now()
+			for _, l := range lims {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					g, _ := l.GroupID("general")
+					sent := 0
+					for el := time.Since(start); el < run; el = time.Since(start) {
+						for due := int(el.Seconds() * float64(tc.rate)); sent < due; sent++ {
+							d := l.Decide(time.Now(), peer, g)
+							if d.Allowed {
+								admitted.Add(1)
+							}
+							d.Release()
+						}
+						time.Sleep(200 * time.Microsecond)
+					}
+				}()
+			}
+			wg.Wait()
+			for _, b := range backs {
+				b.Close()
+			}
+			a := float64(tc.rate)
+			F, R := interval.Seconds(), rtt.Seconds()
+			worst := float64(tc.n-1) * a * (2*F + R)
+			spec := float64(tc.n) * a * (F + R)
+			nb := "-"
+			if tc.b > 0 {
+				nb = fmt.Sprint(tc.n * tc.b)
+			}
+			fmt.Printf("%9d %8d %12d %8s %9d %6d %8d %22.0f %18.0f %14s\n", tc.n, tc.rate, tc.b, rtt.Round(10*time.Microsecond),
+				admitted.Load(), admitted.Load()-L, round+1, worst, spec, nb)
+		}
 	}
 }
