@@ -363,6 +363,7 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outc
 	if b.h.up.Load() {
 		out, u, h, err := b.eng.admit(ms, k, g)
 		if err == nil {
+			b.h.ok()
 			c := &b.stats[g.ID]
 			c.requests.Add(1)
 			switch {

@@ -8,10 +8,13 @@ import (
 	"time"
 )
 
-// health is the breaker in front of Redis. Up, requests go to Redis; the
-// first failure that says Redis itself is unwell (anything but a per-key
-// error) turns it down, and from then on no request touches Redis: each
-// is answered as on_failure says, at once. One prober decides when Redis
+// health is the breaker in front of Redis. Up, requests go to Redis; a
+// failure that says Redis itself is unwell turns it down — an error of
+// the connection, the server or the script at once, timeouts when
+// slowTrip of them come in a row (one late answer on a busy machine is
+// not a dead Redis; a stalled Redis times out every call at once) — and
+// from then on no request touches Redis: each is answered as on_failure
+// says, at once. A per-key error never does. One prober decides when Redis
 // is back: a probe (a real script call on a canary key, and the eviction
 // counter) every 100 ms at first, backing off to 1 s, so that a restarted
 // Redis is in use again within about a second and a dead one costs one
@@ -19,6 +22,7 @@ import (
 // concurrent use.
 type health struct {
 	up     atomic.Bool
+	slow   atomic.Int32 // timeouts in a row
 	since  atomic.Int64 // Unix ms of the last change
 	reason atomic.Pointer[string]
 	kick   chan struct{}
@@ -47,12 +51,27 @@ func newHealth(log *slog.Logger) *health {
 
 func (h *health) setReason(s string) { h.reason.Store(&s) }
 
+// slowTrip is how many timeouts in a row turn the breaker down.
+const slowTrip = 5
+
+// ok records a call that Redis answered in time.
+func (h *health) ok() {
+	if h.slow.Load() != 0 {
+		h.slow.Store(0)
+	}
+}
+
 // fail records a failed call. A per-key error is logged (at most once in
-// 10 s per kind) and counted; any other kind turns the breaker down.
+// 10 s per kind) and counted, as is a timeout short of slowTrip in a row;
+// anything else turns the breaker down.
 func (h *health) fail(kind string, err error) {
 	h.errs[kindIndex[kind]].Add(1)
-	if kind == KindKey {
+	switch {
+	case kind == KindKey:
 		h.logSampled(kind, "redis answered an error for one key: deciding that request as cluster.on_failure says", err)
+		return
+	case (kind == KindTimeout || kind == KindBusy) && h.slow.Add(1) < slowTrip:
+		h.logSampled(kind, "redis answered late: deciding that request as cluster.on_failure says", err)
 		return
 	}
 	h.down(kind, err)
@@ -75,6 +94,7 @@ func (h *health) down(kind string, err error) {
 
 // markUp turns the breaker up, logging the change.
 func (h *health) markUp() {
+	h.slow.Store(0)
 	if !h.up.Swap(true) {
 		h.since.Store(time.Now().UnixMilli())
 		h.setReason("")
@@ -113,7 +133,13 @@ func (h *health) probeLoop(ctx context.Context, probe func(ctx context.Context) 
 			continue
 		case <-timer.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, max(timeout, 500*time.Millisecond))
+		// Up, a probe is not a request: it may take its time (a busy
+		// instance is not a dead Redis).
+		limit := max(timeout, 500*time.Millisecond)
+		if h.up.Load() {
+			limit = max(4*timeout, 2*time.Second)
+		}
+		pctx, cancel := context.WithTimeout(ctx, limit)
 		kind, err := probe(pctx)
 		cancel()
 		if ctx.Err() != nil {

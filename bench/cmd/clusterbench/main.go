@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,7 @@ var (
 	only    = flag.String("only", "", "comma-separated contenders (default: all)")
 	stall   = flag.Bool("stall", false, "measure a SIGSTOP of redis-server instead of throughput")
 	bound   = flag.Bool("bound", false, "measure local_first's over-admission instead of throughput")
+	cpuprof = flag.String("cpuprofile", "", "write a CPU profile of the throughput runs here")
 	timeout = flag.Duration("timeout", 50*time.Millisecond, "cluster.timeout, and the per-call deadline of the other clients")
 )
 
@@ -92,6 +94,17 @@ func main() {
 	names := []string{"redis_rate", "rueidis_gcra", "strict", "local_first"}
 	if *only != "" {
 		names = strings.Split(*only, ",")
+	}
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			panic(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			panic(err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	fmt.Printf("%d callers, %d peers, %s per run, GOMAXPROCS %d\n", *conc, *npeers, *dur, runtime.GOMAXPROCS(0))
 	fmt.Printf("%-13s %5s %12s %9s %9s %9s %10s %10s %12s %12s\n", "contender", "round", "decisions/s", "p50", "p99", "max", "cmds/dec", "trips/dec", "redis µs/dec", "ceiling/s")
@@ -184,10 +197,16 @@ func load(c contender, d time.Duration, perCall time.Duration) (n, errs int64, l
 				ctx, cancel := context.WithTimeout(context.Background(), perCall)
 				t0 := time.Now()
 				err := c.decide(ctx, i)
-				own = append(own, time.Since(t0))
+				took := time.Since(t0)
+				own = append(own, took)
 				cancel()
 				if err != nil {
 					e++
+					if took < time.Millisecond {
+						// An answer without Redis: pace the caller as a
+						// client waiting for its 503 would be.
+						time.Sleep(time.Millisecond)
+					}
 				}
 			}
 			mu.Lock()
