@@ -236,8 +236,8 @@ func open(o Options, clock func() int64) (*Backend, error) {
 		PoolTimeout:           o.Timeout,
 		DisableIdentity:       true,
 	})
-	b.t = newTransport(b.rdb, o.Timeout)
-	b.h = newHealth(b.log)
+	b.h = newHealth(b.log, o.Timeout)
+	b.t = newTransport(b.rdb, o.Timeout, b.h.ok)
 	b.sched = schedules{t: b.t, now: b.redisNow}
 	if o.OnFailure == FailLocal {
 		b.fb = o.Fallback
@@ -363,7 +363,6 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outc
 	if b.h.up.Load() {
 		out, u, h, err := b.eng.admit(ms, k, g)
 		if err == nil {
-			b.h.ok()
 			c := &b.stats[g.ID]
 			c.requests.Add(1)
 			switch {

@@ -10,9 +10,9 @@ import (
 
 // health is the breaker in front of Redis. Up, requests go to Redis; a
 // failure that says Redis itself is unwell turns it down — an error of
-// the connection, the server or the script at once, timeouts when
-// slowTrip of them come in a row (one late answer on a busy machine is
-// not a dead Redis; a stalled Redis times out every call at once) — and
+// the connection, the server or the script at once, timeouts once no call
+// has been answered for twice the timeout (a late pipeline on a busy
+// machine is not a dead Redis, while a stalled one answers nothing) — and
 // from then on no request touches Redis: each is answered as on_failure
 // says, at once. A per-key error never does. One prober decides when Redis
 // is back: a probe (a real script call on a canary key, and the eviction
@@ -21,8 +21,9 @@ import (
 // call a second, not one per request (no reconnect storm). It is safe for
 // concurrent use.
 type health struct {
-	up     atomic.Bool
-	slow   atomic.Int32 // timeouts in a row
+	up      atomic.Bool
+	lastOK  atomic.Int64 // Unix ns of the last call answered in time
+	timeout time.Duration
 	since  atomic.Int64 // Unix ms of the last change
 	reason atomic.Pointer[string]
 	kick   chan struct{}
@@ -42,8 +43,8 @@ var kindIndex = func() map[string]int {
 	return m
 }()
 
-func newHealth(log *slog.Logger) *health {
-	h := &health{kick: make(chan struct{}, 1), log: log, logged: map[string]time.Time{}}
+func newHealth(log *slog.Logger, timeout time.Duration) *health {
+	h := &health{kick: make(chan struct{}, 1), log: log, logged: map[string]time.Time{}, timeout: timeout}
 	h.setReason("not checked yet")
 	h.since.Store(time.Now().UnixMilli())
 	return h
@@ -51,26 +52,21 @@ func newHealth(log *slog.Logger) *health {
 
 func (h *health) setReason(s string) { h.reason.Store(&s) }
 
-// slowTrip is how many timeouts in a row turn the breaker down.
-const slowTrip = 5
-
 // ok records a call that Redis answered in time.
 func (h *health) ok() {
-	if h.slow.Load() != 0 {
-		h.slow.Store(0)
-	}
+	h.lastOK.Store(time.Now().UnixNano())
 }
 
 // fail records a failed call. A per-key error is logged (at most once in
-// 10 s per kind) and counted, as is a timeout short of slowTrip in a row;
-// anything else turns the breaker down.
+// 10 s per kind) and counted, as is a timeout while Redis answered other
+// calls within twice the timeout; anything else turns the breaker down.
 func (h *health) fail(kind string, err error) {
 	h.errs[kindIndex[kind]].Add(1)
 	switch {
 	case kind == KindKey:
 		h.logSampled(kind, "redis answered an error for one key: deciding that request as cluster.on_failure says", err)
 		return
-	case (kind == KindTimeout || kind == KindBusy) && h.slow.Add(1) < slowTrip:
+	case (kind == KindTimeout || kind == KindBusy) && time.Now().UnixNano()-h.lastOK.Load() < int64(2*h.timeout):
 		h.logSampled(kind, "redis answered late: deciding that request as cluster.on_failure says", err)
 		return
 	}
@@ -94,7 +90,7 @@ func (h *health) down(kind string, err error) {
 
 // markUp turns the breaker up, logging the change.
 func (h *health) markUp() {
-	h.slow.Store(0)
+	h.ok()
 	if !h.up.Swap(true) {
 		h.since.Store(time.Now().UnixMilli())
 		h.setReason("")

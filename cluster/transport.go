@@ -116,6 +116,8 @@ type transport struct {
 	rdb     redis.UniversalClient
 	timeout time.Duration
 	q       chan *call
+	// answered is told of every pipeline Redis answered in time.
+	answered func()
 
 	roundTrips atomic.Uint64 // pipelines and single commands sent
 	commands   atomic.Uint64 // commands sent (a pipeline of n counts n)
@@ -123,8 +125,8 @@ type transport struct {
 	loadMu sync.Mutex
 }
 
-func newTransport(rdb redis.UniversalClient, timeout time.Duration) *transport {
-	return &transport{rdb: rdb, timeout: timeout, q: make(chan *call, queueLen)}
+func newTransport(rdb redis.UniversalClient, timeout time.Duration, answered func()) *transport {
+	return &transport{rdb: rdb, timeout: timeout, q: make(chan *call, queueLen), answered: answered}
 }
 
 // run runs the pipelining workers until ctx ends; wg counts them.
@@ -230,14 +232,22 @@ func (t *transport) exec(ctx context.Context, calls []*call) {
 			}
 		}
 	}
+	answered := false
 	for i, c := range calls {
 		c.res, c.err = cmds[i].Result()
+		var re redis.Error
+		if c.err == nil || errors.As(c.err, &re) {
+			answered = true
+		}
 		if c.err != nil && ctx.Err() != nil {
 			c.err = fmt.Errorf("%w: %v", ErrTimeout, c.err)
 		}
 		if c.done != nil {
 			close(c.done)
 		}
+	}
+	if answered {
+		t.answered()
 	}
 }
 

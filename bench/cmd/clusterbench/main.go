@@ -70,6 +70,10 @@ type contender struct {
 	// trips and cmds return the round trips made and the commands sent so
 	// far (-1: not known).
 	trips, cmds func() int64
+	// ownDeadline: the contender bounds its own waits (cluster.timeout);
+	// the others get a context with the deadline on every call, as their
+	// callers would give them.
+	ownDeadline bool
 	close       func()
 }
 
@@ -167,7 +171,7 @@ func newContender(name string) contender {
 			panic(err)
 		}
 		g, _ := l.GroupID("general")
-		return contender{name: name, close: func() { b.Close() },
+		return contender{name: name, close: func() { b.Close() }, ownDeadline: true,
 			trips: func() int64 { return int64(b.Stats().RoundTrips) }, cmds: func() int64 { return int64(b.Stats().Commands) },
 			decide: func(_ context.Context, i int) error {
 				d := l.Decide(time.Now(), peers[i%len(peers)], g)
@@ -194,7 +198,10 @@ func load(c contender, d time.Duration, perCall time.Duration) (n, errs int64, l
 			own := make([]time.Duration, 0, 1<<16)
 			var e int64
 			for i := w; time.Now().Before(stop); i += *conc {
-				ctx, cancel := context.WithTimeout(context.Background(), perCall)
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if !c.ownDeadline {
+					ctx, cancel = context.WithTimeout(ctx, perCall)
+				}
 				t0 := time.Now()
 				err := c.decide(ctx, i)
 				took := time.Since(t0)
