@@ -24,10 +24,10 @@ type health struct {
 	up      atomic.Bool
 	lastOK  atomic.Int64 // Unix ns of the last call answered in time
 	timeout time.Duration
-	since  atomic.Int64 // Unix ms of the last change
-	reason atomic.Pointer[string]
-	kick   chan struct{}
-	log    *slog.Logger
+	since   atomic.Int64 // Unix ms of the last change
+	reason  atomic.Pointer[string]
+	kick    chan struct{}
+	log     *slog.Logger
 
 	errs   [numKinds]atomic.Uint64
 	logMu  sync.Mutex
