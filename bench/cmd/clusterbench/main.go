@@ -252,7 +252,7 @@ func throughput(admin *redis.Client, name string, round int) {
 		if v < 0 {
 			return "n/a"
 		}
-		return fmt.Sprintf("%.3f", float64(v)/float64(n))
+		return fmt.Sprintf("%.5f", float64(v)/float64(n))
 	}
 	fmt.Printf("%-13s %5d %12.0f %9s %9s %9s %10s %10s %12.2f %12.0f", name, round, float64(n)/el.Seconds(),
 		pct(lats, 0.5).Round(time.Microsecond), pct(lats, 0.99).Round(time.Microsecond), pct(lats, 1).Round(time.Millisecond),
