@@ -211,7 +211,7 @@ func (r *Replicator) sync(ctx context.Context) {
 		return out
 	})
 	if err != nil {
-		r.b.log.Error("the shared live state does not apply here: keeping this instance's", "version", ver, "err", err)
+		r.failed(fmt.Sprintf("the shared live state (version %d) does not apply over this instance's config file: keeping this instance's", ver), err)
 		return
 	}
 	r.mu.Lock()

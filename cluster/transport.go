@@ -21,8 +21,6 @@ var (
 	ErrBusy = errors.New("too many calls waiting for redis")
 	// ErrReply: Redis answered something the script cannot have returned.
 	ErrReply = errors.New("unexpected reply from redis")
-	// ErrClosed: the backend is closed.
-	ErrClosed = errors.New("cluster backend closed")
 )
 
 // Kinds of failure, the values of the kind label of
