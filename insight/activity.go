@@ -219,3 +219,18 @@ func (a *Activity) TakeOffenses() ([]Offense, uint64) {
 	a.offenses, a.dropped = map[talkerKey]*Offense{}, 0
 	return out, dropped
 }
+
+// PendingOffenses returns a copy of the rejections collected and not yet
+// taken (of peer only, when not nil), so that a page can show them before
+// they are saved.
+func (a *Activity) PendingOffenses(peer *limiter.PeerKey) []Offense {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []Offense
+	for k, o := range a.offenses {
+		if peer == nil || k.peer == *peer {
+			out = append(out, *o)
+		}
+	}
+	return out
+}

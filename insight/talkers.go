@@ -233,3 +233,6 @@ func (t *Talkers) Untracked() uint64 {
 	defer t.mu.Unlock()
 	return t.untracked
 }
+
+// Seconds returns the stretch the set covers.
+func (s TalkerSet) Seconds() float64 { return s.secs }

@@ -35,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/persist"
@@ -286,7 +287,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 
 	now := time.Now
-	lim, err := limiter.New(now(), limCfg)
+	lim, err := limiter.New(now(), limCfg, limiter.WithArrivals(insight.ArrivalsPerShard))
 	if err != nil {
 		return err
 	}
@@ -332,6 +333,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		Snapshot:  snaps.Save,
 		Throttle:  th,
 		Sessions:  db,
+		Offenses:  db,
+		KeyHelp:   config.GroupKeyHelp(),
 	})
 	if err != nil {
 		return err
