@@ -154,8 +154,11 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 			sh.arr.put(k, g.ID, out.Reason, ms, tag, f, s, b.poke)
 		}
 	}
+	// The shard's tick cache is read under the lock: another decision
+	// may move it as soon as the lock is free.
+	resetAt := lc.to
 	sh.mu.Unlock()
-	return out, Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: lc.to}, h
+	return out, Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}, h
 }
 
 // localHandle packs an in-flight slot: the slot and its generation, the

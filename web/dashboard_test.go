@@ -60,6 +60,12 @@ func newDash(t *testing.T) *dash {
 // fake clock: Run is not running). The clock starts on a 10 s boundary.
 func newDashServer(t *testing.T, edit func(*limiter.Config)) (*dash, *web.Server) {
 	t.Helper()
+	return newDashWith(t, edit, nil)
+}
+
+// newDashWith is newDashServer with opt applied to the Server's options.
+func newDashWith(t *testing.T, edit func(*limiter.Config), opt func(*web.Options)) (*dash, *web.Server) {
+	t.Helper()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	groups := limiter.ArweaveGroups()
 	g := groups["general"]
@@ -78,10 +84,14 @@ func newDashServer(t *testing.T, edit func(*limiter.Config)) (*dash, *web.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := web.MustNewServer(t, lim, live, web.Options{
+	opts := web.Options{
 		Token: dashToken, Now: c.Now, DataPlane: proxy.New(lim, proxy.Options{Now: c.Now}),
 		Offenses: db, KeyHelp: map[string]string{"leaky_limit": "tokens a peer may hold consumed"},
-	})
+	}
+	if opt != nil {
+		opt(&opts)
+	}
+	s := web.MustNewServer(t, lim, live, opts)
 	return &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}, s
 }
 
