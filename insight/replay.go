@@ -2,6 +2,8 @@ package insight
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
@@ -14,7 +16,7 @@ import (
 type ReplayState struct {
 	// Seen is false until the first request of the (peer, group).
 	Seen bool
-	N    [3]int64
+	N    [5]int64
 	Log  []int64
 }
 
@@ -53,8 +55,9 @@ func NewStepper(s ReplaySettings) (Stepper, error) {
 }
 
 // hybridStepper replays the hybrid rule of SPEC §6 with StepHybrid: N[0]
-// holds the tokens consumed, N[1] the index of the last leaky tick applied,
-// N[2] that of the last cleanup tick, Log the window's timestamps, sorted.
+// holds the tokens consumed, N[1] the index of the last leaky tick applied
+// and N[3] the time of the next, N[2] and N[4] the same of the cleanup
+// ticks, Log the window's timestamps, sorted.
 type hybridStepper struct {
 	s              limiter.GroupSettings
 	leaky, cleanup limiter.Schedule
@@ -66,19 +69,23 @@ const windowSlack = 1000
 
 func (h *hybridStepper) Step(st *ReplayState, ms int64) bool {
 	g := &h.s
-	lk, ck := h.leaky.IndexAt(ms), h.cleanup.IndexAt(ms)
 	if !st.Seen {
-		st.Seen, st.N[1], st.N[2] = true, lk, ck
+		lk, ck := h.leaky.IndexAt(ms), h.cleanup.IndexAt(ms)
+		st.Seen, st.N[1], st.N[2], st.N[3], st.N[4] = true, lk, ck, h.leaky.TimeOf(lk+1), h.cleanup.TimeOf(ck+1)
 	}
-	if n := lk - st.N[1]; n > 0 {
+	// A tick passed since the last request: apply it (the division only
+	// then, not at every request).
+	if ms >= st.N[3] {
+		lk := h.leaky.IndexAt(ms)
 		if st.N[0] > 0 {
-			st.N[0], _, _ = limiter.LeakyTicks(st.N[0], n, g.LeakyTickReduction)
+			st.N[0], _, _ = limiter.LeakyTicks(st.N[0], lk-st.N[1], g.LeakyTickReduction)
 		}
-		st.N[1] = lk
+		st.N[1], st.N[3] = lk, h.leaky.TimeOf(lk+1)
 	}
-	if ck > st.N[2] {
+	if ms >= st.N[4] {
+		ck := h.cleanup.IndexAt(ms)
 		st.Log = dropBefore(st.Log, h.cleanup.TimeOf(ck)-g.CleanupExpiry)
-		st.N[2] = ck
+		st.N[2], st.N[4] = ck, h.cleanup.TimeOf(ck+1)
 	}
 	cut := ms - g.SlidingWindowDuration + 1
 	i := 0
@@ -89,7 +96,7 @@ func (h *hybridStepper) Step(st *ReplayState, ms int64) bool {
 	if s.Window > 0 {
 		s.Oldest = st.Log[i]
 	}
-	ns, out := limiter.StepHybrid(s, g, ms, h.leaky.TimeOf(lk+1))
+	ns, out := limiter.StepHybrid(s, g, ms, st.N[3])
 	switch out.Via {
 	case limiter.ViaLeaky:
 		st.N[0] = ns.Tokens
@@ -153,7 +160,8 @@ type ReplayResult struct {
 
 // Replay runs every request of group g logged since through each Stepper,
 // one (peer, group) at a time in the order they were decided, and counts
-// what each would have rejected.
+// what each would have rejected. The (peer, group)s are independent: it
+// replays them in up to replayWorkers parts at once.
 func (l *RequestLog) Replay(g limiter.GroupID, since time.Time, steppers []Stepper) ReplayResult {
 	recs, shift, short := l.collect(g, since.UnixMilli(), nil)
 	k := len(steppers)
@@ -161,11 +169,58 @@ func (l *RequestLog) Replay(g limiter.GroupID, since time.Time, steppers []Stepp
 	if len(recs) == 0 {
 		return res
 	}
+	parts := min(replayWorkers, runtime.GOMAXPROCS(0), max(len(recs)/replayPart, 1))
+	sums := make([]replaySum, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sums[p] = replayPartOf(recs, p, parts, steppers)
+		}()
+	}
+	wg.Wait()
 	first, last := recs[0].ms, recs[0].ms
-	idx := make(map[uint64]int32, len(recs)/8+16)
-	states := make([]ReplayState, 0, (len(recs)/64+16)*k)
 	for _, r := range recs {
 		first, last = min(first, r.ms), max(last, r.ms)
+	}
+	scale := int64(1) << shift
+	for _, s := range sums {
+		res.Observed += s.observed * scale
+		res.Concurrency += s.concurrency * scale
+		for j := range res.Rejected {
+			res.Rejected[j] += s.rejected[j] * scale
+		}
+	}
+	res.Requests = int64(len(recs)) * scale
+	res.From, res.To = time.UnixMilli(first), time.UnixMilli(last)
+	return res
+}
+
+// How Replay shares its work: at most replayWorkers goroutines, each with
+// replayPart requests at least.
+const (
+	replayWorkers = 4
+	replayPart    = 50000
+)
+
+// replaySum is what one part of a replay counted.
+type replaySum struct {
+	observed, concurrency int64
+	rejected              []int64
+}
+
+// replayPartOf replays the (peer, group)s of recs whose id falls in part
+// p of parts.
+func replayPartOf(recs []replayRec, p, parts int, steppers []Stepper) replaySum {
+	k := len(steppers)
+	sum := replaySum{rejected: make([]int64, k)}
+	idx := make(map[uint64]int32, len(recs)/(8*parts)+16)
+	states := make([]ReplayState, 0, (len(recs)/(64*parts)+16)*k)
+	for _, r := range recs {
+		if parts > 1 && int(r.id%uint64(parts)) != p {
+			continue
+		}
 		i, ok := idx[r.id]
 		if !ok {
 			i = int32(len(states) / max(k, 1))
@@ -175,31 +230,23 @@ func (l *RequestLog) Replay(g limiter.GroupID, since time.Time, steppers []Stepp
 			}
 		}
 		if r.reason != limiter.ReasonNone {
-			res.Observed++
+			sum.observed++
 		}
 		if r.reason == limiter.ReasonConcurrency {
-			res.Concurrency++
-			for j := range res.Rejected {
-				res.Rejected[j]++
+			sum.concurrency++
+			for j := range sum.rejected {
+				sum.rejected[j]++
 			}
 			continue
 		}
 		st := states[int(i)*k:]
 		for j, s := range steppers {
 			if s.Step(&st[j], r.ms) {
-				res.Rejected[j]++
+				sum.rejected[j]++
 			}
 		}
 	}
-	scale := int64(1) << shift
-	res.Requests = int64(len(recs)) * scale
-	res.Observed *= scale
-	res.Concurrency *= scale
-	for j := range res.Rejected {
-		res.Rejected[j] *= scale
-	}
-	res.From, res.To = time.UnixMilli(first), time.UnixMilli(last)
-	return res
+	return sum
 }
 
 // CurrentReplaySettings returns what group g of lim decides with at now,
