@@ -100,7 +100,7 @@ func PeerPage(p Page, d PeerDetail) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<div class=\"card scroll\"><table id=\"peer-state\"><thead><tr><th scope=\"col\">Group</th><th scope=\"col\">Limits used</th><th scope=\"col\" class=\"num\">In flight</th><th scope=\"col\" class=\"num\">Requests/s</th><th scope=\"col\" class=\"num\">Rejected/s</th><th scope=\"col\" class=\"num\">Requests</th><th scope=\"col\" class=\"num\">Rejected: concurrency</th><th scope=\"col\" class=\"num\">Rejected: rate limit</th><th scope=\"col\">Last seen</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<div class=\"card scroll\"><table id=\"peer-state\"><thead><tr><th scope=\"col\">Group</th><th scope=\"col\">Limits used</th><th scope=\"col\" class=\"num\">In flight</th><th scope=\"col\" class=\"num\">Requests/s</th><th scope=\"col\" class=\"num\">Rejected/s</th><th scope=\"col\" class=\"num\">Requests</th><th scope=\"col\" class=\"num\">Rejected<br><span class=\"unit\">concurrency</span></th><th scope=\"col\" class=\"num\">Rejected<br><span class=\"unit\">rate limit</span></th><th scope=\"col\">Last seen</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
