@@ -67,6 +67,8 @@ type hybridStepper struct {
 // them, for requests decided a little out of order.
 const windowSlack = 1000
 
+// Step decides one request as Admit would (StepHybrid between the ticks
+// due), released at once.
 func (h *hybridStepper) Step(st *ReplayState, ms int64) bool {
 	g := &h.s
 	if !st.Seen {
