@@ -355,6 +355,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("what-if: now %s, then %s: %q", now, then, answer)
 	}
 	t.Logf("what-if: %q", answer)
+	// The "What if?" button: the whole form's answers, in place (htmx).
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("whatif-button")), chromedp.WaitVisible(chromedp.ID("whatif-record"))); err != nil {
+		t.Fatalf("what-if button: %v", err)
+	}
+	if then := attrOf(t, ctx, "#whatif-leaky_limit .answer", "data-then"); then != "26" {
+		t.Fatalf("what-if of the form: %s", then)
+	}
 	if code, v := d.admin("GET", "/api/v1/groups/general", ""); code != 200 || v["effective"].(map[string]any)["leaky_limit"] != float64(20) {
 		t.Fatalf("the what-if changed something: %d %v", code, v["effective"])
 	}
