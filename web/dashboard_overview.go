@@ -43,12 +43,21 @@ func talkerRow(lim *limiter.Limiter, t insight.Talker) templates.TalkerRow {
 	}
 }
 
-// estimate says how the counts are sampled, "" when they are exact.
+// estimate says how the counts are sampled, and what the record lost,
+// "" when they are exact.
 func (d *dashboard) estimate() string {
-	if _, nth, _ := d.activity.Sampling(); nth > 0 {
-		return fmt.Sprintf("estimated from 1 in %d decisions (busy: limiterd samples them)", uint64(1)<<nth)
+	_, nth, lost := d.activity.Sampling()
+	var s string
+	if nth > 0 {
+		s = fmt.Sprintf("estimated from 1 in %d decisions (busy: limiterd samples them)", uint64(1)<<nth)
 	}
-	return ""
+	if lost > 0 {
+		if s != "" {
+			s += "; "
+		}
+		s += count(int64(lost)) + " decisions since the start came faster than they could be recorded and are missing"
+	}
+	return s
 }
 
 func (d *dashboard) overview() templates.Overview {
