@@ -308,7 +308,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 
 	now := time.Now
-	lim, err := limiter.New(now(), limCfg)
+	lim, err := limiter.New(now(), limCfg, limiter.WithArrivals(insight.ArrivalsPerShard))
 	if err != nil {
 		return err
 	}
@@ -360,6 +360,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		Build:     buildInfo(),
 		Daemon:    m.state.get,
 		Backup:    db.Backup,
+		Offenses:  db,
+		KeyHelp:   config.GroupKeyHelp(),
 	})
 	if err != nil {
 		return err
