@@ -459,3 +459,16 @@ func TestLimiterRefusesUnvalidatedPrefixes(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// Every key of a group table has its one-line help in config.toml.
+func TestGroupKeyHelp(t *testing.T) {
+	help := config.GroupKeyHelp()
+	for _, k := range limiter.GroupKeys {
+		if help[k] == "" {
+			t.Errorf("no help for %s", k)
+		}
+	}
+	if got := help["sliding_window_duration"]; got != "ms; length of the sliding window" {
+		t.Errorf("sliding_window_duration: %q", got)
+	}
+}

@@ -76,6 +76,8 @@ type Limiter struct {
 
 	leakyTicks [MaxGroups]atomic.Uint64
 	policy     [MaxGroups]policyStats
+
+	arrivalsPerShard int // WithArrivals
 }
 
 // Option configures a Limiter at New.
@@ -107,6 +109,9 @@ func New(now time.Time, cfg Config, opts ...Option) (*Limiter, error) {
 	if l.backend == nil {
 		l.local = newLocal()
 		l.backend = l.local
+		if l.arrivalsPerShard > 0 {
+			l.local.recordArrivals(l.arrivalsPerShard)
+		}
 	}
 	l.enabled.Store(true)
 	if err := l.Apply(now, cfg); err != nil {

@@ -114,7 +114,9 @@ type shard struct {
 
 	leakyCache   [MaxGroups]tickSpan
 	cleanupCache [MaxGroups]tickSpan
-	_            [64]byte // keep the next shard's lock off this cache line
+	// arr records the shard's decisions for the dashboard (WithArrivals).
+	arr arrivalRing
+	_   [64]byte // keep the next shard's lock off this cache line
 }
 
 func (s *shard) at(slot uint32) *entry { return &s.pages[slot>>pageBits][slot&(pageSize-1)] }

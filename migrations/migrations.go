@@ -34,6 +34,18 @@ var All = []Migration{
 	{Name: "split the live state into one key per override and exemption", Up: v2SplitLive},
 	{Name: "pack the snapshot entries into a base of blobs and a log", Up: v3PackEntries},
 	{Name: "create the dashboard sessions bucket", Up: v4CreateSessions},
+	{Name: "create the offenders bucket", Up: v5CreateOffenders},
+}
+
+// v5CreateOffenders creates "offenders": the forensic record of the peers
+// the limiter rejected in the last 24 hours, keyed by the 17-byte peer key
+// then the group name, so that an attack can be reviewed after the
+// limiter's entries are gone. Values are the store's own (store/offenses.go).
+func v5CreateOffenders(tx *bbolt.Tx) error {
+	if _, err := tx.CreateBucket([]byte("offenders")); err != nil {
+		return fmt.Errorf("bucket offenders: %w", err)
+	}
+	return nil
 }
 
 // v4CreateSessions creates "sessions": the dashboard's logins, keyed by the

@@ -26,6 +26,8 @@ import (
 // Regenerate (a released version's fixture should never need it) with
 //
 //	LIMITERD_WRITE_FIXTURES=1 go test ./store -run TestWriteFixtures
+//
+// (LIMITERD_WRITE_FIXTURE=<N> as well writes version N's only.)
 
 // fixture is what every fixture holds, in its own version's layout.
 type fixture struct {
@@ -114,23 +116,28 @@ var fixtureWriters = map[int]func(tx *bbolt.Tx, f fixture) error{
 		return writeCommon(tx, f)
 	},
 	2: writeV2,
-	3: func(tx *bbolt.Tx, f fixture) error {
-		// Version 3: the entries packed into entry_base. Written as version
-		// 2 wrote them, then packed by the version 3 step itself (frozen, as
-		// every released step).
-		for _, name := range []string{"entry_base", "entry_log"} {
-			if err := tx.DeleteBucket([]byte(name)); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.CreateBucket([]byte("entries")); err != nil {
+	3: writeV3,
+	// Version 4 added the (empty) sessions bucket: the data is version 3's.
+	4: writeV3,
+}
+
+// writeV3 writes the fixture in the layout of version 3.
+func writeV3(tx *bbolt.Tx, f fixture) error {
+	// Version 3: the entries packed into entry_base. Written as version
+	// 2 wrote them, then packed by the version 3 step itself (frozen, as
+	// every released step).
+	for _, name := range []string{"entry_base", "entry_log"} {
+		if err := tx.DeleteBucket([]byte(name)); err != nil {
 			return err
 		}
-		if err := writeV2(tx, f); err != nil {
-			return err
-		}
-		return migrations.All[2].Up(tx)
-	},
+	}
+	if _, err := tx.CreateBucket([]byte("entries")); err != nil {
+		return err
+	}
+	if err := writeV2(tx, f); err != nil {
+		return err
+	}
+	return migrations.All[2].Up(tx)
 }
 
 // v2EntryKey is the key of an entry in versions 1 and 2: group, 0x00, the
@@ -199,6 +206,9 @@ func TestWriteFixtures(t *testing.T) {
 		t.Skip("set LIMITERD_WRITE_FIXTURES=1 to rewrite testdata/schema-v*.db")
 	}
 	for v := range fixtureWriters {
+		if only := os.Getenv("LIMITERD_WRITE_FIXTURE"); only != "" && only != strconv.Itoa(v) {
+			continue
+		}
 		path := filepath.Join("testdata", fmt.Sprintf("schema-v%d.db", v))
 		if err := writeFixture(path, v); err != nil {
 			t.Fatalf("%s: %v", path, err)

@@ -8,7 +8,7 @@
 // (package migrations). Every method that changes something has committed
 // it (fsync) when it returns.
 //
-// # Layout (schema version 3)
+// # Layout (schema version 5)
 //
 //	meta/schema_version        uint64 BE: len(migrations.All) when current
 //	live/disabled              JSON boolean: the global switch is off
@@ -23,6 +23,8 @@
 //	groups/<group>             JSON limiter.GroupSnapshot (tick phase)
 //	snapshot/header            JSON {taken_at_ms, enabled}
 //	snapshot/throttle          JSON: the throttle's (throttle.Snapshot)
+//	sessions/<SHA-256 of an id> the dashboard's sessions (opaque)
+//	offenders/<peer key><group> the record of offenders (offenses.go)
 //
 // The (peer, group) entries are not one key each: a full save writes them
 // all as a new base of large blobs (sequential writes of a few hundred
@@ -83,6 +85,7 @@ var (
 	bucketGroups     = []byte("groups")
 	bucketSnapshot   = []byte("snapshot")
 	bucketSessions   = []byte("sessions")
+	bucketOffenders  = []byte("offenders")
 
 	keySchemaVersion = []byte("schema_version")
 	keyDisabled      = []byte("disabled")
@@ -90,7 +93,7 @@ var (
 )
 
 // allBuckets is every bucket of the current schema.
-var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketBase, bucketLog, bucketGroups, bucketSnapshot, bucketSessions}
+var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketBase, bucketLog, bucketGroups, bucketSnapshot, bucketSessions, bucketOffenders}
 
 // DefaultTimeout is how long Open waits for the file lock by default.
 const DefaultTimeout = time.Second

@@ -37,7 +37,7 @@ func TestOverviewClusterLine(t *testing.T) {
 	d = &dash{t: t, h: s.AdminHandler(), lim: d.lim, live: d.live, clock: d.clock}
 	cookie, _ = d.login()
 	p := byID(d.page("/", cookie), "cluster")
-	if p == nil || text(p) != "Limits are shared through Redis (127.0.0.1:6379), mode strict: Redis up for 1m30s." || attr(p, "class") != "" {
+	if p == nil || text(p) != "Limits are shared through Redis (127.0.0.1:6379), mode strict: Redis up for 1m30s." || attr(p, "class") != "muted" {
 		t.Fatalf("redis up: %q class %q", text(p), attr(p, "class"))
 	}
 	fc.mu.Lock()
@@ -45,7 +45,7 @@ func TestOverviewClusterLine(t *testing.T) {
 	fc.mu.Unlock()
 	p = byID(d.page("/stats", cookie), "cluster")
 	want := "Redis (127.0.0.1:6379) unavailable for 5s: timeout: redis did not answer within cluster.timeout. Answering 503 (on_failure = closed)."
-	if p == nil || text(p) != want || attr(p, "class") != "off" {
+	if p == nil || text(p) != want || attr(p, "class") != "muted off" {
 		t.Fatalf("redis down: %q class %q", text(p), attr(p, "class"))
 	}
 }

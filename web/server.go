@@ -75,8 +75,17 @@ type Options struct {
 	// Backup writes a consistent copy of the database (GET
 	// /api/v1/backup); nil leaves the route answering 501.
 	Backup Backup
-	// Cluster reports cluster mode's state for the overview; nil when the
-	// limits are this instance's own.
+	// Offenses keeps the record of offenders (who the limiter rejected in
+	// the last 24 hours); nil keeps none.
+	Offenses OffenseStore
+	// KeyHelp is the one-line help of each group key (config.toml's), shown
+	// on the groups' forms.
+	KeyHelp map[string]string
+	// Conditions reports states every dashboard page shows as a banner
+	// (cluster mode: its store unreachable); nil reports none.
+	Conditions func() []Condition
+	// Cluster reports cluster mode's state for the overview's line on
+	// where the limits live; nil when they are this instance's own.
 	Cluster ClusterStatus
 }
 
@@ -136,7 +145,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 	if err != nil {
 		return nil, fmt.Errorf("dashboard sessions: %w", err)
 	}
-	s.dash = &dashboard{s: s, sess: sess}
+	s.dash = newDashboard(s, sess)
 	if opts.Throttle != nil {
 		s.Throttle = NewThrottleAPI(opts.Throttle, s.now, nil)
 		// The global switch turns the throttle off and on too
@@ -159,12 +168,14 @@ func (s *Server) Close() {
 }
 
 // Run samples the counters into the history once a second, and the chosen peers' counters into the peer history
-// every insight.PeerHistoryStep, until ctx ends.
+// every insight.PeerHistoryStep, drains the limiter's record of decisions
+// for the dashboard and saves its offenders every minute, until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); s.peers.Run(ctx) }()
 	go func() { defer wg.Done(); s.runPeerHistory(ctx) }()
+	go func() { defer wg.Done(); s.dash.run(ctx) }()
 	defer wg.Wait()
 	s.history.Sample(s.now(), s.lim.Stats()) // the counters' baseline
 	ticker.Every(ctx, time.Second, func() { s.history.Sample(s.now(), s.lim.Stats()) })
@@ -210,12 +221,8 @@ func (s *Server) AdminHandler() http.Handler {
 			r.Post("/api/v1/throttle/observe", s.Throttle.HandleObserve)
 		}
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such endpoint", "")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
-	})
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
 	return r
 }
 

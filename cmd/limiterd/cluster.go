@@ -172,3 +172,23 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.commands, prometheus.CounterValue, float64(s.Commands))
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(s.DroppedReleases))
 }
+
+// clusterConditions returns the dashboard's banner while Redis is not in
+// use (nil for the local backend).
+func clusterConditions(b *cluster.Backend) func() []web.Condition {
+	if b == nil {
+		return nil
+	}
+	return func() []web.Condition {
+		st := b.Status()
+		if st.Up {
+			return nil
+		}
+		doing := map[cluster.OnFailure]string{
+			cluster.FailOpen:   "— requests are admitted unlimited (on_failure = open).",
+			cluster.FailClosed: "— requests are answered 503 (on_failure = closed).",
+			cluster.FailLocal:  "— requests are decided on this instance's own state (on_failure = local).",
+		}[st.OnFailure]
+		return []web.Condition{{Kind: "down", Title: "cluster: Redis down", Text: doing}}
+	}
+}

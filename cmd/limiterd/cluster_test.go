@@ -275,8 +275,10 @@ func TestClusterRedisDown(t *testing.T) {
 func TestClusterKilledInstanceSlots(t *testing.T) {
 	srv := redistest.Start(t)
 	release := make(chan struct{})
+	var slow atomic.Int64
 	up, _ := countingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
+			slow.Add(1)
 			select {
 			case <-release:
 			case <-r.Context().Done():
@@ -308,7 +310,11 @@ func TestClusterKilledInstanceSlots(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, "two requests in flight", func() bool { return other.as("198.51.100.50", "/info") == 429 })
+	// (Polling the other instance meanwhile would hold slots of its own.)
+	eventually(t, "two requests in flight", func() bool { return slow.Load() == 2 })
+	if code := other.as("198.51.100.50", "/info"); code != 429 {
+		t.Fatalf("with two requests in flight on the other instance: %d, want 429", code)
+	}
 	p.cmd.Process.Kill()
 	<-p.exited
 	killed := time.Now()

@@ -311,7 +311,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if cb != nil {
 		defer cb.Close()
 	}
-	lim, err := limiter.New(now(), limCfg, limiterOptions(cb)...)
+	lim, err := limiter.New(now(), limCfg, append(limiterOptions(cb), limiter.WithArrivals(insight.ArrivalsPerShard))...)
 	if err != nil {
 		return err
 	}
@@ -349,21 +349,24 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	})
 	reg := prometheus.NewRegistry()
 	srv, err := web.NewServer(lim, lv, web.Options{
-		Upstream:  upstream,
-		DataPlane: dp,
-		Token:     token,
-		Tokens:    named,
-		Gatherer:  reg,
-		Logger:    m.log,
-		Now:       now,
-		Ready:     db.Ready,
-		Snapshot:  snaps.Save,
-		Throttle:  th,
-		Sessions:  db,
-		Build:     buildInfo(),
-		Daemon:    m.state.get,
-		Backup:    db.Backup,
-		Cluster:   webCluster(cb),
+		Upstream:   upstream,
+		DataPlane:  dp,
+		Token:      token,
+		Tokens:     named,
+		Gatherer:   reg,
+		Logger:     m.log,
+		Now:        now,
+		Ready:      db.Ready,
+		Snapshot:   snaps.Save,
+		Throttle:   th,
+		Sessions:   db,
+		Build:      buildInfo(),
+		Daemon:     m.state.get,
+		Backup:     db.Backup,
+		Offenses:   db,
+		KeyHelp:    config.GroupKeyHelp(),
+		Cluster:    webCluster(cb),
+		Conditions: clusterConditions(cb),
 	})
 	if err != nil {
 		return err

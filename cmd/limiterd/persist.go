@@ -26,6 +26,7 @@ var _ live.Store = (*store.DB)(nil)
 // The ports the packages declare, and what the daemon plugs into them.
 var (
 	_ web.SessionStore = (*store.DB)(nil)
+	_ web.OffenseStore = (*store.DB)(nil)
 	_ web.DataPlane    = (*proxy.Handler)(nil)
 	_ persist.Throttle = (*throttle.Throttle)(nil)
 	_ live.Switch      = (*throttle.Throttle)(nil)

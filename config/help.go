@@ -1,0 +1,34 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"strings"
+
+	"github.com/limiterd/limiterd"
+)
+
+// GroupKeyHelp returns the one-line help of every group key, as the
+// shipped config.toml documents it in its "# Keys" comment above the group
+// tables ("sliding_window_duration" → "ms; length of the sliding window"),
+// for the dashboard's group forms. The map is new on every call.
+func GroupKeyHelp() map[string]string {
+	help := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(limiterd.DefaultConfig))
+	in := false
+	for sc.Scan() {
+		body, comment := strings.CutPrefix(sc.Text(), "#")
+		switch {
+		case comment && strings.HasPrefix(strings.TrimSpace(body), "Keys"):
+			in = true
+		case in && comment && strings.HasPrefix(body, "   "):
+			// A key line: indented, the key, then its help.
+			if key, text, ok := strings.Cut(strings.TrimSpace(body), " "); ok {
+				help[key] = strings.TrimSpace(text)
+			}
+		default:
+			in = false
+		}
+	}
+	return help
+}
