@@ -49,16 +49,23 @@ type clock struct{ ms atomic.Int64 }
 func (c *clock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
 func (c *clock) get() int64     { return c.ms.Load() }
 
-// redisAddrs returns the Redis servers the equivalence runs against:
-// miniredis always, a real redis-server when installed (with CI=true it
-// must be).
-func redisServers(t *testing.T) map[string]func(t *testing.T) string {
-	return map[string]func(t *testing.T) string{
-		"miniredis": func(t *testing.T) string {
+// redisServers returns the Redis servers the equivalence runs against:
+// miniredis always, a real redis-server and a Redis Cluster of three
+// masters when redis-server is installed (with CI=true it must be).
+func redisServers(t *testing.T) map[string]func(t *testing.T) []string {
+	return map[string]func(t *testing.T) []string{
+		"miniredis": func(t *testing.T) []string {
 			m := miniredis.RunT(t)
-			return m.Addr()
+			return []string{m.Addr()}
 		},
-		"redis-server": func(t *testing.T) string { return redistest.Start(t).Addr() },
+		"redis-server": func(t *testing.T) []string { return []string{redistest.Start(t).Addr()} },
+		"redis-cluster": func(t *testing.T) []string {
+			var addrs []string
+			for _, s := range redistest.StartCluster(t, 3) {
+				addrs = append(addrs, s.Addr())
+			}
+			return addrs
+		},
 	}
 }
 
@@ -70,7 +77,9 @@ func redisServers(t *testing.T) map[string]func(t *testing.T) string {
 // each cluster mode, and compares every decision, its Retry-After and its
 // quota. The scripts take the test's clock instead of Redis's TIME (their
 // "now" argument); local_first pushes before every step, as a single
-// instance whose pushes were instant would.
+// instance whose pushes were instant would. On a Redis Cluster the keys of
+// the three peers live on different masters: every script call must find
+// all of its keys on one (no CROSSSLOT).
 func TestSameDecisionsAsLocal(t *testing.T) {
 	for name, start := range redisServers(t) {
 		for _, mode := range []cluster.Mode{cluster.Strict, cluster.LocalFirst} {
@@ -82,7 +91,7 @@ func TestSameDecisionsAsLocal(t *testing.T) {
 	}
 }
 
-func runEquivalence(t *testing.T, addr string, mode cluster.Mode, seed uint64) {
+func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64) {
 	var c clock
 	c.ms.Store(t0.UnixMilli())
 	cfg := equivConfig()
@@ -91,7 +100,7 @@ func runEquivalence(t *testing.T, addr string, mode cluster.Mode, seed uint64) {
 		t.Fatal(err)
 	}
 	b, err := cluster.OpenWithClock(cluster.Options{
-		Addrs: []string{addr}, Mode: mode, OnFailure: cluster.FailClosed,
+		Addrs: addrs, Mode: mode, OnFailure: cluster.FailClosed,
 		Timeout: 2 * time.Second, Lease: 1000 * time.Hour,
 	}, c.get)
 	if err != nil {

@@ -190,3 +190,42 @@ func (s *Server) signal(sig syscall.Signal) {
 		_ = s.cmd.Process.Signal(sig)
 	}
 }
+
+// StartCluster runs a Redis Cluster of n masters (n ≥ 3, no replicas), each
+// a Server as Start runs it, and waits until it serves every slot. It
+// needs redis-cli (Debian's redis-tools, which redis-server brings).
+func StartCluster(tb testing.TB, n int) []*Server {
+	tb.Helper()
+	var nodes []*Server
+	var addrs []string
+	for range n {
+		dir := tb.TempDir()
+		s := Start(tb, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--cluster-node-timeout", "5000")
+		nodes = append(nodes, s)
+		addrs = append(addrs, s.Addr())
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		tb.Fatalf("redis-cli is needed for a Redis Cluster: %v", err)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	for _, s := range nodes {
+		port := fmt.Sprint(s.port)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			out, _ := exec.Command(cli, "-p", port, "cluster", "info").Output()
+			if strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("the cluster is not ok on %s:\n%s", s.Addr(), out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nodes
+}
