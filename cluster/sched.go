@@ -222,7 +222,7 @@ func (s *schedules) refresh(ctx context.Context) error {
 		// Keep it tied to the version it was checked for only when it still
 		// fits; otherwise the next decision establishes afresh.
 		n.name, n.version = c.name, c.version
-		if !n.fits2(c) {
+		if !n.sameIntervals(c) {
 			n.version = 0
 		}
 		s.tab[id].CompareAndSwap(c, n)
@@ -230,8 +230,8 @@ func (s *schedules) refresh(ctx context.Context) error {
 	return nil
 }
 
-// fits2 reports whether n runs at the intervals c ran at.
-func (n *sharedSched) fits2(c *sharedSched) bool {
+// sameIntervals reports whether n runs at the intervals c runs at.
+func (n *sharedSched) sameIntervals(c *sharedSched) bool {
 	return target(n.Leaky) == target(c.Leaky) && target(n.Cleanup) == target(c.Cleanup)
 }
 
