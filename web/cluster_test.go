@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/proxy"
+	"github.com/limiterd/limiterd/templates"
 	"github.com/limiterd/limiterd/web"
 )
 
 // fakeCluster is a ClusterStatus whose state the test sets.
 type fakeCluster struct {
 	mu sync.Mutex
-	st web.ClusterState
+	st templates.Cluster
 }
 
-func (f *fakeCluster) ClusterState() web.ClusterState {
+func (f *fakeCluster) ClusterState() templates.Cluster {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.st
@@ -32,7 +33,7 @@ func TestOverviewClusterLine(t *testing.T) {
 		t.Fatalf("local backend: %v", p)
 	}
 
-	fc := &fakeCluster{st: web.ClusterState{Mode: "strict", OnFailure: "closed", Redis: "127.0.0.1:6379", Up: true, Since: d.clock.Now().Add(-90 * time.Second)}}
+	fc := &fakeCluster{st: templates.Cluster{Mode: "strict", OnFailure: "closed", Redis: "127.0.0.1:6379", Up: true, Since: d.clock.Now().Add(-90 * time.Second)}}
 	s := web.MustNewServer(t, d.lim, d.live, web.Options{Token: dashToken, Now: d.clock.Now, Cluster: fc, DataPlane: proxy.New(d.lim, proxy.Options{Now: d.clock.Now})})
 	d = &dash{t: t, h: s.AdminHandler(), lim: d.lim, live: d.live, clock: d.clock}
 	cookie, _ = d.login()

@@ -69,7 +69,12 @@ func (d *dashboard) overview() templates.Overview {
 		Enabled: lim.Enabled(), Now: stamp(now), Window: windowText(set.Seconds()),
 		Estimate: d.estimate(), Tracked: lim.Tracked(),
 	}
-	o.Cluster, o.ClusterUp = clusterLine(d.s.opts.Cluster, now)
+	var cs *templates.Cluster
+	if c := d.s.opts.Cluster; c != nil {
+		st := c.ClusterState()
+		cs = &st
+	}
+	o.Cluster, o.ClusterUp = templates.ClusterLine(cs, now)
 	for _, t := range set.Top(insight.ByRejections, topShown, 0) {
 		o.TopRejected = append(o.TopRejected, talkerRow(lim, t))
 	}

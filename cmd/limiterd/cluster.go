@@ -14,6 +14,7 @@ import (
 	"github.com/limiterd/limiterd/config"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
+	"github.com/limiterd/limiterd/templates"
 	"github.com/limiterd/limiterd/web"
 )
 
@@ -102,9 +103,9 @@ func (p livePublisher) Publish(old, new live.LiveState) {
 // clusterStatus shows a cluster.Backend's state on the dashboard.
 type clusterStatus struct{ b *cluster.Backend }
 
-func (c clusterStatus) ClusterState() web.ClusterState {
+func (c clusterStatus) ClusterState() templates.Cluster {
 	st := c.b.Status()
-	return web.ClusterState{
+	return templates.Cluster{
 		Mode: st.Mode.String(), OnFailure: st.OnFailure.String(), Redis: strings.Join(st.Addrs, ", "),
 		Up: st.Up, Since: st.Since, Reason: st.Reason,
 	}
