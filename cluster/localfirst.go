@@ -126,18 +126,10 @@ func (l *localFirst) shardOf(key lfKey) *lfShard {
 	return &l.shards[maphash.Comparable(l.seed, key)%lfShards]
 }
 
-func (l *localFirst) schedule(g *limiter.Group) (*sharedSched, error) {
-	if c := l.b.sched.tab[g.ID].Load(); c != nil && c.version == g.Version {
-		return c, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.b.opts.Timeout)
-	defer cancel()
-	return l.b.sched.get(ctx, g)
-}
-
 func (l *localFirst) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outcome, limiter.Usage, limiter.Handle, error) {
 	var h limiter.Handle
-	sc, err := l.schedule(g)
+	deadline := time.Now().Add(l.b.opts.Timeout)
+	sc, err := l.b.sched.forDecision(g, deadline)
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
@@ -147,7 +139,7 @@ func (l *localFirst) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.O
 	e := sh.m[key]
 	if e == nil || !e.read || (l.b.opts.MaxUnsynced > 0 && e.unsynced() >= l.b.opts.MaxUnsynced) {
 		sh.mu.Unlock()
-		if err := l.syncNow(key, k, g, sc); err != nil {
+		if err := l.syncNow(deadline, key, k, g, sc); err != nil {
 			return limiter.Outcome{}, limiter.Usage{}, h, err
 		}
 		sh.mu.Lock()
@@ -314,7 +306,7 @@ func mergeToks(a, b []tickN) []tickN {
 
 // syncNow pushes key's pending admissions and reads its shared state, on
 // the request's path (bounded by the timeout), creating the entry first.
-func (l *localFirst) syncNow(key lfKey, k limiter.Key, g *limiter.Group, sc *sharedSched) error {
+func (l *localFirst) syncNow(deadline time.Time, key lfKey, k limiter.Key, g *limiter.Group, sc *sharedSched) error {
 	sh := l.shardOf(key)
 	sh.mu.Lock()
 	e := sh.m[key]
@@ -325,7 +317,7 @@ func (l *localFirst) syncNow(key lfKey, k limiter.Key, g *limiter.Group, sc *sha
 	f, c := l.prepare(e, g, sc)
 	sh.mu.Unlock()
 	sent := l.b.localNow()
-	v, err := l.b.t.do(c.s, c.keys, c.args)
+	v, err := l.b.t.do(deadline, c.s, c.keys, c.args)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return l.finish(e, f, v, err, g.Version, sent, l.b.localNow())
@@ -356,11 +348,12 @@ func (l *localFirst) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.
 		}
 	}
 	sh.mu.Unlock()
-	sc, err := l.schedule(g)
+	deadline := time.Now().Add(l.b.opts.Timeout)
+	sc, err := l.b.sched.forDecision(g, deadline)
 	if err != nil {
 		return limiter.ReduceNoop, err
 	}
-	r, err := reduceShared(l.b, sc, k, g)
+	r, err := reduceShared(l.b, deadline, sc, k, g)
 	if err == nil && r == limiter.Reduced {
 		sh.mu.Lock()
 		if e := sh.m[key]; e != nil {

@@ -87,6 +87,17 @@ type schedFailure struct {
 	err error
 }
 
+// forDecision returns g's shared schedules for a request that must have its
+// answer by deadline: the cached ones, or those get establishes by then.
+func (s *schedules) forDecision(g *limiter.Group, deadline time.Time) (*sharedSched, error) {
+	if c := s.tab[g.ID].Load(); c != nil && c.version == g.Version {
+		return c, nil
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return s.get(ctx, g)
+}
+
 // get returns group g's shared schedules, establishing them in Redis when
 // this instance has none that fit g's intervals (a round trip or three,
 // bounded by ctx).
@@ -99,6 +110,9 @@ func (s *schedules) get(ctx context.Context, g *limiter.Group) (*sharedSched, er
 	c := s.tab[g.ID].Load()
 	if c != nil && c.version == g.Version {
 		return c, nil
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: waiting for the group's shared schedule", ErrTimeout)
 	}
 	if c != nil && c.fits(g) {
 		n := *c

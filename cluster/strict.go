@@ -41,7 +41,8 @@ func hybridKeys(k limiter.Key, g *limiter.Group) []string {
 
 func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outcome, limiter.Usage, limiter.Handle, error) {
 	var h limiter.Handle
-	sc, err := s.schedule(g)
+	deadline := time.Now().Add(s.b.opts.Timeout)
+	sc, err := s.b.sched.forDecision(g, deadline)
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
@@ -52,7 +53,7 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 	args = append(args, sc.args[:]...)
 	args = append(args, g.CleanupExpiry, g.ConcurrencyLimit, g.SlidingWindowLimit, g.SlidingWindowDuration,
 		g.LeakyLimit, g.LeakyTickReduction, member, s.lease)
-	v, err := s.b.t.do(scriptHybrid, keys, args)
+	v, err := s.b.t.do(deadline, scriptHybrid, keys, args)
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
@@ -96,16 +97,6 @@ func hybridOutcome(r []int64, g *limiter.Group, ms int64) (limiter.Outcome, limi
 	return out, u, nil
 }
 
-// schedule returns g's shared schedules, within the request's timeout.
-func (s *strict) schedule(g *limiter.Group) (*sharedSched, error) {
-	if c := s.b.sched.tab[g.ID].Load(); c != nil && c.version == g.Version {
-		return c, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.b.opts.Timeout)
-	defer cancel()
-	return s.b.sched.get(ctx, g)
-}
-
 func (s *strict) release(sl slot) {
 	if s.syncRelease {
 		s.releaseBatch(context.Background(), []slot{sl})
@@ -120,20 +111,21 @@ func (s *strict) release(sl slot) {
 }
 
 func (s *strict) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
-	sc, err := s.schedule(g)
+	deadline := time.Now().Add(s.b.opts.Timeout)
+	sc, err := s.b.sched.forDecision(g, deadline)
 	if err != nil {
 		return limiter.ReduceNoop, err
 	}
-	return reduceShared(s.b, sc, k, g)
+	return reduceShared(s.b, deadline, sc, k, g)
 }
 
 // reduceShared runs the reduce script on (k, g)'s shared tokens.
-func reduceShared(b *Backend, sc *sharedSched, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
+func reduceShared(b *Backend, deadline time.Time, sc *sharedSched, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
 	args := make([]any, 0, 8)
 	args = append(args, b.clockArg())
 	args = append(args, sc.args[:6]...)
 	args = append(args, g.LeakyTickReduction)
-	v, err := b.t.do(scriptReduce, []string{baseKey(k, g.Name) + sufHybrid}, args)
+	v, err := b.t.do(deadline, scriptReduce, []string{baseKey(k, g.Name) + sufHybrid}, args)
 	if err != nil {
 		return limiter.ReduceNoop, err
 	}

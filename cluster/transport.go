@@ -138,17 +138,22 @@ func (t *transport) run(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// do runs s on the request path and returns its result, waiting at most the
-// timeout: ErrBusy at once when too many calls wait already, ErrTimeout when
-// the answer comes later (the call may still be executed by Redis).
-func (t *transport) do(s *script, keys []string, args []any) (any, error) {
-	c := &call{s: s, keys: keys, args: args, deadline: time.Now().Add(t.timeout), done: make(chan struct{})}
+// do runs s on the request path and returns its result, waiting until
+// deadline at most (a request's: now + the timeout when it began): ErrBusy
+// at once when too many calls wait already, ErrTimeout when the answer
+// comes later (the call may still be executed by Redis).
+func (t *transport) do(deadline time.Time, s *script, keys []string, args []any) (any, error) {
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return nil, ErrTimeout
+	}
+	c := &call{s: s, keys: keys, args: args, deadline: deadline, done: make(chan struct{})}
 	select {
 	case t.q <- c:
 	default:
 		return nil, ErrBusy
 	}
-	timer := time.NewTimer(t.timeout)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-c.done:
