@@ -68,6 +68,11 @@ type (
 		ConcurrencyLimit        int64  `toml:"concurrency_limit"`
 		ManualReductionDisabled bool   `toml:"is_manual_reduction_disabled"`
 		Mode                    string `toml:"mode"`
+		Algorithm               string `toml:"algorithm"`
+		// 0 is "unset" (a hybrid group's), which the file cannot say.
+		Limit  int64 `toml:"limit,omitempty"`
+		Period int64 `toml:"period,omitempty"`
+		Burst  int64 `toml:"burst,omitempty"`
 	}
 	fileThrottle struct {
 		Period        int64              `toml:"period"`
@@ -198,6 +203,10 @@ func fileGroupOf(g limiter.GroupSettings) fileGroup {
 		ConcurrencyLimit:        g.ConcurrencyLimit,
 		ManualReductionDisabled: g.ManualReductionDisabled,
 		Mode:                    g.Mode.String(),
+		Algorithm:               g.Algorithm.String(),
+		Limit:                   g.Limit,
+		Period:                  g.Period,
+		Burst:                   g.Burst,
 	}
 }
 

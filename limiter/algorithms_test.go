@@ -384,9 +384,9 @@ func TestAlgorithmSettingErrors(t *testing.T) {
 		s        limiter.GroupSettings
 		key, has string
 	}{
-		{algoSettings(algo.TokenBucket, 0, 1000, 0, 10), "limit", "from 1"},
+		{algoSettings(algo.TokenBucket, 0, 1000, 0, 10), "limit", "required"},
 		{algoSettings(algo.GCRA, -5, 1000, 0, 10), "limit", "got -5"},
-		{algoSettings(algo.FixedWindow, 10, 0, 0, 10), "period", "from 1"},
+		{algoSettings(algo.FixedWindow, 10, 0, 0, 10), "period", "required"},
 		{algoSettings(algo.SlidingWindow, 10, 1<<62, 0, 10), "period", "2147483647"},
 		{algoSettings(algo.FixedWindow, 10, 1000, 3, 10), "burst", "no burst"},
 		{algoSettings(algo.TokenBucket, 10, 1000, -1, 10), "burst", "from 0"},

@@ -135,8 +135,14 @@ func Problem(k Kind, limit, period, burst int64) (key, problem string) {
 	if k == Hybrid {
 		return "", ""
 	}
+	if limit == 0 {
+		return "limit", fmt.Sprintf("is required by algorithm %s: an integer from 1 to %d requests per period", k, MaxValue)
+	}
 	if limit < 1 || limit > MaxValue {
 		return "limit", fmt.Sprintf("must be an integer from 1 to %d requests with algorithm %s, got %d", MaxValue, k, limit)
+	}
+	if period == 0 {
+		return "period", fmt.Sprintf("is required by algorithm %s: an integer from 1 to %d ms", k, MaxValue)
 	}
 	if period < 1 || period > MaxValue {
 		return "period", fmt.Sprintf("must be an integer from 1 to %d ms with algorithm %s, got %d", MaxValue, k, period)

@@ -240,9 +240,9 @@ func TestProblem(t *testing.T) {
 		{algo.TokenBucket, 100, 60000, 0, "", ""},
 		{algo.GCRA, 100, 60000, 500, "", ""},
 		{algo.Hybrid, 0, 0, 0, "", ""}, // the hybrid ignores them
-		{algo.FixedWindow, 0, 60000, 0, "limit", "from 1"},
+		{algo.FixedWindow, 0, 60000, 0, "limit", "required by algorithm fixed_window"},
 		{algo.FixedWindow, -1, 60000, 0, "limit", "got -1"},
-		{algo.SlidingWindow, 10, 0, 0, "period", "from 1"},
+		{algo.SlidingWindow, 10, 0, 0, "period", "required"},
 		{algo.SlidingWindow, 10, 1 << 62, 0, "period", "2147483647"},
 		{algo.GCRA, 1 << 40, 1000, 0, "limit", "2147483647"},
 		{algo.TokenBucket, 10, 1000, -1, "burst", "from 0"},
