@@ -40,7 +40,7 @@ type GroupRow struct {
 
 // Admitted is the number of requests the group let through.
 func (g GroupRow) Admitted() uint64 {
-	return g.Stats.AllowedSliding + g.Stats.AllowedLeaky + g.Stats.Unlimited
+	return g.Stats.AllowedSliding + g.Stats.AllowedLeaky + g.Stats.AllowedAlgorithm + g.Stats.Unlimited
 }
 
 // PeerRow is one tracked (peer, group) entry on the overview.

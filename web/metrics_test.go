@@ -231,8 +231,9 @@ ar_limiter_response_time_microseconds_count{limiter_id="metrics"} 4
 ar_limiter_tracked_items_total{limiter_id="metrics",limiting_type="concurrency"} %[7]d
 ar_limiter_tracked_items_total{limiter_id="metrics",limiting_type="leaky_bucket_tokens"} %[8]d
 ar_limiter_tracked_items_total{limiter_id="metrics",limiting_type="sliding_window_timestamps"} 0
-# HELP limiterd_admitted_total Requests admitted, by how: within the sliding window, with a leaky bucket token, or with no limiting applied (exempt peer, mode off, limiter switched off).
+# HELP limiterd_admitted_total Requests admitted, by how: within the sliding window, with a leaky bucket token, by the group's other algorithm, or with no limiting applied (exempt peer, mode off, limiter switched off).
 # TYPE limiterd_admitted_total counter
+limiterd_admitted_total{limiter_id="metrics",via="algorithm"} 0
 limiterd_admitted_total{limiter_id="metrics",via="leaky_bucket"} 2
 limiterd_admitted_total{limiter_id="metrics",via="no_limiting_applied"} 0
 limiterd_admitted_total{limiter_id="metrics",via="sliding_window"} 0
@@ -310,9 +311,10 @@ func TestCollectorAllGroups(t *testing.T) {
 	if len(groups) != len(limiter.ArweaveGroups())+1 {
 		t.Fatalf("groups %v: want the Arweave ones and local_peers", groups)
 	}
-	// Per group: 9 ar_ counter series, 6 gauges, 5 limiterd_ counter
-	// series, one histogram; then 6 process-wide series.
-	if n, want := testutil.CollectAndCount(c), 21*len(groups)+6; n != want {
+	// Per group: 9 ar_ counter series, 6 gauges, 7 limiterd_ counter
+	// series, 3 limiterd_ gauges (entries, sliding log timestamps, the
+	// algorithm), one histogram; then 6 process-wide series.
+	if n, want := testutil.CollectAndCount(c), 26*len(groups)+6; n != want {
 		t.Errorf("CollectAndCount = %d, want %d", n, want)
 	}
 	if n := testutil.CollectAndCount(c, "ar_limiter_rejected_total"); n != 2*len(groups) {
