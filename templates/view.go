@@ -79,6 +79,12 @@ type Field struct {
 	Overridden bool
 	// Error is the validation message for this key.
 	Error string
+	// Unused is true when the group's algorithm does not read this key
+	// (the hybrid's keys under another algorithm, limit and period under
+	// the hybrid, burst without a bucket).
+	Unused bool
+	// Choices are the values of a "algorithm" field.
+	Choices []string
 }
 
 // ID is the input's element id, unique on the page.
@@ -86,8 +92,10 @@ func (f Field) ID(group string) string { return "g-" + group + "-" + f.Key }
 
 // GroupForm is one group's edit form.
 type GroupForm struct {
-	Name   string
-	Fields []Field
+	Name string
+	// Summary says what the group admits, in its algorithm's terms.
+	Summary string
+	Fields  []Field
 	// Error is a message that names no key.
 	Error string
 	// HasOverride is true when the group has live edits to drop.
@@ -238,7 +246,10 @@ type PeerHistoryRow struct {
 
 // PeerState is a peer's state in one group.
 type PeerState struct {
-	Group               string
+	Group string
+	// Algorithm is the group's; State the entry in its terms (tokens
+	// left, the TAT, window counts).
+	Algorithm, State    string
 	Inflight            int64
 	Tokens              int64
 	Window              int64

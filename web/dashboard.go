@@ -17,6 +17,7 @@ import (
 
 	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/static"
 	"github.com/limiterd/limiterd/templates"
@@ -341,14 +342,51 @@ func keyKind(k string) string {
 		return "bool"
 	case limiter.KeyMode:
 		return "mode"
+	case limiter.KeyAlgorithm:
+		return "algorithm"
 	}
 	return "int"
+}
+
+// usedBy reports whether the group's algorithm reads key: the hybrid
+// ignores limit, period and burst; the others ignore the hybrid's keys
+// (but concurrency, the mode and manual reduction); burst is the token
+// bucket's and GCRA's only.
+func usedBy(k algo.Kind, key string) bool {
+	switch key {
+	case limiter.KeyConcurrencyLimit, limiter.KeyManualReductionOff, limiter.KeyMode, limiter.KeyAlgorithm:
+		return true
+	case limiter.KeyLimit, limiter.KeyPeriod:
+		return k != algo.Hybrid
+	case limiter.KeyBurst:
+		return k.HasBurst()
+	}
+	return k == algo.Hybrid
+}
+
+// groupSummary says what a group admits, in its algorithm's terms.
+func groupSummary(s limiter.GroupSettings) string {
+	per := fmt.Sprintf("%d per %s", s.Limit, time.Duration(s.Period)*time.Millisecond)
+	switch s.Algorithm {
+	case algo.Hybrid:
+		return fmt.Sprintf("hybrid (Arweave): %d per %d ms sliding window, then %d tokens leaking %d every %d ms; %d in flight",
+			s.SlidingWindowLimit, s.SlidingWindowDuration, s.LeakyLimit, s.LeakyTickReduction, s.LeakyTickInterval, s.ConcurrencyLimit)
+	case algo.TokenBucket, algo.GCRA:
+		p := s.Params()
+		return fmt.Sprintf("%s: %s, bursts of up to %d (one every %s after); %d in flight", s.Algorithm, per, p.Burst,
+			time.Duration(p.Period*int64(time.Millisecond)/p.Limit), s.ConcurrencyLimit)
+	case algo.FixedWindow:
+		return fmt.Sprintf("fixed_window: %s, windows aligned on the clock; %d in flight", per, s.ConcurrencyLimit)
+	case algo.SlidingLog:
+		return fmt.Sprintf("sliding_log: %s, in any window of that length; %d in flight", per, s.ConcurrencyLimit)
+	}
+	return fmt.Sprintf("sliding_window: about %s, estimated from this and the previous window; %d in flight", per, s.ConcurrencyLimit)
 }
 
 // groupForm is the form of v, showing submitted values (if any) in place
 // of the effective ones and err next to its key.
 func groupForm(v live.GroupView, submitted map[string]string, err error) templates.GroupForm {
-	f := templates.GroupForm{Name: v.Name, HasOverride: len(v.Override) > 0}
+	f := templates.GroupForm{Name: v.Name, HasOverride: len(v.Override) > 0, Summary: groupSummary(v.Effective)}
 	eff := live.Values(v.Effective)
 	field, msg := "", ""
 	if err != nil {
@@ -367,7 +405,11 @@ func groupForm(v live.GroupView, submitted map[string]string, err error) templat
 	}
 	for _, k := range limiter.GroupKeys {
 		_, over := v.Override[k]
-		fl := templates.Field{Key: k, Kind: keyKind(k), Value: fmt.Sprint(eff[k]), File: fmt.Sprint(v.File[k]), Overridden: over}
+		fl := templates.Field{Key: k, Kind: keyKind(k), Value: fmt.Sprint(eff[k]), File: fmt.Sprint(v.File[k]), Overridden: over,
+			Unused: !usedBy(v.Effective.Algorithm, k)}
+		if fl.Kind == "algorithm" {
+			fl.Choices = algo.Names()
+		}
 		if s, ok := submitted[k]; ok {
 			fl.Value = s
 		}
@@ -411,7 +453,7 @@ func groupPatch(v live.GroupView, form map[string][]string) (map[string]string, 
 				firstErr = &live.FieldError{Field: k, Problem: "must be true or false"}
 			}
 			patch[k] = b
-		case "mode":
+		case "mode", "algorithm":
 			patch[k] = s
 		default:
 			n, err := strconv.ParseInt(s, 10, 64)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/templates"
 )
@@ -124,8 +125,10 @@ func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 	now := d.s.now()
 	views := d.s.lim.Peer(now, k)
 	for _, v := range views {
+		gs, _ := d.s.lim.Settings(v.GroupID)
 		data.Rows = append(data.Rows, templates.PeerState{
-			Group: v.Group, Inflight: v.Inflight, Tokens: v.Tokens, Window: v.Window, WindowActive: v.WindowActive,
+			Group: v.Group, Algorithm: v.Algorithm.String(), State: stateText(v, gs),
+			Inflight: v.Inflight, Tokens: v.Tokens, Window: v.Window, WindowActive: v.WindowActive,
 			Requests: v.Requests, RejectedConcurrency: v.RejectedConcurrency, RejectedRateLimit: v.RejectedRateLimit,
 			LastSeen: v.LastSeen.UTC().Format(time.RFC3339),
 		})
@@ -302,4 +305,31 @@ func (d *dashboard) handleForgetPeer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	redirect(w, r, templates.PeerURL(k.String())+"&result=forgotten")
+}
+
+// stateText is a peer's state in one group in its algorithm's terms.
+func stateText(v limiter.EntryView, g limiter.GroupSettings) string {
+	a := v.Algo
+	next := ""
+	if a.Remaining == 0 {
+		next = fmt.Sprintf("; next admission in %s", time.Duration(a.Reset)*time.Millisecond)
+	}
+	switch v.Algorithm {
+	case algo.Hybrid:
+		return fmt.Sprintf("hybrid: %d window timestamps (%d within %d ms), %d of %d tokens consumed",
+			v.Window, v.WindowActive, g.SlidingWindowDuration, v.Tokens, g.LeakyLimit)
+	case algo.TokenBucket:
+		return fmt.Sprintf("token_bucket: %.2f of %d tokens left%s", a.Tokens, g.Params().Burst, next)
+	case algo.GCRA:
+		tat := "now"
+		if a.TAT > 0 {
+			tat = "now + " + (time.Duration(a.TAT) * time.Millisecond).String()
+		}
+		return fmt.Sprintf("gcra: TAT %s, %d admissions left%s", tat, a.Remaining, next)
+	case algo.FixedWindow:
+		return fmt.Sprintf("fixed_window: %d of %d in this window, which ends in %s", a.Count, g.Limit, time.Duration(a.WindowEnd)*time.Millisecond)
+	case algo.SlidingLog:
+		return fmt.Sprintf("sliding_log: %d of %d in the last %s%s", a.Count, g.Limit, time.Duration(g.Period)*time.Millisecond, next)
+	}
+	return fmt.Sprintf("sliding_window: %d in this window, %d in the previous, estimate %.2f of %d%s", a.Count, a.Previous, a.Estimate, g.Limit, next)
 }

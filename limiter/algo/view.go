@@ -10,14 +10,14 @@ import (
 type Quota struct {
 	// Remaining is how many requests would be admitted now, one after the
 	// other.
-	Remaining int64
+	Remaining int64 `json:"remaining"`
 	// Reset is the ms until a request can be admitted again: 0 while
 	// Remaining > 0, else what a rejection's Retry-After is made of.
-	Reset int64
+	Reset int64 `json:"reset_ms"`
 	// Amount is what that moment restores: one admission (a token, an
 	// emission interval, a window timestamp, the estimate's next step),
 	// or the whole limit when a fixed window ends.
-	Amount int64
+	Amount int64 `json:"amount"`
 }
 
 // QuotaOf returns the quota of s at now (any kind but Hybrid and
