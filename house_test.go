@@ -29,6 +29,7 @@ var arrows = map[string][]string{
 	// pure like it.
 	"limiter/peerkey":   {},
 	"limiter/prefixset": {},
+	"limiter/schedule":  {},
 	"throttle":          {"limiter"},
 	"live":              {"limiter"},
 	"insight":           {"limiter", "ticker"},
@@ -49,7 +50,7 @@ var arrows = map[string][]string{
 
 // pure are the packages of the core: the standard library only (and,
 // for limiter, its own pure sub-packages).
-var pure = []string{"limiter", "limiter/algo", "limiter/peerkey", "limiter/prefixset", "throttle"}
+var pure = []string{"limiter", "limiter/algo", "limiter/peerkey", "limiter/prefixset", "limiter/schedule", "throttle"}
 
 // never are arrows STYLE.md names as forbidden, checked on the full
 // dependency closure (not only direct imports).

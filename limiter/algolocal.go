@@ -31,9 +31,9 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 	p := &g.params
 	var w *window
 	var s algo.State
+	exact := true
 	if g.Algorithm == algo.SlidingLog {
-		w = sh.win(e)
-		u = logUsage(w, p, ms)
+		u, exact = sh.logGate(e, p, ms)
 	} else {
 		s = e.words()
 		if e.flags&flagState == 0 {
@@ -44,19 +44,23 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 	switch {
 	case int64(e.inflight)+1 > g.ConcurrencyLimit:
 		out = Outcome{Reason: ReasonConcurrency, RetryAfter: 1}
+		if !exact {
+			u = logUsage(sh.win(e), p, ms)
+		}
 	case g.Algorithm == algo.SlidingLog:
 		if u.Window+1 > p.Limit {
 			out = Outcome{Reason: ReasonRateLimit, RetryAfter: retrySeconds(u.Oldest + p.Period - ms)}
 			break
 		}
-		if w == nil {
-			w = &window{}
-			sh.setWin(e, w)
+		if w = sh.win(e); w == nil {
+			w = sh.setWin(e, window{})
 		}
 		stats.LogItems -= int64(w.dropBefore(ms - p.Period + 1))
 		w.add(ms, int32(p.Limit))
 		stats.LogItems++
-		u = logUsage(w, p, ms)
+		// Every timestamp left counts (an out-of-order ms is in the past
+		// by a few µs at most).
+		u = sh.setGate(e, w, p)
 		out.Via = ViaAlgorithm
 	default:
 		ns, admitted, wait := algo.Decide(g.Algorithm, s, *p, ms)
@@ -132,6 +136,48 @@ func logUsage(w *window, p *algo.Params, ms int64) Usage {
 	return u
 }
 
+// The sliding log's gate: while the log holds at least L timestamps, the
+// L-th newest (at(n − L)) must have expired before the next admission. The
+// entry keeps it in its word A (flagState), beside the window index in wi,
+// so that a rejection — most decisions of a peer over its limit — reads
+// the entry only, not the log. It is a cache of the log, set again from
+// it after every change (and dropped when in doubt: expireAlgo, sync).
+
+// logGate returns the Usage of e's log at ms from its gate when it is set:
+// not expired, Window is L (at least L count, the log is full); expired,
+// Window is L − 1 (fewer than L count: the next request is admitted) and
+// exact is false. Without a gate (fewer than L timestamps held) it counts
+// the log.
+func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (u Usage, exact bool) {
+	if e.flags&flagState != 0 {
+		if gate := int64(uint64(uint32(e.tokens)) | uint64(e.tick)<<32); gate > ms-p.Period {
+			return Usage{Window: p.Limit, Oldest: gate}, true
+		}
+		return Usage{Window: p.Limit - 1}, false
+	}
+	w := sh.win(e)
+	if w == nil {
+		return Usage{}, true
+	}
+	u = logUsage(w, p, ms)
+	sh.setGate(e, w, p) // when the log holds L or more: a cache, not state
+	return u, true
+}
+
+// setGate sets e's gate from its log w, and returns the Usage of a log
+// whose timestamps all count.
+func (sh *shard) setGate(e *entry, w *window, p *algo.Params) Usage {
+	u := Usage{Window: int64(w.n)}
+	if u.Window < p.Limit {
+		e.flags &^= flagState
+		return u
+	}
+	u.Oldest = w.at(w.n - int32(p.Limit))
+	e.tokens, e.tick = int32(uint32(u.Oldest)), uint32(uint64(u.Oldest)>>32)
+	e.flags |= flagState
+	return u
+}
+
 // retrySeconds is the Retry-After of a wait in ms: whole seconds rounded
 // up, at least 1.
 func retrySeconds(ms int64) int64 { return max(1, (ms+999)/1000) }
@@ -161,6 +207,10 @@ func (b *local) sync(sh *shard, g *Group) {
 			if e.algo != g.Algorithm {
 				sh.drop(slot, uint32(b.hash.sum(&e.key)))
 				b.total.Add(-1)
+				continue
+			}
+			if e.algo == algo.SlidingLog {
+				e.flags &^= flagState // the gate of another limit
 				continue
 			}
 			if e.flags&flagState != 0 && ss.ver != 0 && ss.p != g.params {
@@ -214,10 +264,12 @@ func (sh *shard) expireAlgo(e *entry, g *Group, ms int64) bool {
 	st := &sh.stats[g.ID]
 	if w := sh.win(e); w != nil {
 		st.LogItems -= int64(w.dropBefore(ms - g.params.Period + 1))
+		// The gate, the L-th newest, stays while L are held.
+		sh.setGate(e, w, &g.params)
 		if w.n == 0 {
 			sh.dropWin(e)
 		}
-	} else if e.flags&flagState != 0 && algo.Idle(g.Algorithm, e.words(), g.params, ms) {
+	} else if e.algo != algo.SlidingLog && e.flags&flagState != 0 && algo.Idle(g.Algorithm, e.words(), g.params, ms) {
 		e.flags &^= flagState
 		e.setWords(algo.State{})
 		e.flags |= flagDirty
@@ -236,6 +288,7 @@ func (sh *shard) reduceAlgo(e *entry, g *Group, ms int64) ReduceResult {
 		}
 		w.n--
 		sh.stats[g.ID].LogItems--
+		sh.setGate(e, w, &g.params)
 		e.flags |= flagDirty
 		return Reduced
 	}

@@ -228,6 +228,9 @@ func TestSlidingLogAgainstList(t *testing.T) {
 		now := int64(0)
 		for i := range 300 {
 			now += []int64{0, 1, period / 3, period, 2 * period}[r.IntN(5)]
+			if r.IntN(8) == 0 {
+				l.Tick(at(now)) // the sweep expires the log (and keeps its gate right)
+			}
 			if r.IntN(10) == 0 {
 				// reduce: the newest that still counts goes.
 				want := "noop"
@@ -425,4 +428,39 @@ func asSettingError(err error, se **limiter.SettingError) bool {
 func decideRelease(l *limiter.Limiter, now time.Time, p limiter.Peer, g limiter.GroupID) {
 	d := l.Decide(now, p, g)
 	d.Release()
+}
+
+// TestSlidingLogLimitChange: a live change of a sliding log's limit keeps
+// the timestamps and applies at once, both ways (the rejections' shortcut
+// is dropped with the old limit).
+func TestSlidingLogLimitChange(t *testing.T) {
+	cfg := testConfig(algoSettings(algo.SlidingLog, 3, 60_000, 0, 100))
+	l := newLimiter(t, cfg)
+	arun(t, l, "test", []astep{areq(0, "ok"), areq(1, "ok"), areq(2, "ok"), areq(3, "rate_limit").q(0, 59_997)})
+	cfg.Groups["test"] = algoSettings(algo.SlidingLog, 5, 60_000, 0, 100)
+	if err := l.Apply(at(4), cfg); err != nil {
+		t.Fatal(err)
+	}
+	arun(t, l, "test", []astep{areq(4, "ok").q(1, 0), areq(5, "ok").q(0, 59_995), areq(6, "rate_limit")})
+	cfg.Groups["test"] = algoSettings(algo.SlidingLog, 2, 60_000, 0, 100)
+	if err := l.Apply(at(7), cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Five held, two allowed: 2 and 4 must expire first.
+	arun(t, l, "test", []astep{areq(60_001, "rate_limit").q(0, 3), areq(60_003, "rate_limit").q(0, 1), areq(60_004, "ok")})
+}
+
+// TestSlidingLogFullExpires: a sliding log at its limit (its rejections'
+// shortcut set) still goes in the sweep once every timestamp expired.
+func TestSlidingLogFullExpires(t *testing.T) {
+	l := newLimiter(t, testConfig(algoSettings(algo.SlidingLog, 2, 1000, 0, 100)))
+	arun(t, l, "test", []astep{areq(0, "ok"), areq(1, "ok"), areq(2, "rate_limit")})
+	l.Tick(at(500))
+	if l.Tracked() != 1 {
+		t.Fatal("swept too soon")
+	}
+	l.Tick(at(1001))
+	if l.Tracked() != 0 {
+		t.Fatalf("tracked %d after every timestamp expired", l.Tracked())
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // GroupID is a group's index in a Limiter. IDs are stable for the
@@ -220,9 +222,10 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 			params: gs.Params(), stateVer: ver}
 		if prev != nil && prev.groups[id].defined {
 			// The state stays valid while the algorithm stays and, for the
-			// two whose units are made of the limits, the limits too.
+			// two whose units are made of the limits (and the sliding
+			// log's gate, see logGate), the limits too.
 			p := &prev.groups[id]
-			if p.Algorithm == gs.Algorithm && (p.params == g.params || !gs.Algorithm.Scaled()) {
+			if p.Algorithm == gs.Algorithm && (p.params == g.params || !gs.Algorithm.Scaled() && gs.Algorithm != algo.SlidingLog) {
 				g.stateVer = p.stateVer
 			}
 		}

@@ -122,8 +122,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		stats.AllowedLeaky++
 	case ViaSliding:
 		if w == nil {
-			w = &window{ctick: uint32(sh.cleanupIndex(g, ms))}
-			sh.setWin(e, w)
+			w = sh.setWin(e, window{ctick: uint32(sh.cleanupIndex(g, ms))})
 		}
 		if w.n == 0 {
 			stats.PeersWindow++

@@ -75,7 +75,7 @@ func (sh *shard) snapshotEntry(e *entry, gr *Group, ms int64) EntrySnapshot {
 		RejectedRateLimit:   uint64(e.rejRate),
 		LastSeen:            int64(e.lastSeen),
 	}
-	if es.Algorithm = e.algo; e.flags&flagState != 0 {
+	if es.Algorithm = e.algo; e.flags&flagState != 0 && e.algo != algo.SlidingLog {
 		es.State = e.words()
 	}
 	if e.flags&flagTokens != 0 {
@@ -115,7 +115,7 @@ func (st *settings) groupSnapshots(ms int64) []GroupSnapshot {
 	for g := range st.groups {
 		gr := &st.groups[g]
 		if gr.defined && g != int(LocalPeers) {
-			gs := GroupSnapshot{Name: gr.Name, Leaky: gr.Leaky.settle(ms), Cleanup: gr.Cleanup.settle(ms), Algorithm: gr.Algorithm}
+			gs := GroupSnapshot{Name: gr.Name, Leaky: gr.Leaky.Settled(ms), Cleanup: gr.Cleanup.Settled(ms), Algorithm: gr.Algorithm}
 			if gr.Algorithm != algo.Hybrid {
 				gs.Params = gr.params
 			}
@@ -336,7 +336,7 @@ func (b *local) Restore(ms int64, gt *GroupTable, snap *Snapshot) RestoreReport 
 			}
 		}
 		if len(es.Window) > 0 && gr.Algorithm.Logged() {
-			w := &window{ctick: tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))}
+			w := window{ctick: tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))}
 			for _, t := range es.Window {
 				w.add(t+shift, int32(max(limit, int64(len(es.Window)))))
 			}

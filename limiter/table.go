@@ -117,9 +117,9 @@ type shard struct {
 	epoch uint32 // bumped when Restore replaces the tables
 	stats [MaxGroups]GroupStats
 
-	// wins holds the entries' sliding windows (see entry.wi); winFree the
-	// free indexes in it.
-	wins    []*window
+	// wins holds the entries' sliding windows (see entry.wi), by value (a
+	// pointer less to follow per decision); winFree the free indexes in it.
+	wins    []window
 	winFree []uint32
 
 	// victims are the entries idle longest when the shard was last
@@ -299,25 +299,27 @@ func (h *hasher) sum(k *entryKey) uint64 {
 }
 
 // win returns e's sliding window (the hybrid's, the sliding log's), nil
-// when it has none.
+// when it has none. The pointer is valid until the next setWin.
 func (s *shard) win(e *entry) *window {
 	if e.wi == 0 || !e.algo.Logged() {
 		return nil
 	}
-	return s.wins[e.wi-1]
+	return &s.wins[e.wi-1]
 }
 
-// setWin gives e (which has none) the window w.
-func (s *shard) setWin(e *entry, w *window) {
+// setWin gives e (which has none) the window w and returns where it is
+// kept (valid until the next setWin).
+func (s *shard) setWin(e *entry, w window) *window {
 	if n := len(s.winFree); n > 0 {
 		i := s.winFree[n-1]
 		s.winFree = s.winFree[:n-1]
 		s.wins[i] = w
 		e.wi = i + 1
-		return
+		return &s.wins[i]
 	}
 	s.wins = append(s.wins, w)
 	e.wi = uint32(len(s.wins))
+	return &s.wins[e.wi-1]
 }
 
 // dropWin takes e's window away, if it has one.
@@ -325,7 +327,7 @@ func (s *shard) dropWin(e *entry) {
 	if e.wi == 0 || !e.algo.Logged() {
 		return
 	}
-	s.wins[e.wi-1] = nil
+	s.wins[e.wi-1] = window{}
 	s.winFree = append(s.winFree, e.wi-1)
 	e.wi = 0
 }

@@ -1,11 +1,23 @@
 package limiter
 
+// The types and functions of the core's pure sub-packages that the rest
+// of limiterd knows by their limiter names.
+
 import (
 	"net/netip"
 
 	"github.com/limiterd/limiterd/limiter/peerkey"
 	"github.com/limiterd/limiterd/limiter/prefixset"
+	"github.com/limiterd/limiterd/limiter/schedule"
 )
+
+// Schedule places a group's ticks on a fixed timeline (package schedule):
+// tick Index at Anchor, one every Interval ms, a change of interval taking
+// effect at the next tick.
+type Schedule = schedule.Schedule
+
+// NewSchedule returns a schedule whose tick 0 falls at epoch.
+func NewSchedule(epoch, interval int64) Schedule { return schedule.New(epoch, interval) }
 
 // PeerKey is the compact, comparable identity limits are tracked under
 // (package peerkey): an IPv4 address, an IPv6 prefix, or an opaque key.
