@@ -118,7 +118,7 @@ func (s *Snapshotter) Restore(ctx context.Context) error {
 		// The switch as stored at its last change, not as of the snapshot.
 		s.lim.SetEnabled(s.enabled())
 	}
-	s.log.Info("restored peer state", "loaded", r.Loaded, "expired", r.Expired, "skipped", r.Skipped, "gap", r.Gap.Round(time.Millisecond), "switch_on", s.lim.Enabled())
+	s.log.Info("restored peer state", "loaded", r.Loaded, "expired", r.Expired, "skipped", r.Skipped, "dropped_other_algorithm", r.Dropped, "gap", r.Gap.Round(time.Millisecond), "switch_on", s.lim.Enabled())
 	s.needFull = false
 	return nil
 }
