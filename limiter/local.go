@@ -153,8 +153,10 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 	}
+	// Read under the lock: another decision in the shard moves the span.
+	u = Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: lc.to}
 	sh.mu.Unlock()
-	return out, Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: lc.to}, h
+	return out, u, h
 }
 
 // localHandle packs an in-flight slot: the slot and its generation, the
