@@ -273,3 +273,51 @@ func BenchmarkMemoryAlgorithms(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideRatio runs each algorithm against the hybrid in
+// alternating blocks of 16 384 decisions (about 2 ms each), timing every
+// block, on the timelines of BenchmarkDecideAlgorithms: a shared machine's
+// load then falls on both alike. It reports each side's ns per decision and
+// the ratio algorithm ÷ hybrid ("x-hybrid"; target ≤ 1.10). b.N counts
+// blocks pairs.
+func BenchmarkDecideRatio(b *testing.B) {
+	const n, block = 10_000, 16_384
+	ps := peers(n)
+	newTL := func(k algo.Kind) *timeline {
+		l, g := withAlgorithm(b, k, 0)
+		tl := &timeline{}
+		tl.decide = func(i int) {
+			d := l.Decide(tl.at(i), ps[i%n], g)
+			d.Release()
+		}
+		return tl
+	}
+	for _, k := range benchKinds[1:] {
+		var hy, al *timeline
+		b.Run(k.String(), func(b *testing.B) {
+			if hy == nil {
+				hy, al = newTL(algo.Hybrid), newTL(k)
+				hy.run(b, false) // warm-up of one period each (b.N = 0 or 1)
+				al.run(b, false)
+			}
+			var th, ta time.Duration
+			b.ResetTimer()
+			for j := 0; j < b.N; j++ {
+				for _, side := range []struct {
+					tl *timeline
+					d  *time.Duration
+				}{{hy, &th}, {al, &ta}} {
+					start := time.Now()
+					for i := side.tl.i; i < side.tl.i+block; i++ {
+						side.tl.decide(i)
+					}
+					*side.d += time.Since(start)
+					side.tl.i += block
+				}
+			}
+			b.ReportMetric(float64(th.Nanoseconds())/float64(b.N*block), "hybrid-ns/op")
+			b.ReportMetric(float64(ta.Nanoseconds())/float64(b.N*block), "algo-ns/op")
+			b.ReportMetric(float64(ta)/float64(th), "x-hybrid")
+		})
+	}
+}
