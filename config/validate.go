@@ -14,6 +14,8 @@ import (
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/ratelimit"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // maxMillis bounds the integer-millisecond keys and the rates, as the
@@ -75,6 +77,25 @@ func build(p *problems, t tree) *Config {
 			p.addf("server.shutdown_timeout", "must be ≥ 0, got %s", d)
 		}
 	}
+	if s, ok := b.str("server", "ratelimit_headers"); ok {
+		set, err := ratelimit.ParseSet(s)
+		if err != nil {
+			p.addErr("server.ratelimit_headers", err.Error(), err)
+		}
+		c.Server.RateLimitHeaders = set
+	}
+
+	// [arweave], before the groups whose defaults and checks it decides.
+	if s, ok := b.str("arweave", "version"); ok {
+		v, err := limiter.ParseArweaveVersion(s)
+		if err != nil {
+			p.addErr("arweave.version", err.Error(), err)
+		}
+		c.Arweave.Version = v
+	}
+
+	// [log]
+	b.logTable(c)
 
 	// [admin]
 	if s, ok := b.str("admin", "listen"); ok {
@@ -91,6 +112,7 @@ func build(p *problems, t tree) *Config {
 		p.add("admin.token_file", "set only one of admin.token and admin.token_file")
 	}
 	c.Admin.CheckLease = b.positiveDuration("admin", "check_lease")
+	b.tokens(c)
 
 	// [peers]
 	c.Peers.TrustedProxies = b.strs("peers", "trusted_proxies")
@@ -125,6 +147,7 @@ func build(p *problems, t tree) *Config {
 	// [http_api.limiter.*], before the routes that name the groups.
 	groups, names := b.groups()
 	c.Groups = groups
+	checkVersion(p, c.Arweave.Version, groups)
 
 	// [routes]
 	c.Routes.ExemptPaths = b.strs("routes", "exempt_paths")
@@ -136,6 +159,13 @@ func build(p *problems, t tree) *Config {
 	c.Routes.Rules = b.routeRules(names)
 
 	// [throttle]
+	if s, ok := b.str("throttle", "mode"); ok {
+		m, err := throttle.ParseMode(s)
+		if err != nil {
+			p.addErr("throttle.mode", err.Error(), err)
+		}
+		c.Throttle.Mode = m
+	}
 	c.Throttle.Period = b.millis("throttle", "period")
 	c.Throttle.RetryInterval = b.millis("throttle", "retry_interval")
 	c.Throttle.ExemptPeers = b.strs("throttle", "exempt_peers")
@@ -305,6 +335,7 @@ func partialGroup(p *problems, key, name string, g tree) limiter.PartialGroup {
 			pg.Mode = &m
 		}
 	}
+	partialShards(p, key, g, &pg)
 	return pg
 }
 

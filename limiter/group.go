@@ -100,6 +100,7 @@ type GroupSettings struct {
 	Limit     int64     `json:"limit"`
 	Period    int64     `json:"period"`
 	Burst     int64     `json:"burst"`
+	Shards
 }
 
 // Params returns the limits of a group whose algorithm is not the hybrid,
@@ -163,7 +164,7 @@ func (s GroupSettings) Validate(group string) error {
 	if key, problem := algo.Problem(s.Algorithm, s.Limit, s.Period, s.Burst); key != "" {
 		return &SettingError{Group: group, Key: key, Problem: problem}
 	}
-	return nil
+	return s.Shards.validate(group)
 }
 
 // SettingError is the error of an invalid group setting. It names the group
@@ -212,6 +213,7 @@ type PartialGroup struct {
 	Limit                   *int64
 	Period                  *int64
 	Burst                   *int64
+	PartialShards
 }
 
 // Over returns base with every key p sets replaced by p's value.
@@ -247,6 +249,7 @@ func (p PartialGroup) Over(base GroupSettings) GroupSettings {
 	if p.Burst == nil && !base.Algorithm.HasBurst() {
 		base.Burst = 0
 	}
+	p.PartialShards.over(&base.Shards)
 	return base
 }
 
@@ -334,6 +337,7 @@ func arweave(window, leaky, reduction, concurrency int64) GroupSettings {
 		LeakyTickInterval:     30000,
 		LeakyTickReduction:    reduction,
 		ConcurrencyLimit:      concurrency,
+		Shards:                Shards{NumberOfWorkers: 5},
 	}
 }
 
@@ -342,6 +346,7 @@ func arweave(window, leaky, reduction, concurrency int64) GroupSettings {
 func ArweaveGroups() map[string]GroupSettings {
 	metrics := arweave(0, 2, 2, 2)
 	metrics.LeakyTickInterval = 1000
+	metrics.NumberOfWorkers = 1
 	return map[string]GroupSettings{
 		"general":                  arweave(0, 450, 450, 150),
 		"chunk":                    arweave(100, 6000, 30, 200),

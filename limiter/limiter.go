@@ -35,6 +35,9 @@ type Config struct {
 	// MaxTracked caps the (peer, group) entries of the local backend; 0
 	// means no cap.
 	MaxTracked int
+	// ArweaveVersion is arweave.version: with Arweave297 every group is
+	// also checked with GroupSettings.Validate297.
+	ArweaveVersion ArweaveVersion
 }
 
 // settings is one immutable version of a Limiter's configuration: the
@@ -75,6 +78,8 @@ type Limiter struct {
 
 	leakyTicks [MaxGroups]atomic.Uint64
 	policy     [MaxGroups]policyStats
+
+	arrivalsPerShard int // WithArrivals
 }
 
 // Option configures a Limiter at New.
@@ -101,6 +106,9 @@ func New(now time.Time, cfg Config, opts ...Option) (*Limiter, error) {
 	if l.backend == nil {
 		l.local = newLocal()
 		l.backend = l.local
+		if l.arrivalsPerShard > 0 {
+			l.local.recordArrivals(l.arrivalsPerShard)
+		}
 	}
 	l.enabled.Store(true)
 	if err := l.Apply(now, cfg); err != nil {
@@ -207,6 +215,9 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 			return nil, err
 		}
 		if err := gs.Validate(name); err != nil {
+			return nil, err
+		}
+		if err := validateVersion(cfg.ArweaveVersion, gs, name); err != nil {
 			return nil, err
 		}
 		id, ok := ids[name]

@@ -28,6 +28,11 @@ type local struct {
 	cands  [nShards]atomic.Uint32 // each shard's next eviction candidate
 
 	afterScan func() // tests: runs between SnapshotDelta's scan and its drain
+
+	// WithArrivals: which decisions are recorded (SetArrivalSampling), and
+	// the channel told when a shard's record is half full.
+	sampling atomic.Uint32
+	poke     chan struct{}
 }
 
 var (
@@ -100,6 +105,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	sh.touch(slot, sec)
 	stats.Requests++
 	satInc(&e.requests)
+	requests := e.requests
 
 	cut := ms - g.SlidingWindowDuration + 1 // timestamps < cut have expired
 	s := HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)}
@@ -109,7 +115,8 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 			s.Window, s.Oldest = int64(wn), w.at(w.n-wn)
 		}
 	}
-	s, out = StepHybrid(s, &g.GroupSettings, ms, lc.to)
+	resetAt := lc.to // read under the lock: another decision may move the span
+	s, out = StepHybrid(s, &g.GroupSettings, ms, resetAt)
 	switch out.Via {
 	case ViaLeaky:
 		if e.flags&flagTokens == 0 {
@@ -153,8 +160,13 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 	}
-	// Read under the lock: another decision in the shard moves the span.
-	u = Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: lc.to}
+	if sh.arr.buf != nil { // the dashboard's record (WithArrivals)
+		s := b.sampling.Load()
+		if f := sampled(s, tag, requests); f != 0 {
+			sh.arr.put(k, g.ID, out.Reason, ms, tag, f, s, b.poke)
+		}
+	}
+	u = Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}
 	sh.mu.Unlock()
 	return out, u, h
 }

@@ -21,6 +21,8 @@ func TestPure(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
+		// The core's own sub-packages (limiter/ratelimit) are pure too:
+		// their standard-library-only deps are checked here with the rest.
 		if dep == "github.com/limiterd/limiterd/limiter" || strings.HasPrefix(dep, "github.com/limiterd/limiterd/limiter/") {
 			continue
 		}

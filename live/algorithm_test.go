@@ -16,9 +16,9 @@ import (
 
 var t0 = time.UnixMilli(1_700_000_000_000)
 
-// newLive returns a Live over the Arweave groups plus "api", a token
+// newAlgoLive returns a Live over the Arweave groups plus "api", a token
 // bucket of 10 per second, on a MemoryStore.
-func newLive(t *testing.T) (*live.Live, *limiter.Limiter, *live.MemoryStore) {
+func newAlgoLive(t *testing.T) (*live.Live, *limiter.Limiter, *live.MemoryStore) {
 	t.Helper()
 	groups := limiter.ArweaveGroups()
 	api := groups[limiter.GroupGeneral]
@@ -63,7 +63,7 @@ func TestParseOverrideAlgorithmKeys(t *testing.T) {
 
 // Bad values through a live edit: refused naming the key, nothing stored.
 func TestPatchAlgorithmBadInput(t *testing.T) {
-	c, lim, st := newLive(t)
+	c, lim, st := newAlgoLive(t)
 	for _, tc := range []struct{ group, body, key, has string }{
 		{"api", `{"limit": 0}`, "limit", "from 1"},
 		{"api", `{"limit": -3}`, "limit", "got -3"},
@@ -100,7 +100,7 @@ func mustID(t *testing.T, lim *limiter.Limiter, name string) limiter.GroupID {
 // such; a change of limit keeps it; dropping the overrides back to the file
 // value drops it again.
 func TestPatchAlgorithmDropsState(t *testing.T) {
-	c, lim, st := newLive(t)
+	c, lim, st := newAlgoLive(t)
 	ctx := context.Background()
 	api := mustID(t, lim, "api")
 	for i := range 3 {

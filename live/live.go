@@ -355,9 +355,16 @@ func (c *Live) AddExemption(ctx context.Context, actor string, e Exemption) (Exe
 			return e, fmt.Errorf("%s %q: %w", e.Kind, e.Value, ErrExists)
 		}
 	}
+	if !e.Expires.IsZero() {
+		if !e.Expires.After(c.now()) {
+			return e, &FieldError{Field: "expires", Problem: fmt.Sprintf("%s is not in the future", e.Expires.UTC().Format(time.RFC3339))}
+		}
+		e.Expires = e.Expires.UTC().Truncate(time.Second)
+	}
 	next := c.clone()
 	next.Exemptions = append(next.Exemptions, e)
 	a := c.audit(actor, "exemption.add", string(e.Kind), nil, e.Value)
+	a.Note, a.Expires = e.Note, e.Expires
 	return e, c.commit(ctx, actor, next, func() error { return c.store.AddExemption(ctx, e, a) })
 }
 
@@ -374,8 +381,10 @@ func (c *Live) RemoveExemption(ctx context.Context, actor string, e Exemption) e
 	if i < 0 {
 		return fmt.Errorf("%s %q: %w", e.Kind, e.Value, ErrNotFound)
 	}
+	gone := next.Exemptions[i]
 	next.Exemptions = slices.Delete(next.Exemptions, i, i+1)
 	a := c.audit(actor, "exemption.remove", string(e.Kind), e.Value, nil)
+	a.Note, a.Expires = gone.Note, gone.Expires
 	return c.commit(ctx, actor, next, func() error { return c.store.RemoveExemption(ctx, e, a) })
 }
 

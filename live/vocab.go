@@ -32,6 +32,9 @@ type Exemption struct {
 	Value string        `json:"value"`
 	// Note is the operator's reason, free text.
 	Note string `json:"note,omitempty"`
+	// Expires is when the entry removes itself (Live.Expire, audited as
+	// exemption.expire); zero: never.
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // Normalize validates e and returns it in canonical form (a CIDR masked,
@@ -254,6 +257,12 @@ type AuditEntry struct {
 	Target string    `json:"target"`
 	Old    any       `json:"old,omitempty"`
 	New    any       `json:"new,omitempty"`
+	// Note is the operator's note of the entry concerned (an exemption's
+	// reason), kept with its addition, removal and expiry.
+	Note string `json:"note,omitempty"`
+	// Expires is when the entry concerned expires (an exemption added with
+	// an expiry).
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // LiveState is everything operators changed at run time: what the store

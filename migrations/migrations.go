@@ -34,10 +34,11 @@ var All = []Migration{
 	{Name: "split the live state into one key per override and exemption", Up: v2SplitLive},
 	{Name: "pack the snapshot entries into a base of blobs and a log", Up: v3PackEntries},
 	{Name: "create the dashboard sessions bucket", Up: v4CreateSessions},
-	{Name: "entry values to encoding 2, which carries an algorithm and its state", Up: v5EntryEncoding},
+	{Name: "create the offenders bucket", Up: v5CreateOffenders},
+	{Name: "entry values to encoding 2, which carries an algorithm and its state", Up: v6EntryEncoding},
 }
 
-// v5EntryEncoding brings every entry value in the blobs of entry_base and
+// v6EntryEncoding brings every entry value in the blobs of entry_base and
 // entry_log from encoding 1 to encoding 2. Encoding 2 (the algorithms of
 // SPEC §6.2) appends an algorithm byte and its state after the fields of
 // encoding 1, under two new flags (0x20, 0x40): a value of encoding 1 is
@@ -46,7 +47,7 @@ var All = []Migration{
 // not add up (which a load skips whole anyway) and a value of any other
 // encoding are left as they are. The schema version it adds is also what
 // makes an older limiterd, which cannot read encoding 2, refuse the file.
-func v5EntryEncoding(tx *bbolt.Tx) error {
+func v6EntryEncoding(tx *bbolt.Tx) error {
 	for _, name := range []string{"entry_base", "entry_log"} {
 		b := tx.Bucket([]byte(name))
 		if b == nil {
@@ -55,7 +56,7 @@ func v5EntryEncoding(tx *bbolt.Tx) error {
 		type put struct{ k, v []byte }
 		var puts []put
 		err := b.ForEach(func(k, v []byte) error {
-			if nv, ok := v5Blob(v); ok {
+			if nv, ok := v6Blob(v); ok {
 				puts = append(puts, put{bytes.Clone(k), nv})
 			}
 			return nil
@@ -72,10 +73,10 @@ func v5EntryEncoding(tx *bbolt.Tx) error {
 	return nil
 }
 
-// v5Blob returns a copy of the blob v with its records' values of encoding
+// v6Blob returns a copy of the blob v with its records' values of encoding
 // 1 made encoding 2, and whether there were any (false for a blob whose
 // framing is broken).
-func v5Blob(v []byte) ([]byte, bool) {
+func v6Blob(v []byte) ([]byte, bool) {
 	if len(v) == 0 || v[0] != 1 {
 		return nil, false
 	}
@@ -130,6 +131,17 @@ func v5Blob(v []byte) ([]byte, bool) {
 		out[i] = 2
 	}
 	return out, true
+}
+
+// v5CreateOffenders creates "offenders": the forensic record of the peers
+// the limiter rejected in the last 24 hours, keyed by the 17-byte peer key
+// then the group name, so that an attack can be reviewed after the
+// limiter's entries are gone. Values are the store's own (store/offenses.go).
+func v5CreateOffenders(tx *bbolt.Tx) error {
+	if _, err := tx.CreateBucket([]byte("offenders")); err != nil {
+		return fmt.Errorf("bucket offenders: %w", err)
+	}
+	return nil
 }
 
 // v4CreateSessions creates "sessions": the dashboard's logins, keyed by the

@@ -165,6 +165,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	route := h.lim.Classify(req.Method, req.Path)
 	if route.Exempt && h.lim.DenyExempt(peer) {
+		h.noteDenied(h.now(), peer.Key)
 		jsonbody.Write(w, http.StatusForbidden, checkResponse{Status: http.StatusForbidden, Reason: limiter.ReasonDenied.String()})
 		return
 	}
@@ -176,6 +177,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
 	d := h.lim.Decide(now, peer, route.Group)
 	h.Lat.Observe(d.Group, h.now().Sub(now))
+	h.noteDecision(now, peer.Key, &d)
 	resp := checkResponse{
 		Allowed: d.Allowed, Group: h.lim.GroupName(d.Group), WouldReject: d.WouldReject,
 		Status: http.StatusOK,

@@ -43,6 +43,9 @@ type Options struct {
 	Logger      *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RejectLog logs refusals and upstream errors ([log].rejections);
+	// nil logs none.
+	RejectLog *insight.RejectLog
 }
 
 // Handler is the data plane. It is safe for concurrent use; Run owns its
@@ -57,7 +60,10 @@ type Handler struct {
 	// own counters; the metrics collector reads both at scrape time.
 	Lat    insight.Latencies
 	Counts insight.ProxyCounters
-	leases *leases
+	// Exchanges times the public listener's exchanges per group and
+	// status class, read at scrape time.
+	Exchanges insight.Exchanges
+	leases    *leases
 }
 
 // New returns a Handler deciding with lim.
@@ -160,11 +166,12 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 		h.Counts.UpstreamTimeouts.Add(1)
+		h.noteUpstreamError(true, err)
 		http.Error(w, "Gateway Timeout", http.StatusGatewayTimeout)
 		return
 	}
 	h.Counts.UpstreamErrors.Add(1)
-	h.log.Debug("upstream", "err", err)
+	h.noteUpstreamError(false, err)
 	http.Error(w, "Bad Gateway", http.StatusBadGateway)
 }
 
@@ -172,27 +179,37 @@ func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 // peer, decide, release in a defer, proxy.
 func (h *Handler) handleProxy(w http.ResponseWriter, r *http.Request) {
 	defer h.recoverInternal(w, r)
+	ex := exchange{start: h.now(), group: insight.ExemptPathGroup}
+	defer h.noteExchange(&ex)
 	route := h.lim.Classify(r.Method, r.URL.Path)
 	peer := h.lim.PeerOf(r.RemoteAddr, r.Header)
 	if route.Exempt {
 		if h.lim.DenyExempt(peer) {
+			h.noteDenied(ex.start, peer.Key)
+			ex.status = http.StatusForbidden
 			http.Error(w, "Forbidden", http.StatusForbidden)
 			return
 		}
 		h.Counts.ExemptPath.Add(1)
-		h.proxy.ServeHTTP(h.newProxyWriter(w), r)
+		sw := h.newProxyWriter(w)
+		h.proxy.ServeHTTP(sw, r)
+		ex.status = sw.status
 		return
 	}
+	ex.group = route.Group
 	now := h.now()
 	d := h.lim.Decide(now, peer, route.Group)
 	h.Lat.Observe(d.Group, h.now().Sub(now))
 	defer d.Release()
+	h.noteDecision(now, peer.Key, &d)
 
 	if d.Reason == limiter.ReasonDenied && !d.Allowed {
+		ex.status = http.StatusForbidden
 		http.Error(w, "Forbidden", http.StatusForbidden)
 		return
 	}
 	if d.Reason == limiter.ReasonUnavailable {
+		ex.status = http.StatusServiceUnavailable
 		// The backend could not decide (SPEC §7: a limiter internal error):
 		// 503, without rate-limit fields.
 		w.Header().Set("Retry-After", "1")
@@ -204,11 +221,13 @@ func (h *Handler) handleProxy(w http.ResponseWriter, r *http.Request) {
 		setRateLimitHeaders(w.Header(), h.lim.GroupName(d.Group), &q)
 	}
 	if !d.Allowed {
+		ex.status = http.StatusTooManyRequests
 		h.reject(w, r, &d)
 		return
 	}
 	sw := h.newProxyWriter(w)
 	h.proxy.ServeHTTP(sw, r)
+	ex.status = sw.status
 	if slices.Contains(route.ReduceOnStatus, sw.status) {
 		h.lim.Reduce(h.now(), peer.Key, route.Group)
 	}

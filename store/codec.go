@@ -34,7 +34,7 @@ func checkGroupName(g string) error {
 // ---- entries: value ----
 
 // entryV2 is the current version of the entry encoding (version 1 was the
-// same without the algorithm; migration 5 turned every stored value into
+// same without the algorithm; migration 6 turned every stored value into
 // version 2):
 //
 //	byte     version (2)

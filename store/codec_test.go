@@ -63,7 +63,7 @@ func TestEntryCodecRefuses(t *testing.T) {
 		nil,
 		{1},
 		{3, 0, 0, 0},                      // unknown version
-		{1, 0, 0, 0},                      // encoding 1: migration 5 turned every one into 2
+		{1, 0, 0, 0},                      // encoding 1: migration 6 turned every one into 2
 		{2, 0x80, 0, 0},                   // unknown flag
 		{2, entryWindow, 0, 0, 200, 1, 0}, // window longer than the bytes left
 		{2, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}, // overlong varint

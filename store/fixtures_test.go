@@ -26,6 +26,8 @@ import (
 // Regenerate (a released version's fixture should never need it) with
 //
 //	LIMITERD_WRITE_FIXTURES=1 go test ./store -run TestWriteFixtures
+//
+// (LIMITERD_WRITE_FIXTURE=<N> as well writes version N's only.)
 
 // fixture is what every fixture holds, in its own version's layout.
 type fixture struct {
@@ -118,6 +120,10 @@ var fixtureWriters = map[int]func(tx *bbolt.Tx, f fixture) error{
 	// Version 4 added the sessions bucket (empty here): the rest is
 	// version 3's.
 	4: writeV3,
+	// Version 5 added the (empty) offenders bucket: the data is still
+	// version 3's, entry values of encoding 1 (version 6 made them
+	// encoding 2).
+	5: writeV3,
 }
 
 // writeV3 writes the fixture in the layout of version 3: the entries
@@ -138,8 +144,8 @@ func writeV3(tx *bbolt.Tx, f fixture) error {
 	return migrations.All[2].Up(tx)
 }
 
-// appendEntryV1 is the entry value encoding 1, which schema versions 1 to 4
-// stored (migration 5 made it encoding 2), frozen here for the fixtures:
+// appendEntryV1 is the entry value encoding 1, which schema versions 1 to 5
+// stored (migration 6 made it encoding 2), frozen here for the fixtures:
 //
 //	byte version (1), byte flags (tokens 1, token fields 2, window 4,
 //	rejected by concurrency 8, by rate limit 16), varint LastSeen,
@@ -197,7 +203,8 @@ func v2EntryKey(group string, peer limiter.PeerKey) []byte {
 }
 
 // writeCommon writes the audit and snapshot buckets, unchanged from
-// version 1 to 2 (the entry values of encoding 1: appendEntryV1).
+// version 1 to 5 (the entry values of encoding 1: appendEntryV1; the
+// group records without an algorithm).
 func writeCommon(tx *bbolt.Tx, f fixture) error {
 	ab := tx.Bucket([]byte("audit"))
 	for _, a := range f.audit {
@@ -217,7 +224,13 @@ func writeCommon(tx *bbolt.Tx, f fixture) error {
 	}
 	gb := tx.Bucket([]byte("groups"))
 	for _, g := range f.snapshot.Groups {
-		v, _ := json.Marshal(g)
+		// The group record as versions 1 to 5 wrote it (frozen: the
+		// algorithm and its limits came with version 6).
+		v, _ := json.Marshal(struct {
+			Name    string           `json:"name"`
+			Leaky   limiter.Schedule `json:"leaky"`
+			Cleanup limiter.Schedule `json:"cleanup"`
+		}{g.Name, g.Leaky, g.Cleanup})
 		if err := gb.Put([]byte(g.Name), v); err != nil {
 			return err
 		}
@@ -255,6 +268,9 @@ func TestWriteFixtures(t *testing.T) {
 		t.Skip("set LIMITERD_WRITE_FIXTURES=1 to rewrite testdata/schema-v*.db")
 	}
 	for v := range fixtureWriters {
+		if only := os.Getenv("LIMITERD_WRITE_FIXTURE"); only != "" && only != strconv.Itoa(v) {
+			continue
+		}
 		path := filepath.Join("testdata", fmt.Sprintf("schema-v%d.db", v))
 		if err := writeFixture(path, v); err != nil {
 			t.Fatalf("%s: %v", path, err)

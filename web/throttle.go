@@ -75,10 +75,15 @@ type throttleWaitResponse struct {
 	Type     string `json:"type"`
 	Exempt   bool   `json:"exempt"`
 	Off      bool   `json:"off,omitempty"`
+	// Outcome is the adaptive mode's (throttle.Outcome…, or "gave_up"
+	// after throttle.AdaptiveMaxWait).
+	Outcome string `json:"outcome,omitempty"`
 }
 
 // throttleCheckResponse is the answer of GET /api/v1/throttle.
 type throttleCheckResponse struct {
+	// Outcome is the adaptive mode's (throttle.Outcome…).
+	Outcome   string `json:"outcome,omitempty"`
 	WouldWait bool   `json:"would_wait"`
 	WaitMS    int64  `json:"wait_ms"`
 	Type      string `json:"type"`
@@ -115,6 +120,10 @@ func (a *ThrottleAPI) HandleWait(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.closed.Err() != nil {
 		writeError(w, http.StatusServiceUnavailable, "throttle_unavailable", "")
+		return
+	}
+	if a.t.Mode() == throttle.ModeAdaptive {
+		a.waitAdaptive(w, r, req, timeout)
 		return
 	}
 
@@ -206,6 +215,12 @@ func (a *ThrottleAPI) HandleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		a.errs.fail(w, r, err)
+		return
+	}
+	if a.t.Mode() == throttle.ModeAdaptive {
+		res := a.t.PeekAdaptive(a.now(), q.Get("peer"), q.Get("path"))
+		writeJSON(w, http.StatusOK, throttleCheckResponse{WouldWait: !res.Admitted, WaitMS: ceilMillis(res.WaitIn),
+			Type: res.Group, Exempt: res.Outcome == throttle.OutcomeExempt, Off: res.Outcome == throttle.OutcomeOff, Outcome: res.Outcome})
 		return
 	}
 	res := a.t.Peek(a.now(), q.Get("peer"), q.Get("path"))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/web"
 )
@@ -56,7 +57,7 @@ func seedThrottle(t testing.TB, rpm int, edit ...func(*throttle.Config)) *thrott
 	t.Helper()
 	cfg := throttle.Config{
 		Period: 30 * time.Second, RetryInterval: time.Second,
-		DefaultType: "api", DefaultRPM: rpm,
+		DefaultType: "api", DefaultRPM: rpm, Compile: limiter.ThrottleMatcher,
 	}
 	for _, e := range edit {
 		e(&cfg)
@@ -409,11 +410,15 @@ func TestShippedThrottleConfigMatchesCore(t *testing.T) {
 	if len(got.ExemptPaths) == 0 {
 		got.ExemptPaths = nil
 	}
-	if want := throttle.ArweaveConfig(); !reflect.DeepEqual(got, want) {
-		t.Errorf("config.toml's [throttle]:\n%+v\nthrottle.ArweaveConfig():\n%+v", got, want)
+	if got.Compile == nil {
+		t.Error("the config's throttle compiles no pattern")
 	}
 	if _, err := throttle.New(time.Now(), got); err != nil {
 		t.Error(err)
+	}
+	got.Compile = nil // a func is never DeepEqual
+	if want := throttle.ArweaveConfig(); !reflect.DeepEqual(got, want) {
+		t.Errorf("config.toml's [throttle]:\n%+v\nthrottle.ArweaveConfig():\n%+v", got, want)
 	}
 }
 
