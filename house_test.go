@@ -26,7 +26,8 @@ var arrows = map[string][]string{
 	// sub-package, pure like it (limiter and a cluster backend run them).
 	"limiter/algo": {},
 	// Peer identity and address lists, split off the core for its size;
-	// pure like it.
+	// pure like it (peerid uses peerkey and prefixset).
+	"limiter/peerid":    {"limiter/peerkey", "limiter/prefixset"},
 	"limiter/peerkey":   {},
 	"limiter/prefixset": {},
 	"limiter/schedule":  {},
@@ -55,7 +56,7 @@ var arrows = map[string][]string{
 
 // pure are the packages of the core: the standard library only, plus (for
 // a sub-package of limiter) the other pure sub-packages of its own core.
-var pure = []string{"limiter", "limiter/algo", "limiter/peerkey", "limiter/prefixset", "limiter/schedule", "limiter/ratelimit", "throttle"}
+var pure = []string{"limiter", "limiter/algo", "limiter/peerid", "limiter/peerkey", "limiter/prefixset", "limiter/schedule", "limiter/ratelimit", "throttle"}
 
 // never are arrows STYLE.md names as forbidden, checked on the full
 // dependency closure (not only direct imports).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peerid"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 	"github.com/limiterd/limiterd/throttle"
 )
@@ -118,7 +119,7 @@ func build(p *problems, t tree) *Config {
 	c.Peers.TrustedProxies = b.strs("peers", "trusted_proxies")
 	parsePrefixes(p, "peers.trusted_proxies", c.Peers.TrustedProxies)
 	if h, ok := b.str("peers", "forwarded_header"); ok {
-		if _, err := limiter.ParseForwardedHeader(h); err != nil {
+		if _, err := peerid.ParseForwardedHeader(h); err != nil {
 			p.add("peers.forwarded_header", strings.TrimPrefix(err.Error(), "peers.forwarded_header: "))
 		}
 		c.Peers.ForwardedHeader = h

@@ -6,6 +6,7 @@ package limiter
 import (
 	"net/netip"
 
+	"github.com/limiterd/limiterd/limiter/peerid"
 	"github.com/limiterd/limiterd/limiter/peerkey"
 	"github.com/limiterd/limiterd/limiter/prefixset"
 	"github.com/limiterd/limiterd/limiter/schedule"
@@ -18,6 +19,12 @@ type Schedule = schedule.Schedule
 
 // NewSchedule returns a schedule whose tick 0 falls at epoch.
 func NewSchedule(epoch, interval int64) Schedule { return schedule.New(epoch, interval) }
+
+// Peer is a request's source (package peerid): its address and the key
+// limits track it under. An alias, not a move: every decision takes one
+// (Limiter.Decide), and the module names it limiter.Peer beside the
+// Limiter that decides for it.
+type Peer = peerid.Peer
 
 // PeerKey is the compact, comparable identity limits are tracked under
 // (package peerkey): an IPv4 address, an IPv6 prefix, or an opaque key.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peerid"
 )
 
 // GroupID is a group's index in a Limiter. IDs are stable for the
@@ -28,7 +29,7 @@ type Config struct {
 	ExemptPaths    []string
 	TrustedProxies []netip.Prefix
 	// ForwardedHeader is the header a trusted proxy's chain is read from.
-	ForwardedHeader ForwardedHeader
+	ForwardedHeader peerid.ForwardedHeader
 	IPv6Prefix      int
 	Exempt          []netip.Prefix
 	Deny            []netip.Prefix
@@ -50,7 +51,7 @@ type settings struct {
 	routeReduce [][]int
 	general     GroupID
 	exemptPaths []*Pattern
-	ident       *Identifier
+	ident       *peerid.Identifier
 	exempt      *PrefixSet
 	deny        *PrefixSet
 	maxTracked  int64
@@ -278,7 +279,7 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 		}
 		st.exemptPaths = append(st.exemptPaths, pat)
 	}
-	if st.ident, err = NewIdentifier(NewPrefixSet(cfg.TrustedProxies), cfg.IPv6Prefix, cfg.ForwardedHeader); err != nil {
+	if st.ident, err = peerid.New(NewPrefixSet(cfg.TrustedProxies), cfg.IPv6Prefix, cfg.ForwardedHeader); err != nil {
 		return nil, err
 	}
 	st.exempt = NewPrefixSet(cfg.Exempt)
@@ -388,7 +389,7 @@ func (l *Limiter) Classify(method, path string) Route {
 }
 
 // PeerOf identifies the peer of a request (SPEC §4).
-func (l *Limiter) PeerOf(remoteAddr string, h Header) Peer {
+func (l *Limiter) PeerOf(remoteAddr string, h peerid.Header) Peer {
 	return l.set.Load().ident.PeerOf(remoteAddr, h)
 }
 
