@@ -36,22 +36,25 @@ var arrows = map[string][]string{
 	"limiter/ratelimit": {},
 	// The throttle imports nothing of the module: it takes its path
 	// patterns compiled (Config.Compile) and owns its snapshot.
-	"throttle":       {},
-	"live":           {"limiter"},
-	"insight":        {"limiter", "ticker"},
-	"migrations":     {},
-	"store":          {"limiter", "live", "migrations"},
-	"persist":        {"limiter", "store", "ticker"},
-	"proxy":          {"limiter", "live", "insight", "ticker", "jsonbody"},
-	"web":            {"limiter", "throttle", "live", "insight", "templates", "static", "ticker", "jsonbody"},
-	"templates":      {"limiter", "insight"},
-	"static":         {},
-	"config":         {"", "limiter", "throttle"},
-	"ticker":         {},
-	"jsonbody":       {},
-	"throttleclient": {},
-	"cmd/limiterd":   {"*"},
-	"bench":          {"*"},
+	"throttle":   {},
+	"live":       {"limiter"},
+	"insight":    {"limiter", "ticker"},
+	"migrations": {},
+	"store":      {"limiter", "live", "migrations"},
+	"persist":    {"limiter", "store", "ticker"},
+	"proxy":      {"limiter", "live", "insight", "ticker", "jsonbody"},
+	"web":        {"limiter", "throttle", "live", "insight", "templates", "static", "ticker", "jsonbody"},
+	// The outbound throttle's HTTP API, split off web for its size: the
+	// throttle and JSON bodies only.
+	"web/throttleapi": {"throttle", "jsonbody"},
+	"templates":       {"limiter", "insight"},
+	"static":          {},
+	"config":          {"", "limiter", "throttle"},
+	"ticker":          {},
+	"jsonbody":        {},
+	"throttleclient":  {},
+	"cmd/limiterd":    {"*"},
+	"bench":           {"*"},
 }
 
 // pure are the packages of the core: the standard library only, plus (for
