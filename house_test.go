@@ -47,14 +47,17 @@ var arrows = map[string][]string{
 	// The outbound throttle's HTTP API, split off web for its size: the
 	// throttle and JSON bodies only.
 	"web/throttleapi": {"throttle", "jsonbody"},
-	"templates":       {"limiter", "insight"},
-	"static":          {},
-	"config":          {"", "limiter", "throttle"},
-	"ticker":          {},
-	"jsonbody":        {},
-	"throttleclient":  {},
-	"cmd/limiterd":    {"*"},
-	"bench":           {"*"},
+	// The Prometheus collectors, split off web for its size: they read the
+	// limiter, the proxy's counters (insight) and the throttle.
+	"web/metrics":    {"limiter", "insight", "throttle"},
+	"templates":      {"limiter", "insight"},
+	"static":         {},
+	"config":         {"", "limiter", "throttle"},
+	"ticker":         {},
+	"jsonbody":       {},
+	"throttleclient": {},
+	"cmd/limiterd":   {"*"},
+	"bench":          {"*"},
 }
 
 // pure are the packages of the core: the standard library only, plus (for

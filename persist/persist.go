@@ -197,7 +197,7 @@ var (
 	descSnapCompact  = prometheus.NewDesc("limiterd_snapshot_compactions_total", "Times the log of incremental snapshots was folded into the stored base.", nil, nil)
 )
 
-// Collect sends the snapshot metrics (an extra of web.NewCollector),
+// Collect sends the snapshot metrics (an extra of metrics.NewCollector),
 // read from plain counters at scrape time.
 func (s *Snapshotter) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSnapDuration, prometheus.GaugeValue, time.Duration(s.lastDuration.Load()).Seconds())

@@ -1,4 +1,9 @@
-package web
+// Package metrics is limiterd's Prometheus collectors: the Arweave
+// limiter's metrics of SPEC §9 and limiterd's own (NewCollector), the
+// public listener's exchange durations (NewExchangeCollector) and the
+// outbound throttle's (ThrottleMetrics). Each reads its source at scrape
+// time: nothing is counted through Prometheus on the request path.
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,4 +1,4 @@
-package web_test
+package metrics_test
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/web/metrics"
 )
 
 // The metrics of groups on the algorithms of SPEC §6.2: the Arweave
@@ -26,7 +26,7 @@ func TestCollectorAlgorithms(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(web.NewCollector(lim, nil, nil))
+	reg.MustRegister(metrics.NewCollector(lim, nil, nil))
 	for _, name := range []string{"api", "log"} {
 		g := groupID(t, lim, name)
 		for _, p := range []string{"192.0.2.1", "192.0.2.1", "192.0.2.1", "192.0.2.2"} {
