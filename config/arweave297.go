@@ -135,7 +135,11 @@ func versionDefaults(v limiter.ArweaveVersion) map[string]any {
 	for name, g := range groupDefaults(v) {
 		t := map[string]any{}
 		for _, k := range limiter.GroupKeys {
-			t[k], _ = g.Value(k)
+			v, _ := g.Value(k)
+			if n, ok := v.(int64); ok && n == 0 && (k == limiter.KeyLimit || k == limiter.KeyPeriod || k == limiter.KeyBurst) {
+				continue // a hybrid's unset limits, which a file cannot say
+			}
+			t[k] = v
 		}
 		t[limiter.KeyNumberOfWorkers] = g.NumberOfWorkers
 		t[limiter.KeyConcurrencyScope] = g.ConcurrencyScope.String()

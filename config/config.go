@@ -46,6 +46,7 @@ import (
 
 	"github.com/limiterd/limiterd"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peerid"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 	"github.com/limiterd/limiterd/throttle"
 )
@@ -311,7 +312,7 @@ func (c *Config) Limiter() (limiter.Config, error) {
 	var p problems
 	trusted := parsePrefixes(&p, "peers.trusted_proxies", c.Peers.TrustedProxies)
 	exempt := parsePrefixes(&p, "peers.exempt", c.Peers.Exempt)
-	header, err := limiter.ParseForwardedHeader(c.Peers.ForwardedHeader)
+	header, err := peerid.ParseForwardedHeader(c.Peers.ForwardedHeader)
 	if err != nil {
 		p.add("peers.forwarded_header", strings.TrimPrefix(err.Error(), "peers.forwarded_header: "))
 	}

@@ -471,4 +471,17 @@ func TestGroupKeyHelp(t *testing.T) {
 	if got := help["sliding_window_duration"]; got != "ms; length of the sliding window" {
 		t.Errorf("sliding_window_duration: %q", got)
 	}
+	// A help continued on further-indented lines is joined.
+	if got := help["algorithm"]; !strings.HasPrefix(got, "what decides after the concurrency check (SPEC §6.2); \"hybrid\" the Arweave node's") ||
+		!strings.Contains(got, "; \"gcra\" the same admissions, kept as one time (TAT);") {
+		t.Errorf("algorithm: %q", got)
+	}
+	if got := help["concurrency_scope"]; !strings.HasSuffix(got, "; \"shard\": those of every peer of its worker shard (2.9.7)") {
+		t.Errorf("concurrency_scope: %q", got)
+	}
+	for k := range help {
+		if strings.HasPrefix(k, `"`) {
+			t.Errorf("a continuation line read as the key %s", k)
+		}
+	}
 }

@@ -49,7 +49,7 @@ func schema() []field {
 		switch k {
 		case limiter.KeyManualReductionOff:
 			group = append(group, field{name: k, kind: kindBool})
-		case limiter.KeyMode:
+		case limiter.KeyMode, limiter.KeyAlgorithm:
 			group = append(group, str(k))
 		default:
 			group = append(group, num(k))

@@ -88,6 +88,11 @@ type (
 		Mode                    string `toml:"mode"`
 		NumberOfWorkers         int64  `toml:"number_of_workers"`
 		ConcurrencyScope        string `toml:"concurrency_scope"`
+		Algorithm               string `toml:"algorithm"`
+		// 0 is "unset" (a hybrid group's), which the file cannot say.
+		Limit  int64 `toml:"limit,omitempty"`
+		Period int64 `toml:"period,omitempty"`
+		Burst  int64 `toml:"burst,omitempty"`
 	}
 	fileThrottle struct {
 		Mode          string             `toml:"mode"`
@@ -234,6 +239,10 @@ func fileGroupOf(g limiter.GroupSettings) fileGroup {
 		Mode:                    g.Mode.String(),
 		NumberOfWorkers:         max(1, g.NumberOfWorkers),
 		ConcurrencyScope:        g.ConcurrencyScope.String(),
+		Algorithm:               g.Algorithm.String(),
+		Limit:                   g.Limit,
+		Period:                  g.Period,
+		Burst:                   g.Burst,
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peerid"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 	"github.com/limiterd/limiterd/throttle"
 )
@@ -117,7 +119,7 @@ func build(p *problems, t tree) *Config {
 	c.Peers.TrustedProxies = b.strs("peers", "trusted_proxies")
 	parsePrefixes(p, "peers.trusted_proxies", c.Peers.TrustedProxies)
 	if h, ok := b.str("peers", "forwarded_header"); ok {
-		if _, err := limiter.ParseForwardedHeader(h); err != nil {
+		if _, err := peerid.ParseForwardedHeader(h); err != nil {
 			p.add("peers.forwarded_header", strings.TrimPrefix(err.Error(), "peers.forwarded_header: "))
 		}
 		c.Peers.ForwardedHeader = h
@@ -308,16 +310,30 @@ func (b *builder) groups() (map[string]limiter.GroupSettings, []string) {
 // against the core's validation, so that every bad key is reported.
 func partialGroup(p *problems, key, name string, g tree) limiter.PartialGroup {
 	var pg limiter.PartialGroup
-	// A known-good base: a key that fails Validate over it is the one bad.
+	if s, ok := g[limiter.KeyAlgorithm].(string); ok {
+		k, err := algo.Parse(s)
+		if err != nil {
+			p.addErr(key+"."+limiter.KeyAlgorithm, err.Error(), err)
+		} else {
+			pg.Algorithm = &k
+		}
+	}
+	// A known-good base: a key that fails over it is the one bad. Its
+	// algorithm is the table's, else one that takes every key (whether an
+	// inherited algorithm takes it is ResolveGroups' to say).
 	base := limiter.ArweaveGroups()[limiter.GroupGeneral]
+	base.Algorithm, base.Limit, base.Period = algo.TokenBucket, 1, 1000
+	if pg.Algorithm != nil {
+		base.Algorithm = *pg.Algorithm
+	}
 	for _, k := range limiter.GroupKeys {
 		n, ok := g[k].(int64)
 		if !ok {
-			continue // absent, or the bool and the mode
+			continue // absent, or the bool, the mode and the algorithm
 		}
 		var one limiter.PartialGroup
 		*fieldOf(&one, k) = &n
-		if err := one.Over(base).Validate(name); err != nil {
+		if _, err := one.Resolve(name, base); err != nil {
 			p.addCore(err)
 			continue
 		}
@@ -357,6 +373,12 @@ func fieldOf(pg *limiter.PartialGroup, k string) **int64 {
 		return &pg.LeakyTickReduction
 	case limiter.KeyConcurrencyLimit:
 		return &pg.ConcurrencyLimit
+	case limiter.KeyLimit:
+		return &pg.Limit
+	case limiter.KeyPeriod:
+		return &pg.Period
+	case limiter.KeyBurst:
+		return &pg.Burst
 	}
 	panic("config: not an integer group key: " + k)
 }

@@ -29,7 +29,7 @@ type histCounters struct {
 func countersOf(s *limiter.GroupStats) histCounters {
 	return histCounters{
 		requests: s.Requests,
-		admitted: s.AllowedSliding + s.AllowedLeaky + s.Unlimited,
+		admitted: s.AllowedSliding + s.AllowedLeaky + s.AllowedAlgorithm + s.Unlimited,
 		rejConc:  s.RejectedConcurrency,
 		rejRate:  s.RejectedRateLimit,
 		would:    s.WouldReject,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // ReplayState is one (peer, group)'s state during a replay, in the terms of
@@ -29,27 +30,71 @@ type Stepper interface {
 	Step(st *ReplayState, ms int64) (rejected bool)
 }
 
-// ReplaySettings is what a Stepper decides with: the group's algorithm,
-// its settings and its tick schedules.
+// ReplaySettings is what a Stepper decides with: the group's settings
+// (Settings.Algorithm its algorithm) and its tick schedules.
 type ReplaySettings struct {
-	// Algorithm is "hybrid" (or "", the same). The other algorithms of
-	// SPEC §6.2 add their case to NewStepper.
-	Algorithm string
-	Settings  limiter.GroupSettings
+	Settings limiter.GroupSettings
 	// Leaky and Cleanup place the hybrid's ticks.
 	Leaky, Cleanup limiter.Schedule
 }
 
-// NewStepper returns the Stepper of s's algorithm.
+// NewStepper returns the Stepper of s's algorithm: StepHybrid for the
+// hybrid, limiter/algo's Decide for the token bucket, GCRA and the
+// windows, a log of timestamps for the sliding log.
 func NewStepper(s ReplaySettings) (Stepper, error) {
-	switch s.Algorithm {
-	case "", "hybrid":
+	k := s.Settings.Algorithm
+	switch {
+	case k == algo.Hybrid:
 		if s.Leaky.Interval <= 0 || s.Cleanup.Interval <= 0 {
 			return nil, fmt.Errorf("replay: the hybrid needs its tick schedules")
 		}
 		return &hybridStepper{s: s.Settings, leaky: s.Leaky, cleanup: s.Cleanup}, nil
+	case !k.Valid():
+		return nil, fmt.Errorf("replay: unknown algorithm %d", k)
 	}
-	return nil, fmt.Errorf("the what-if cannot replay the algorithm %q yet", s.Algorithm)
+	p := s.Settings.Params()
+	if key, problem := algo.Problem(k, p.Limit, p.Period, s.Settings.Burst); key != "" {
+		return nil, fmt.Errorf("replay: %s %s", key, problem)
+	}
+	if k == algo.SlidingLog {
+		return &logStepper{p: p}, nil
+	}
+	return &algoStepper{k: k, p: p}, nil
+}
+
+// algoStepper replays the token bucket, GCRA, the fixed window or the
+// sliding window with algo.Decide, as the local backend does: N[0] and
+// N[1] hold the algo.State's two words.
+type algoStepper struct {
+	k algo.Kind
+	p algo.Params
+}
+
+// Step decides one request with algo.Decide, released at once.
+func (a *algoStepper) Step(st *ReplayState, ms int64) bool {
+	s := algo.State{A: st.N[0], B: st.N[1]}
+	if !st.Seen {
+		st.Seen, s = true, algo.Fresh(a.k, a.p, ms)
+	}
+	ns, admitted, _ := algo.Decide(a.k, s, a.p, ms)
+	st.N[0], st.N[1] = ns.A, ns.B
+	return !admitted
+}
+
+// logStepper replays the sliding log: Log holds the admissions of the
+// last period, sorted; a request is admitted while fewer than the limit
+// are within (ms − period, ms].
+type logStepper struct{ p algo.Params }
+
+// Step decides one request as the local backend's sliding log does.
+func (l *logStepper) Step(st *ReplayState, ms int64) bool {
+	st.Seen = true
+	st.Log = dropBefore(st.Log, ms-l.p.Period+1)
+	if int64(len(st.Log))+1 > l.p.Limit {
+		return true
+	}
+	st.Log = insertSorted(st.Log, ms)
+	return false
 }
 
 // hybridStepper replays the hybrid rule of SPEC §6 with StepHybrid: N[0]
@@ -220,10 +265,9 @@ func CurrentReplaySettings(lim *limiter.Limiter, g limiter.GroupID, now time.Tim
 	}
 	leaky, cleanup := lim.NextTicks(g, now)
 	return ReplaySettings{
-		Algorithm: "hybrid",
-		Settings:  s,
-		Leaky:     limiter.NewSchedule(leaky.UnixMilli(), s.LeakyTickInterval),
-		Cleanup:   limiter.NewSchedule(cleanup.UnixMilli(), s.CleanupInterval),
+		Settings: s,
+		Leaky:    limiter.NewSchedule(leaky.UnixMilli(), s.LeakyTickInterval),
+		Cleanup:  limiter.NewSchedule(cleanup.UnixMilli(), s.CleanupInterval),
 	}, true
 }
 

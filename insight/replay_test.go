@@ -3,11 +3,13 @@ package insight_test
 import (
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 var r0 = time.UnixMilli(1_700_000_000_000)
@@ -205,4 +207,46 @@ func BenchmarkWhatIf1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/whatif")
 	b.Logf("rejected now %d (observed %d), at half the leaky limit %d", res.Rejected[0], res.Observed, res.Rejected[1])
+}
+
+// TestReplayAlgorithms: every algorithm of SPEC §6.2 replays as the local
+// backend decided (the same rejections under the same limits), a lower
+// limit rejects more and a higher one fewer, and a replay under another
+// algorithm answers too.
+func TestReplayAlgorithms(t *testing.T) {
+	for _, k := range []algo.Kind{algo.TokenBucket, algo.GCRA, algo.FixedWindow, algo.SlidingLog, algo.SlidingWindow} {
+		t.Run(k.String(), func(t *testing.T) {
+			s := limiter.ArweaveGroups()["general"]
+			s.Algorithm, s.Limit, s.Period, s.ConcurrencyLimit = k, 5, 2000, 1000
+			if k.HasBurst() {
+				s.Burst = 8
+			}
+			l, g := replayLimiter(t, s)
+			log := insight.NewRequestLog()
+			rng := rand.New(rand.NewPCG(uint64(k), 7))
+			want := drive(t, l, g, log, rng, 40, 0, 20000, 2*time.Minute)
+			now := r0.Add(3 * time.Minute)
+			same := stepper(t, l, g, now, nil)
+			lower := stepper(t, l, g, now, func(s *limiter.GroupSettings) { s.Limit = 3 })
+			higher := stepper(t, l, g, now, func(s *limiter.GroupSettings) { s.Limit = 8; s.Burst = 0 })
+			hybrid := stepper(t, l, g, now, func(s *limiter.GroupSettings) { s.Algorithm, s.Burst = algo.Hybrid, 0 })
+			res := log.Replay(g, r0, []insight.Stepper{same, lower, higher, hybrid})
+			if want == 0 || res.Observed != want || res.Rejected[0] != want {
+				t.Fatalf("the limiter rejected %d, the log says %d, the replay %d", want, res.Observed, res.Rejected[0])
+			}
+			if !(res.Rejected[1] > want && res.Rejected[2] < want) {
+				t.Fatalf("lower %d, same %d, higher %d", res.Rejected[1], want, res.Rejected[2])
+			}
+			if res.Rejected[3] == want {
+				t.Fatalf("the hybrid's replay rejects as many as %s: %d", k, want)
+			}
+			t.Logf("%d requests, rejected %d; limit 3: %d; limit 8: %d; the hybrid: %d", res.Requests, want, res.Rejected[1], res.Rejected[2], res.Rejected[3])
+		})
+	}
+	// Limits that are not valid are refused, naming the key.
+	s := limiter.ArweaveGroups()["general"]
+	s.Algorithm = algo.GCRA
+	if _, err := insight.NewStepper(insight.ReplaySettings{Settings: s}); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("a gcra without its limit: %v", err)
+	}
 }

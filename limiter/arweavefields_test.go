@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 )
 
@@ -118,5 +119,85 @@ func TestIETFItems(t *testing.T) {
 	}
 	if want := `"general";r=12;t=7, "general-window";r=1;t=1`; got[1] != want {
 		t.Errorf("ratelimit %q, want %q", got[1], want)
+	}
+}
+
+// TestArweaveFieldsAlgorithms: a group of another algorithm sends the four
+// fields in its own terms (SPEC §7): expiring = usage = the limit, what is
+// left, the seconds until an admission is possible again (0 while one
+// is), what that moment restores; a concurrency rejection is the node's
+// {concurrency, 0, 1, concurrency}. A dry_run would-be rejection gets the
+// rejection's fields.
+func TestArweaveFieldsAlgorithms(t *testing.T) {
+	type call struct {
+		at      int64
+		release bool
+		want    [4]int64 // {exp, rem, reset, amount}
+	}
+	for _, tc := range []struct {
+		name   string
+		k      algo.Kind
+		limit  int64
+		period int64
+		conc   int64
+		mode   limiter.Mode
+		calls  []call
+	}{
+		// One every second, a burst of 4.
+		{"gcra", algo.GCRA, 4, 4000, 10, limiter.ModeEnforce, []call{
+			{0, true, [4]int64{4, 3, 0, 1}},
+			{0, true, [4]int64{4, 2, 0, 1}},
+			{0, true, [4]int64{4, 1, 0, 1}},
+			{0, true, [4]int64{4, 0, 1, 1}},   // the 4th: none left, one back in 1 s
+			{500, true, [4]int64{4, 0, 1, 1}}, // rejected: 500 ms, rounded up
+			{1000, true, [4]int64{4, 0, 1, 1}},
+		}},
+		{"token_bucket", algo.TokenBucket, 2, 10000, 10, limiter.ModeEnforce, []call{
+			{0, true, [4]int64{2, 1, 0, 1}},
+			{0, true, [4]int64{2, 0, 5, 1}},
+			{2500, true, [4]int64{2, 0, 3, 1}}, // rejected: 2.5 s to the token
+		}},
+		// The window [t0, t0+10 s) restores the whole limit when it ends.
+		{"fixed_window", algo.FixedWindow, 2, 10000, 10, limiter.ModeEnforce, []call{
+			{0, true, [4]int64{2, 1, 0, 2}},
+			{1000, true, [4]int64{2, 0, 9, 2}},
+			{4000, true, [4]int64{2, 0, 6, 2}},
+		}},
+		{"sliding_log", algo.SlidingLog, 2, 10000, 10, limiter.ModeEnforce, []call{
+			{0, true, [4]int64{2, 1, 0, 1}},
+			{3000, true, [4]int64{2, 0, 7, 1}},
+			{4000, true, [4]int64{2, 0, 6, 1}},
+		}},
+		{"concurrency", algo.SlidingWindow, 5, 10000, 1, limiter.ModeEnforce, []call{
+			{0, false, [4]int64{5, 4, 0, 1}},
+			{1, false, [4]int64{1, 0, 1, 1}},
+		}},
+		{"dry_run", algo.FixedWindow, 1, 10000, 10, limiter.ModeDryRun, []call{
+			{0, true, [4]int64{1, 0, 10, 1}},
+			{2000, true, [4]int64{1, 0, 8, 1}}, // would be rejected
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := limiter.ArweaveGroups()[limiter.GroupGeneral]
+			s.Algorithm, s.Limit, s.Period, s.ConcurrencyLimit, s.Mode = tc.k, tc.limit, tc.period, tc.conc, tc.mode
+			l := newLimiter(t, testConfig(s))
+			g, _ := l.GroupID("test")
+			for i, c := range tc.calls {
+				d := l.Decide(at(c.at), peer(A), g)
+				f, ok := d.Arweave()
+				if !ok {
+					t.Fatalf("call %d: no fields", i+1)
+				}
+				if got := [4]int64{f.Expiring, f.Remaining, f.Reset, f.ResetAmount}; got != c.want {
+					t.Errorf("call %d at %d (%s): got {exp, rem, reset, amount} %v, want %v", i+1, c.at, outcome(d), got, c.want)
+				}
+				if f.Usage != tc.limit || f.Concurrency != tc.conc {
+					t.Errorf("call %d: usage %d, concurrency %d", i+1, f.Usage, f.Concurrency)
+				}
+				if c.release {
+					d.Release()
+				}
+			}
+		})
 	}
 }

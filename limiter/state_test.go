@@ -12,7 +12,9 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 )
 
-// TestPure enforces that the core imports the standard library only.
+// TestPure enforces that the core imports the standard library only (and
+// its own sub-packages, such as limiter/algo, pure in turn: their
+// dependencies are in this list too).
 func TestPure(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {

@@ -32,7 +32,7 @@ func (c *Live) Expire(ctx context.Context, now time.Time) (int, error) {
 		next.Exemptions = slices.Delete(next.Exemptions, i, i+1)
 		a := c.audit(ActorExpiry, "exemption.expire", string(e.Kind), e.Value, nil)
 		a.Note, a.Expires = e.Note, e.Expires
-		if err := c.commit(next, func() error { return c.store.RemoveExemption(ctx, e, a) }); err != nil {
+		if err := c.commit(ctx, ActorExpiry, next, func() error { return c.store.RemoveExemption(ctx, e, a) }); err != nil {
 			return n, err
 		}
 		n++

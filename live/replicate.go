@@ -88,7 +88,7 @@ func (c *Live) ApplyRemote(ctx context.Context, origin string, merge func(curren
 	}
 	c.remote = true
 	defer func() { c.remote = false }()
-	return c.commit(next, func() error {
+	return c.commit(ctx, actor, next, func() error {
 		for _, step := range steps {
 			if err := step(); err != nil {
 				return err

@@ -122,7 +122,7 @@ func (s *Snapshotter) Restore(ctx context.Context) error {
 		// The switch as stored at its last change, not as of the snapshot.
 		s.lim.SetEnabled(s.enabled())
 	}
-	s.log.Info("restored peer state", "loaded", r.Loaded, "expired", r.Expired, "skipped", r.Skipped, "gap", r.Gap.Round(time.Millisecond), "switch_on", s.lim.Enabled())
+	s.log.Info("restored peer state", "loaded", r.Loaded, "expired", r.Expired, "skipped", r.Skipped, "dropped_other_algorithm", r.Dropped, "gap", r.Gap.Round(time.Millisecond), "switch_on", s.lim.Enabled())
 	s.needFull = false
 	return nil
 }
@@ -197,7 +197,7 @@ var (
 	descSnapCompact  = prometheus.NewDesc("limiterd_snapshot_compactions_total", "Times the log of incremental snapshots was folded into the stored base.", nil, nil)
 )
 
-// Collect sends the snapshot metrics (an extra of web.NewCollector),
+// Collect sends the snapshot metrics (an extra of metrics.NewCollector),
 // read from plain counters at scrape time.
 func (s *Snapshotter) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSnapDuration, prometheus.GaugeValue, time.Duration(s.lastDuration.Load()).Seconds())

@@ -207,7 +207,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 		resp.RetryAfter = d.RetryAfter
 		w.Header().Set("Retry-After", fmt.Sprint(d.RetryAfter))
 	}
-	if d.Via == limiter.ViaSliding || d.Via == limiter.ViaLeaky {
+	if d.Holds() {
 		resp.ID = h.leases.add(d, now.Add(h.opts.CheckLease))
 		resp.LeaseSeconds = int64(h.opts.CheckLease / time.Second)
 	}

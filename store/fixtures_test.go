@@ -117,15 +117,19 @@ var fixtureWriters = map[int]func(tx *bbolt.Tx, f fixture) error{
 	},
 	2: writeV2,
 	3: writeV3,
-	// Version 4 added the (empty) sessions bucket: the data is version 3's.
+	// Version 4 added the sessions bucket (empty here): the rest is
+	// version 3's.
 	4: writeV3,
+	// Version 5 added the (empty) offenders bucket: the data is still
+	// version 3's, entry values of encoding 1 (version 6 made them
+	// encoding 2).
+	5: writeV3,
 }
 
-// writeV3 writes the fixture in the layout of version 3.
+// writeV3 writes the fixture in the layout of version 3: the entries
+// packed into entry_base. Written as version 2 wrote them, then packed by
+// the version 3 step itself (frozen, as every released step).
 func writeV3(tx *bbolt.Tx, f fixture) error {
-	// Version 3: the entries packed into entry_base. Written as version
-	// 2 wrote them, then packed by the version 3 step itself (frozen, as
-	// every released step).
 	for _, name := range []string{"entry_base", "entry_log"} {
 		if err := tx.DeleteBucket([]byte(name)); err != nil {
 			return err
@@ -140,6 +144,57 @@ func writeV3(tx *bbolt.Tx, f fixture) error {
 	return migrations.All[2].Up(tx)
 }
 
+// appendEntryV1 is the entry value encoding 1, which schema versions 1 to 5
+// stored (migration 6 made it encoding 2), frozen here for the fixtures:
+//
+//	byte version (1), byte flags (tokens 1, token fields 2, window 4,
+//	rejected by concurrency 8, by rate limit 16), varint LastSeen,
+//	uvarint Requests, then as the flags say: uvarint RejectedConcurrency,
+//	uvarint RejectedRateLimit, varint Tokens and LeakyTick, uvarint n,
+//	varint CleanupTick and n varint timestamps (the first minus
+//	LastSeen·1000, then each minus the one before).
+func appendEntryV1(dst []byte, e *limiter.EntrySnapshot) []byte {
+	var flags byte
+	if e.InTokens {
+		flags |= 1
+	}
+	if e.InTokens || e.Tokens != 0 || e.LeakyTick != 0 {
+		flags |= 2
+	}
+	if len(e.Window) > 0 || e.CleanupTick != 0 {
+		flags |= 4
+	}
+	if e.RejectedConcurrency != 0 {
+		flags |= 8
+	}
+	if e.RejectedRateLimit != 0 {
+		flags |= 16
+	}
+	dst = append(dst, 1, flags)
+	dst = binary.AppendVarint(dst, e.LastSeen)
+	dst = binary.AppendUvarint(dst, e.Requests)
+	if flags&8 != 0 {
+		dst = binary.AppendUvarint(dst, e.RejectedConcurrency)
+	}
+	if flags&16 != 0 {
+		dst = binary.AppendUvarint(dst, e.RejectedRateLimit)
+	}
+	if flags&2 != 0 {
+		dst = binary.AppendVarint(dst, e.Tokens)
+		dst = binary.AppendVarint(dst, e.LeakyTick)
+	}
+	if flags&4 != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(e.Window)))
+		dst = binary.AppendVarint(dst, e.CleanupTick)
+		prev := e.LastSeen * 1000
+		for _, t := range e.Window {
+			dst = binary.AppendVarint(dst, t-prev)
+			prev = t
+		}
+	}
+	return dst
+}
+
 // v2EntryKey is the key of an entry in versions 1 and 2: group, 0x00, the
 // 17 bytes of the peer key.
 func v2EntryKey(group string, peer limiter.PeerKey) []byte {
@@ -148,7 +203,8 @@ func v2EntryKey(group string, peer limiter.PeerKey) []byte {
 }
 
 // writeCommon writes the audit and snapshot buckets, unchanged from
-// version 1 to 2 (the entry values are still those of store.AppendEntry).
+// version 1 to 5 (the entry values of encoding 1: appendEntryV1; the
+// group records without an algorithm).
 func writeCommon(tx *bbolt.Tx, f fixture) error {
 	ab := tx.Bucket([]byte("audit"))
 	for _, a := range f.audit {
@@ -162,13 +218,19 @@ func writeCommon(tx *bbolt.Tx, f fixture) error {
 	eb := tx.Bucket([]byte("entries"))
 	for i := range f.snapshot.Entries {
 		e := &f.snapshot.Entries[i]
-		if err := eb.Put(v2EntryKey(e.Group, e.Peer), store.AppendEntry(nil, e)); err != nil {
+		if err := eb.Put(v2EntryKey(e.Group, e.Peer), appendEntryV1(nil, e)); err != nil {
 			return err
 		}
 	}
 	gb := tx.Bucket([]byte("groups"))
 	for _, g := range f.snapshot.Groups {
-		v, _ := json.Marshal(g)
+		// The group record as versions 1 to 5 wrote it (frozen: the
+		// algorithm and its limits came with version 6).
+		v, _ := json.Marshal(struct {
+			Name    string           `json:"name"`
+			Leaky   limiter.Schedule `json:"leaky"`
+			Cleanup limiter.Schedule `json:"cleanup"`
+		}{g.Name, g.Leaky, g.Cleanup})
 		if err := gb.Put([]byte(g.Name), v); err != nil {
 			return err
 		}

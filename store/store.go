@@ -8,7 +8,7 @@
 // (package migrations). Every method that changes something has committed
 // it (fsync) when it returns.
 //
-// # Layout (schema version 5)
+// # Layout (schema version 6)
 //
 //	meta/schema_version        uint64 BE: len(migrations.All) when current
 //	live/disabled              JSON boolean: the global switch is off

@@ -848,7 +848,7 @@ func usageTitle(c string) string {
 	case "tokens":
 		return "Tokens used"
 	}
-	return c
+	return c + " used" // an algorithm of SPEC §6.2
 }
 
 func sortLabel(s string) string {

@@ -66,7 +66,7 @@ type GroupRow struct {
 
 // Admitted is the number of requests the group let through.
 func (g GroupRow) Admitted() uint64 {
-	return g.Stats.AllowedSliding + g.Stats.AllowedLeaky + g.Stats.Unlimited
+	return g.Stats.AllowedSliding + g.Stats.AllowedLeaky + g.Stats.AllowedAlgorithm + g.Stats.Unlimited
 }
 
 // PeerRow is one (peer, group) on the peers page.
@@ -108,7 +108,7 @@ func (u Usage) Full() bool { return u.Used >= u.Limit }
 // Field is one key of a group's form.
 type Field struct {
 	Key string
-	// Kind is "int", "bool" or "mode".
+	// Kind is "int", "bool", "mode" or "algorithm".
 	Kind string
 	// Value is what the input shows: the submitted value after a failed
 	// post, the effective value otherwise.
@@ -126,6 +126,12 @@ type Field struct {
 	WhatIf *WhatIf
 	// Replayable is true when a what-if can answer for this key.
 	Replayable bool
+	// Unused is true when the group's algorithm does not read this key
+	// (the hybrid's keys under another algorithm, limit and period under
+	// the hybrid, burst without a bucket).
+	Unused bool
+	// Choices are the values of an "algorithm" field.
+	Choices []string
 }
 
 // ID is the input's element id, unique on the page.
@@ -133,8 +139,10 @@ func (f Field) ID(group string) string { return "g-" + group + "-" + f.Key }
 
 // GroupForm is one group's edit form.
 type GroupForm struct {
-	Name   string
-	Fields []Field
+	Name string
+	// Summary says what the group admits, in its algorithm's terms.
+	Summary string
+	Fields  []Field
 	// Error is a message that names no key.
 	Error string
 	// HasOverride is true when the group has live edits to drop.
@@ -313,7 +321,9 @@ type PeerHistoryRow struct {
 
 // PeerState is a peer's state in one group.
 type PeerState struct {
-	Group               string
+	Group string
+	// Algorithm is the group's (its Usage says the state in its terms).
+	Algorithm           string
 	Inflight            int64
 	Tokens              int64
 	Window              int64

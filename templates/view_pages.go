@@ -63,7 +63,10 @@ type Spark struct {
 // GroupSummary is one group's row on the groups page.
 type GroupSummary struct {
 	Name, Mode, Algorithm string
-	Cells                 []SummaryCell
+	// Rule is the limits of an algorithm other than the hybrid ("600 per
+	// 60000 ms, burst 50"), whose keys are not among the Cells.
+	Rule  string
+	Cells []SummaryCell
 	// Overrides counts its live edits.
 	Overrides int
 }
@@ -80,6 +83,8 @@ type SummaryCell struct {
 	// File is the config.toml value, shown when Overridden.
 	File       string
 	Overridden bool
+	// Unused is true when the group's algorithm does not read the key.
+	Unused bool
 }
 
 // Groups is the data of the groups page.

@@ -13,7 +13,7 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/throttleclient"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/web/throttleapi"
 )
 
 // serveAdaptive starts a limiterd-like admin server whose throttle is in
@@ -26,7 +26,7 @@ func serveAdaptive(t *testing.T) (*httptest.Server, *throttle.Throttle) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := web.NewThrottleAPI(th, nil, nil)
+	api := throttleapi.New(th, nil, nil)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/throttle", api.HandleWait)
 	mux.HandleFunc("POST /api/v1/throttle/observe", api.HandleObserve)

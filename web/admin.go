@@ -13,6 +13,7 @@ import (
 	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/live"
 )
 
@@ -64,15 +65,23 @@ type peerEntry struct {
 	RejectedConcurrency uint64    `json:"rejected_concurrency"`
 	RejectedRateLimit   uint64    `json:"rejected_rate_limit"`
 	LastSeen            time.Time `json:"last_seen"`
+	// Algorithm is the group's; State the entry in its terms, for every
+	// algorithm but the hybrid (whose are tokens and window).
+	Algorithm string     `json:"algorithm"`
+	State     *algo.View `json:"state,omitempty"`
 }
 
 func toPeerEntry(v limiter.EntryView) peerEntry {
-	return peerEntry{
+	e := peerEntry{
 		Peer: v.Peer.String(), Group: v.Group, Inflight: v.Inflight, Tokens: v.Tokens,
 		Window: v.Window, WindowActive: v.WindowActive, Requests: v.Requests,
 		RejectedConcurrency: v.RejectedConcurrency, RejectedRateLimit: v.RejectedRateLimit,
-		LastSeen: v.LastSeen.UTC(),
+		LastSeen: v.LastSeen.UTC(), Algorithm: v.Algorithm.String(),
 	}
+	if v.Algorithm != algo.Hybrid {
+		e.State = &v.Algo
+	}
+	return e
 }
 
 func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {

@@ -8,11 +8,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/templates"
 )
@@ -23,8 +25,60 @@ func keyKind(k string) string {
 		return "bool"
 	case limiter.KeyMode:
 		return "mode"
+	case limiter.KeyAlgorithm:
+		return "algorithm"
 	}
 	return "int"
+}
+
+// usedBy reports whether the group's algorithm reads key: the hybrid
+// ignores limit, period and burst; the others ignore the hybrid's keys
+// (but concurrency, the mode and manual reduction); burst is the token
+// bucket's and GCRA's only.
+func usedBy(k algo.Kind, key string) bool {
+	switch key {
+	case limiter.KeyConcurrencyLimit, limiter.KeyManualReductionOff, limiter.KeyMode, limiter.KeyAlgorithm:
+		return true
+	case limiter.KeyLimit, limiter.KeyPeriod:
+		return k != algo.Hybrid
+	case limiter.KeyBurst:
+		return k.HasBurst()
+	}
+	return k == algo.Hybrid
+}
+
+// ruleText says what a group admits, in its algorithm's terms: the
+// summary above its form.
+func ruleText(s limiter.GroupSettings) string {
+	per := fmt.Sprintf("%d per %s", s.Limit, time.Duration(s.Period)*time.Millisecond)
+	switch s.Algorithm {
+	case algo.Hybrid:
+		return fmt.Sprintf("hybrid (Arweave): %d per %d ms sliding window, then %d tokens leaking %d every %d ms; %d in flight",
+			s.SlidingWindowLimit, s.SlidingWindowDuration, s.LeakyLimit, s.LeakyTickReduction, s.LeakyTickInterval, s.ConcurrencyLimit)
+	case algo.TokenBucket, algo.GCRA:
+		p := s.Params()
+		return fmt.Sprintf("%s: %s, bursts of up to %d (one every %s after); %d in flight", s.Algorithm, per, p.Burst,
+			time.Duration(p.Period*int64(time.Millisecond)/p.Limit), s.ConcurrencyLimit)
+	case algo.FixedWindow:
+		return fmt.Sprintf("fixed_window: %s, windows aligned on the clock; %d in flight", per, s.ConcurrencyLimit)
+	case algo.SlidingLog:
+		return fmt.Sprintf("sliding_log: %s, in any window of that length; %d in flight", per, s.ConcurrencyLimit)
+	}
+	return fmt.Sprintf("sliding_window: about %s, estimated from this and the previous window; %d in flight", per, s.ConcurrencyLimit)
+}
+
+// limitsText is the groups table's line for the limits of an algorithm
+// other than the hybrid ("600 per 60000 ms, burst 50"); "" for the hybrid,
+// whose keys are the table's columns.
+func limitsText(s limiter.GroupSettings) string {
+	if s.Algorithm == algo.Hybrid {
+		return ""
+	}
+	t := fmt.Sprintf("%d per %d ms", s.Limit, s.Period)
+	if s.Algorithm.HasBurst() {
+		t += fmt.Sprintf(", burst %d", s.Params().Burst)
+	}
+	return t
 }
 
 // summaryColumns are the groups table's columns: the keys that tell
@@ -53,10 +107,27 @@ func cellValue(key string, v any) string {
 
 func groupSummary(v live.GroupView) templates.GroupSummary {
 	eff := live.Values(v.Effective)
-	g := templates.GroupSummary{Name: v.Name, Mode: v.Mode, Algorithm: "hybrid", Overrides: len(v.Override)}
+	g := templates.GroupSummary{
+		Name: v.Name, Mode: v.Mode, Algorithm: v.Effective.Algorithm.String(), Rule: limitsText(v.Effective),
+		Overrides: len(v.Override),
+	}
 	for _, c := range summaryColumns {
 		_, over := v.Override[c.Key]
-		g.Cells = append(g.Cells, templates.SummaryCell{Key: c.Key, Value: cellValue(c.Key, eff[c.Key]), File: cellValue(c.Key, v.File[c.Key]), Overridden: over})
+		g.Cells = append(g.Cells, templates.SummaryCell{
+			Key: c.Key, Value: cellValue(c.Key, eff[c.Key]), File: cellValue(c.Key, v.File[c.Key]), Overridden: over,
+			Unused: !usedBy(v.Effective.Algorithm, c.Key),
+		})
+	}
+	// A live edit of the algorithm or its limits is marked as the mode's.
+	for _, k := range []string{limiter.KeyAlgorithm, limiter.KeyLimit, limiter.KeyPeriod, limiter.KeyBurst} {
+		if _, over := v.Override[k]; over {
+			if g.Rule != "" {
+				g.Rule += " •"
+			} else {
+				g.Algorithm += " •"
+			}
+			break
+		}
 	}
 	if _, over := v.Override[limiter.KeyMode]; over {
 		g.Mode += " •"
@@ -75,7 +146,7 @@ func (d *dashboard) handleGroups(w http.ResponseWriter, r *http.Request) {
 // groupForm is the form of v, showing submitted values (if any) in place
 // of the effective ones and err next to its key.
 func (d *dashboard) groupForm(v live.GroupView, submitted map[string]string, err error) templates.GroupForm {
-	f := templates.GroupForm{Name: v.Name, HasOverride: len(v.Override) > 0}
+	f := templates.GroupForm{Name: v.Name, HasOverride: len(v.Override) > 0, Summary: ruleText(v.Effective)}
 	eff := live.Values(v.Effective)
 	field, msg := "", ""
 	if err != nil {
@@ -95,7 +166,10 @@ func (d *dashboard) groupForm(v live.GroupView, submitted map[string]string, err
 		_, over := v.Override[k]
 		fl := templates.Field{
 			Key: k, Kind: keyKind(k), Value: fmt.Sprint(eff[k]), File: fmt.Sprint(v.File[k]), Overridden: over,
-			Help: d.s.opts.KeyHelp[k], Replayable: replayable[k],
+			Help: d.s.opts.KeyHelp[k], Replayable: replayable[k], Unused: !usedBy(v.Effective.Algorithm, k),
+		}
+		if fl.Kind == "algorithm" {
+			fl.Choices = algo.Names()
 		}
 		if s, ok := submitted[k]; ok {
 			fl.Value = s
@@ -142,7 +216,7 @@ func groupPatch(v live.GroupView, form map[string][]string) (map[string]string, 
 				firstErr = &live.FieldError{Field: k, Problem: "must be true or false"}
 			}
 			patch[k] = b
-		case "mode":
+		case "mode", "algorithm":
 			patch[k] = s
 		default:
 			n, err := strconv.ParseInt(s, 10, 64)

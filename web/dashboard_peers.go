@@ -233,7 +233,7 @@ func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 	for i := range views {
 		v := &views[i]
 		st := templates.PeerState{
-			Group: v.Group, Inflight: v.Inflight, Tokens: v.Tokens, Window: v.Window, WindowActive: v.WindowActive,
+			Group: v.Group, Algorithm: v.Algorithm.String(), Inflight: v.Inflight, Tokens: v.Tokens, Window: v.Window, WindowActive: v.WindowActive,
 			Requests: v.Requests, RejectedConcurrency: v.RejectedConcurrency, RejectedRateLimit: v.RejectedRateLimit,
 			LastSeen: stamp(v.LastSeen), Usage: usages(v, rows.groupSettings(v.GroupID)),
 		}

@@ -126,7 +126,7 @@ var (
 		"When the configuration in force was loaded (Unix time): at start or by the last successful reload.", nil, nil)
 )
 
-// DaemonMetrics sends the daemon's own gauges (an extra of NewCollector):
+// DaemonMetrics sends the daemon's own gauges (an extra of metrics.NewCollector):
 // limiterd_build_info, limiterd_limiter_enabled and the reload gauges.
 func (s *Server) DaemonMetrics(ch chan<- prometheus.Metric) {
 	b := s.opts.Build

@@ -25,6 +25,7 @@ import (
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/ticker"
+	"github.com/limiterd/limiterd/web/throttleapi"
 )
 
 // DataPlane serves the data-plane calls of the admin listener: the
@@ -106,7 +107,7 @@ type Server struct {
 	// history is the per-second history of the counters, fed by Run.
 	history *insight.History
 	// Throttle serves the outbound throttle; nil without Options.Throttle.
-	Throttle *ThrottleAPI
+	Throttle *throttleapi.API
 	// peers answers the dashboard's peer queries on large tables.
 	peers *insight.PeerIndex
 	// peerHist is the history of the busiest and the viewed peers, fed by
@@ -147,7 +148,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 	}
 	s.dash = newDashboard(s, sess)
 	if opts.Throttle != nil {
-		s.Throttle = NewThrottleAPI(opts.Throttle, s.now, nil)
+		s.Throttle = throttleapi.New(opts.Throttle, s.now, nil)
 		// The global switch turns the throttle off and on too
 		// (ar_rate_limiter's off/on: new outbound calls pass at once;
 		// callers already waiting keep waiting).

@@ -13,7 +13,9 @@ import (
 )
 
 // replayable are the keys whose effect a what-if measures by replaying
-// the request log: the hybrid's window and bucket. concurrency_limit
+// the request log: the hybrid's window and bucket, and the algorithm of
+// SPEC §6.2 with its limits (a replay under another algorithm starts
+// every peer fresh, as a live switch does). concurrency_limit
 // cannot be (the log holds when requests arrived, not how long they stayed
 // in flight), nor is_manual_reduction_disabled (reductions are not
 // logged); mode needs no replay.
@@ -21,6 +23,7 @@ var replayable = map[string]bool{
 	limiter.KeySlidingWindowLimit: true, limiter.KeySlidingWindowDuration: true,
 	limiter.KeyCleanupInterval: true, limiter.KeyCleanupExpiry: true,
 	limiter.KeyLeakyLimit: true, limiter.KeyLeakyTickInterval: true, limiter.KeyLeakyTickReduction: true,
+	limiter.KeyAlgorithm: true, limiter.KeyLimit: true, limiter.KeyPeriod: true, limiter.KeyBurst: true,
 }
 
 // change is one key of a group's form with its new value, as typed.
@@ -69,31 +72,37 @@ func (d *dashboard) whatIfs(group string, changes []change) (map[string]*templat
 			w.Error = notReplayable(c.key)
 			continue
 		}
-		n, err := strconv.ParseInt(strings.TrimSpace(c.value), 10, 64)
-		if err != nil {
-			w.Error = fmt.Sprintf("%s must be an integer, got %q", c.key, c.value)
-			continue
+		var v any = c.value // the algorithm, by name
+		if c.key != limiter.KeyAlgorithm {
+			n, err := strconv.ParseInt(strings.TrimSpace(c.value), 10, 64)
+			if err != nil {
+				w.Error = fmt.Sprintf("%s must be an integer, got %q", c.key, c.value)
+				continue
+			}
+			v = n
 		}
-		st, err := settingsWith(group, base, live.Override{c.key: n})
+		// Together with the others even when it is not valid alone (an
+		// algorithm needs its limit and period).
+		all[c.key] = v
+		st, err := settingsWith(group, base, live.Override{c.key: v})
 		if err != nil {
 			w.Error = err.Error()
 			continue
 		}
-		all[c.key] = n
 		js = append(js, judged{w: w, at: len(steppers)})
 		steppers = append(steppers, st)
 	}
 	var comb *templates.WhatIf
 	combAt := -1
-	if len(js) > 1 {
+	if len(all) > 1 {
 		comb = &templates.WhatIf{}
-		ints := live.Override{}
+		rule := live.Override{} // all but the mode, which needs no replay
 		for k, v := range all {
 			if k != limiter.KeyMode {
-				ints[k] = v
+				rule[k] = v
 			}
 		}
-		if st, err := settingsWith(group, base, ints); err != nil {
+		if st, err := settingsWith(group, base, rule); err != nil {
 			comb.Error = err.Error()
 		} else {
 			combAt = len(steppers)

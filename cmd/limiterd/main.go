@@ -46,6 +46,7 @@ import (
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/ticker"
 	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/web/metrics"
 )
 
 // Exit codes (SPEC §2).
@@ -377,8 +378,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		web.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, web.ThrottleMetrics(th), srv.DaemonMetrics),
-		web.NewExchangeCollector(&dp.Exchanges, lim.GroupName),
+		metrics.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, metrics.ThrottleMetrics(th), srv.DaemonMetrics),
+		metrics.NewExchangeCollector(&dp.Exchanges, lim.GroupName),
 	)
 	if cb != nil {
 		reg.MustRegister(newClusterCollector(cb))

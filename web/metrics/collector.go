@@ -1,4 +1,9 @@
-package web
+// Package metrics is limiterd's Prometheus collectors: the Arweave
+// limiter's metrics of SPEC §9 and limiterd's own (NewCollector), the
+// public listener's exchange durations (NewExchangeCollector) and the
+// outbound throttle's (ThrottleMetrics). Each reads its source at scrape
+// time: nothing is counted through Prometheus on the request path.
+package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +19,7 @@ type StatsSource interface {
 	Evictions() uint64
 	Tracked() int
 	GroupID(name string) (limiter.GroupID, bool)
+	Settings(g limiter.GroupID) (limiter.GroupSettings, bool)
 }
 
 // The label names and values of the metrics.
@@ -23,6 +29,7 @@ const (
 	labelLimitingType = "limiting_type"
 	labelVia          = "via"
 	labelKind         = "kind"
+	labelAlgorithm    = "algorithm"
 
 	typeConcurrency = "concurrency"
 	typeTokens      = "leaky_bucket_tokens"
@@ -43,6 +50,8 @@ type metricsCollector struct {
 
 	wouldReject, denied, admitted, evictions, tracked *prometheus.Desc
 	upstreamErrors, internalErrors, exemptPath        *prometheus.Desc
+
+	algorithm, groupEntries, logTimestamps, stateDropped *prometheus.Desc
 }
 
 // NewCollector returns a prometheus.Collector that reads src, lat and pc
@@ -92,7 +101,7 @@ func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCoun
 		denied: prometheus.NewDesc("limiterd_denied_total",
 			"Requests refused (403) because their peer is on the deny list.", group, nil),
 		admitted: prometheus.NewDesc("limiterd_admitted_total",
-			"Requests admitted, by how: within the sliding window, with a leaky bucket token, or with no limiting applied (exempt peer, mode off, limiter switched off).",
+			"Requests admitted, by how: within the sliding window, with a leaky bucket token, by the group's other algorithm, or with no limiting applied (exempt peer, mode off, limiter switched off).",
 			[]string{labelGroup, labelVia}, nil),
 		evictions: prometheus.NewDesc("limiterd_evictions_total",
 			"(peer, group) entries evicted because max_tracked was reached.", nil, nil),
@@ -104,6 +113,16 @@ func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCoun
 			"Requests limiterd answered with 503 because of its own error (a panic in its request path).", nil, nil),
 		exemptPath: prometheus.NewDesc("limiterd_exempt_path_requests_total",
 			"Requests passed on without limiting because their path is in exempt_paths.", nil, nil),
+
+		algorithm: prometheus.NewDesc("limiterd_algorithm_info",
+			"The algorithm each group decides with (SPEC §6.2): 1 for the group's, labelled by its name.",
+			[]string{labelGroup, labelAlgorithm}, nil),
+		groupEntries: prometheus.NewDesc("limiterd_group_entries",
+			"(peer, group) entries the limiter tracks now, per group, whatever the algorithm.", group, nil),
+		logTimestamps: prometheus.NewDesc("limiterd_sliding_log_timestamps",
+			"Timestamps the sliding logs of a group hold now (one per admission of the last period, per peer).", group, nil),
+		stateDropped: prometheus.NewDesc("limiterd_algorithm_state_dropped_total",
+			"Entries dropped because their group's algorithm changed (a live edit, a reload, a restart).", group, nil),
 	}
 }
 
@@ -114,6 +133,7 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.requests, c.rejected, c.reduce, c.leakyTicks, c.tickReductionsPeer,
 		c.tickTokenReductions, c.tickDeletePeer, c.cleanupDeletePeer, c.peers,
 		c.trackedItems, c.wouldReject, c.denied, c.admitted, c.evictions, c.tracked,
+		c.algorithm, c.groupEntries, c.logTimestamps, c.stateDropped,
 	} {
 		ch <- d
 	}
@@ -176,6 +196,15 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.admitted, s.AllowedSliding, name, limiter.ViaSliding.String())
 		counter(c.admitted, s.AllowedLeaky, name, limiter.ViaLeaky.String())
 		counter(c.admitted, s.Unlimited, name, limiter.ViaUnlimited.String())
+		counter(c.admitted, s.AllowedAlgorithm, name, limiter.ViaAlgorithm.String())
+		gauge(c.groupEntries, s.Entries, name)
+		gauge(c.logTimestamps, s.LogItems, name)
+		counter(c.stateDropped, s.StateDrops, name)
+		if g, ok := c.src.GroupID(name); ok {
+			if gs, ok := c.src.Settings(g); ok {
+				gauge(c.algorithm, 1, name, gs.Algorithm.String())
+			}
+		}
 
 		if c.lat == nil {
 			continue

@@ -1,4 +1,4 @@
-package limiter_test
+package peerid_test
 
 import (
 	"net/http"
@@ -7,25 +7,27 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peerid"
+	"github.com/limiterd/limiterd/limiter/peerkey"
+	"github.com/limiterd/limiterd/limiter/prefixset"
 )
 
-func mustIdentifier(tb testing.TB, trusted []string, ipv6Prefix int) *limiter.Identifier {
+func mustIdentifier(tb testing.TB, trusted []string, ipv6Prefix int) *peerid.Identifier {
 	tb.Helper()
-	header := limiter.ForwardedUnset
+	header := peerid.ForwardedUnset
 	if len(trusted) > 0 {
-		header = limiter.ForwardedXFF
+		header = peerid.ForwardedXFF
 	}
 	return mustIdentifierFor(tb, trusted, ipv6Prefix, header)
 }
 
-func mustIdentifierFor(tb testing.TB, trusted []string, ipv6Prefix int, header limiter.ForwardedHeader) *limiter.Identifier {
+func mustIdentifierFor(tb testing.TB, trusted []string, ipv6Prefix int, header peerid.ForwardedHeader) *peerid.Identifier {
 	tb.Helper()
-	set, err := limiter.ParsePrefixSet(trusted)
+	set, err := prefixset.ParseSet(trusted)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	id, err := limiter.NewIdentifier(set, ipv6Prefix, header)
+	id, err := peerid.New(set, ipv6Prefix, header)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -41,14 +43,14 @@ func headers(kv ...string) http.Header {
 	return h
 }
 
-func TestNewIdentifierIPv6Prefix(t *testing.T) {
+func TestNewIPv6Prefix(t *testing.T) {
 	for _, n := range []int{1, 48, 64, 120, 128} {
-		if _, err := limiter.NewIdentifier(nil, n, limiter.ForwardedUnset); err != nil {
+		if _, err := peerid.New(nil, n, peerid.ForwardedUnset); err != nil {
 			t.Errorf("NewIdentifier(nil, %d): %v", n, err)
 		}
 	}
 	for _, n := range []int{-1, 0, 121, 127, 129, 1000} {
-		_, err := limiter.NewIdentifier(nil, n, limiter.ForwardedUnset)
+		_, err := peerid.New(nil, n, peerid.ForwardedUnset)
 		if err == nil || !strings.HasPrefix(err.Error(), "peers.ipv6_prefix: ") {
 			t.Errorf("NewIdentifier(nil, %d) error = %v, want one naming peers.ipv6_prefix", n, err)
 		}
@@ -62,7 +64,7 @@ func TestPeerOfDirect(t *testing.T) {
 	id48 := mustIdentifier(t, nil, 48)
 	for _, tt := range []struct {
 		name       string
-		id         *limiter.Identifier
+		id         *peerid.Identifier
 		remoteAddr string
 		addr       string // "" for invalid
 		key        string // PeerKey.String
@@ -116,7 +118,7 @@ func TestPeerOfDirect(t *testing.T) {
 func TestPeerOfGarbage(t *testing.T) {
 	id := mustIdentifier(t, []string{"0.0.0.0/0", "::/0"}, 64)
 	spoof := headers("X-Forwarded-For", "9.9.9.9", "Forwarded", "for=9.9.9.9")
-	keys := map[limiter.PeerKey]string{}
+	keys := map[peerkey.Key]string{}
 	for _, s := range []string{
 		"", "@", "/run/limiterd.sock", "unix socket path", ":80", "1.2.3.4:", "1.2.3.4:port",
 		"1.2.3.4:65536", "1.2.3.4:123456", "[1.2.3.4]:80", "[::1", "[::1]80", "[::1]:", "::1]:80",
@@ -127,7 +129,7 @@ func TestPeerOfGarbage(t *testing.T) {
 		if p.Addr.IsValid() {
 			t.Errorf("PeerOf(%q).Addr = %v, want invalid", s, p.Addr)
 		}
-		if !p.Key.IsValid() || !p.Key.IsOpaque() || p.Key != limiter.OpaqueKey(s) {
+		if !p.Key.IsValid() || !p.Key.IsOpaque() || p.Key != peerkey.Opaque(s) {
 			t.Errorf("PeerOf(%q).Key = %v, want OpaqueKey(%q)", s, p.Key, s)
 		}
 		if prev, dup := keys[p.Key]; dup {
@@ -143,8 +145,8 @@ func TestPeerOfForwarded(t *testing.T) {
 	// header a case's name begins with (X-Forwarded-For unless it is
 	// "Forwarded"). want "-" is MalformedForwarded.
 	proxies := []string{"10.0.0.0/8", "2001:db8:ffff::/48"}
-	xffID := mustIdentifierFor(t, proxies, 64, limiter.ForwardedXFF)
-	fwdID := mustIdentifierFor(t, proxies, 64, limiter.ForwardedRFC7239)
+	xffID := mustIdentifierFor(t, proxies, 64, peerid.ForwardedXFF)
+	fwdID := mustIdentifierFor(t, proxies, 64, peerid.ForwardedRFC7239)
 	for _, tt := range []struct {
 		name       string
 		remoteAddr string
@@ -233,13 +235,13 @@ func TestPeerOfForwarded(t *testing.T) {
 			}
 			p := id.PeerOf(tt.remoteAddr, tt.h)
 			if tt.want == "-" {
-				if p.Addr.IsValid() || p.Key != limiter.MalformedForwarded {
+				if p.Addr.IsValid() || p.Key != peerid.MalformedForwarded {
 					t.Errorf("PeerOf(%q, %v) = {%v, %v}, want MalformedForwarded", tt.remoteAddr, tt.h, p.Addr, p.Key)
 				}
 				return
 			}
 			want := netip.MustParseAddr(tt.want)
-			if p.Addr != want || p.Key != limiter.KeyFromAddr(want, 64) {
+			if p.Addr != want || p.Key != peerkey.FromAddr(want, 64) {
 				t.Errorf("PeerOf(%q, %v) = {%v, %v}, want %v", tt.remoteAddr, tt.h, p.Addr, p.Key, want)
 			}
 		})
@@ -251,18 +253,18 @@ func TestPeerOfForwarded(t *testing.T) {
 func TestPeerOfForwardedHeader(t *testing.T) {
 	both := headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=9.9.9.9")
 	for _, tt := range []struct {
-		header limiter.ForwardedHeader
+		header peerid.ForwardedHeader
 		h      http.Header
 		want   string
 	}{
-		{limiter.ForwardedXFF, both, "8.8.8.8"},
-		{limiter.ForwardedRFC7239, both, "9.9.9.9"},
-		{limiter.ForwardedXFF, headers("Forwarded", "for=9.9.9.9"), "10.0.0.1"},
-		{limiter.ForwardedRFC7239, headers("X-Forwarded-For", "8.8.8.8"), "10.0.0.1"},
+		{peerid.ForwardedXFF, both, "8.8.8.8"},
+		{peerid.ForwardedRFC7239, both, "9.9.9.9"},
+		{peerid.ForwardedXFF, headers("Forwarded", "for=9.9.9.9"), "10.0.0.1"},
+		{peerid.ForwardedRFC7239, headers("X-Forwarded-For", "8.8.8.8"), "10.0.0.1"},
 		// A client's unidentifiable element in the header the proxy does
 		// not write cannot make the peer the (possibly exempt) proxy.
-		{limiter.ForwardedXFF, headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=unknown"), "8.8.8.8"},
-		{limiter.ForwardedRFC7239, headers("Forwarded", "for=9.9.9.9", "X-Forwarded-For", "garbage"), "9.9.9.9"},
+		{peerid.ForwardedXFF, headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=unknown"), "8.8.8.8"},
+		{peerid.ForwardedRFC7239, headers("Forwarded", "for=9.9.9.9", "X-Forwarded-For", "garbage"), "9.9.9.9"},
 	} {
 		id := mustIdentifierFor(t, []string{"10.0.0.0/8"}, 64, tt.header)
 		if p := id.PeerOf("10.0.0.1:1", tt.h); p.Addr != netip.MustParseAddr(tt.want) {
@@ -272,10 +274,10 @@ func TestPeerOfForwardedHeader(t *testing.T) {
 }
 
 func TestParseForwardedHeader(t *testing.T) {
-	for s, want := range map[string]limiter.ForwardedHeader{
-		"": limiter.ForwardedUnset, "X-Forwarded-For": limiter.ForwardedXFF, "forwarded": limiter.ForwardedRFC7239,
+	for s, want := range map[string]peerid.ForwardedHeader{
+		"": peerid.ForwardedUnset, "X-Forwarded-For": peerid.ForwardedXFF, "forwarded": peerid.ForwardedRFC7239,
 	} {
-		if got, err := limiter.ParseForwardedHeader(s); err != nil || got != want {
+		if got, err := peerid.ParseForwardedHeader(s); err != nil || got != want {
 			t.Errorf("ParseForwardedHeader(%q) = %v, %v; want %v", s, got, err, want)
 		}
 		if got := want.String(); !strings.EqualFold(got, s) {
@@ -283,16 +285,16 @@ func TestParseForwardedHeader(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"auto", "xff", "X-Real-IP"} {
-		if _, err := limiter.ParseForwardedHeader(s); err == nil || !strings.Contains(err.Error(), "peers.forwarded_header") {
+		if _, err := peerid.ParseForwardedHeader(s); err == nil || !strings.Contains(err.Error(), "peers.forwarded_header") {
 			t.Errorf("ParseForwardedHeader(%q) error = %v, want one naming peers.forwarded_header", s, err)
 		}
 	}
-	if _, err := limiter.NewIdentifier(nil, 64, limiter.ForwardedHeader(9)); err == nil {
+	if _, err := peerid.New(nil, 64, peerid.ForwardedHeader(9)); err == nil {
 		t.Error("NewIdentifier with an unknown header: no error")
 	}
 	// Trusted proxies without the header they write: refused, naming the key.
-	trusted, _ := limiter.ParsePrefixSet([]string{"127.0.0.1"})
-	if _, err := limiter.NewIdentifier(trusted, 64, limiter.ForwardedUnset); err == nil || !strings.HasPrefix(err.Error(), "peers.forwarded_header: ") {
+	trusted, _ := prefixset.ParseSet([]string{"127.0.0.1"})
+	if _, err := peerid.New(trusted, 64, peerid.ForwardedUnset); err == nil || !strings.HasPrefix(err.Error(), "peers.forwarded_header: ") {
 		t.Errorf("NewIdentifier(trusted, unset) error = %v, want one naming peers.forwarded_header", err)
 	}
 }
@@ -329,7 +331,7 @@ func TestPeerFromAddrAndParsePeer(t *testing.T) {
 	if p := id.PeerFromAddr(netip.MustParseAddr("fe80::1%eth0")); p.Addr.Zone() != "" {
 		t.Errorf("PeerFromAddr kept the zone: %v", p.Addr)
 	}
-	if p := id.PeerFromAddr(netip.Addr{}); p != (limiter.Peer{}) || p.Key.IsValid() {
+	if p := id.PeerFromAddr(netip.Addr{}); p != (peerid.Peer{}) || p.Key.IsValid() {
 		t.Errorf("PeerFromAddr(invalid) = %v, want the zero Peer", p)
 	}
 }
@@ -388,7 +390,7 @@ func FuzzPeerOf(f *testing.F) {
 	}
 	plain := mustIdentifier(f, nil, 64)
 	proxied := mustIdentifier(f, []string{"10.0.0.0/8", "2001:db8:ffff::/48", "127.0.0.1"}, 56)
-	trusted, _ := limiter.ParsePrefixSet([]string{"10.0.0.0/8", "2001:db8:ffff::/48", "127.0.0.1"})
+	trusted, _ := prefixset.ParseSet([]string{"10.0.0.0/8", "2001:db8:ffff::/48", "127.0.0.1"})
 	f.Fuzz(func(t *testing.T, remoteAddr, xff, forwarded string) {
 		h := http.Header{}
 		if xff != "" {
@@ -397,7 +399,7 @@ func FuzzPeerOf(f *testing.F) {
 		if forwarded != "" {
 			h["Forwarded"] = strings.Split(forwarded, "\n")
 		}
-		for _, id := range []*limiter.Identifier{plain, proxied} {
+		for _, id := range []*peerid.Identifier{plain, proxied} {
 			p := id.PeerOf(remoteAddr, h)
 			if !p.Key.IsValid() {
 				t.Fatalf("PeerOf(%q, %v) key %v is not valid", remoteAddr, h, p.Key)
@@ -407,14 +409,14 @@ func FuzzPeerOf(f *testing.F) {
 				if p.Addr.Is4In6() || p.Addr.Zone() != "" || p.Key != id.PeerFromAddr(p.Addr).Key {
 					t.Fatalf("PeerOf(%q, %v) = %v: not canonical", remoteAddr, h, p)
 				}
-			} else if p.Key != limiter.OpaqueKey(remoteAddr) && p.Key != limiter.MalformedForwarded {
+			} else if p.Key != peerkey.Opaque(remoteAddr) && p.Key != peerid.MalformedForwarded {
 				t.Fatalf("PeerOf(%q, %v) = %v without an address but not the opaque key", remoteAddr, h, p)
 			}
 			if id == plain || !trusted.Contains(direct.Addr) {
 				if p != direct {
 					t.Fatalf("untrusted source %q: PeerOf with headers %v = %v, without %v", remoteAddr, h, p, direct)
 				}
-			} else if !p.Addr.IsValid() && p.Key != limiter.MalformedForwarded {
+			} else if !p.Addr.IsValid() && p.Key != peerid.MalformedForwarded {
 				t.Fatalf("trusted source %q: PeerOf(%v) = %v without an address", remoteAddr, h, p)
 			}
 		}
@@ -428,7 +430,7 @@ func BenchmarkPeerOf(b *testing.B) {
 	fwd := headers("Forwarded", `for="[2001:db8::17]:4711", for=10.0.0.3;proto=https, for=10.0.0.2`)
 	for _, bb := range []struct {
 		name       string
-		id         *limiter.Identifier
+		id         *peerid.Identifier
 		remoteAddr string
 		h          http.Header
 	}{

@@ -1,30 +1,31 @@
-package web
+// Package throttleapi serves the outbound throttle (SPEC §10) over HTTP:
+// POST /api/v1/throttle waits until a call may go, GET answers at once,
+// POST /api/v1/throttle/observe reports a reply to the adaptive mode. The
+// admin listener (package web) mounts its handlers behind the data token.
+package throttleapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/limiterd/limiterd/jsonbody"
-	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
 )
 
-// ThrottleAPI serves the outbound throttle (SPEC §10) over HTTP: POST
-// blocks until the call may go, GET answers at once. The caller mounts
-// HandleWait and HandleCheck behind the admin token. A ThrottleAPI is safe
-// for concurrent use and runs nothing in the background. Each waiting call
-// owns one timer and is evaluated once per retry interval, on a fixed
-// schedule (see sleeper), never more often.
-type ThrottleAPI struct {
+// API serves the outbound throttle over HTTP: POST blocks until the call
+// may go, GET answers at once. The caller mounts HandleWait, HandleCheck
+// and HandleObserve behind a token of scope data. An API is safe for concurrent
+// use and runs nothing in the background. Each waiting call owns one timer
+// and is evaluated once per retry interval, on a fixed schedule (see
+// sleeper), never more often.
+type API struct {
 	t     *throttle.Throttle
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
-	// errs maps errors to statuses: the package's one mapping (Server.fail).
-	errs *Server
 
 	closed context.Context // done once Close was called
 	close  context.CancelFunc
@@ -34,15 +35,12 @@ type ThrottleAPI struct {
 	realNow bool
 }
 
-// NewThrottleAPI returns a ThrottleAPI over t. now is the clock (nil:
+// New returns an API over t. now is the clock (nil:
 // time.Now). sleep waits d or until ctx ends, returning ctx.Err() then; nil
 // means a real timer, one per waiting call, reused between its retries.
 // Tests inject both to run the waiting loop on a fake timeline.
-func NewThrottleAPI(t *throttle.Throttle, now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) *ThrottleAPI {
-	a := &ThrottleAPI{
-		t: t, now: now, sleep: sleep, epoch: time.Now(), realNow: now == nil,
-		errs: &Server{log: slog.New(slog.DiscardHandler)},
-	}
+func New(t *throttle.Throttle, now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) *API {
+	a := &API{t: t, now: now, sleep: sleep, epoch: time.Now(), realNow: now == nil}
 	if now == nil {
 		a.now = time.Now
 	}
@@ -55,7 +53,7 @@ func NewThrottleAPI(t *throttle.Throttle, now func() time.Time, sleep func(ctx c
 // held up by callers waiting on a throttled peer. The Go client takes that
 // answer as "limiterd is not running" and lets its caller go. Close is
 // idempotent.
-func (a *ThrottleAPI) Close() { a.close() }
+func (a *API) Close() { a.close() }
 
 // throttleWaitRequest is the body of POST /api/v1/throttle.
 type throttleWaitRequest struct {
@@ -101,7 +99,7 @@ type throttleCheckResponse struct {
 // admitted; 408 {"error":"throttle_timeout"} when its timeout passes first;
 // if the client goes away the wait just ends. A bad body is 400, a bad or
 // missing field 422 naming it.
-func (a *ThrottleAPI) HandleWait(w http.ResponseWriter, r *http.Request) {
+func (a *API) HandleWait(w http.ResponseWriter, r *http.Request) {
 	var req throttleWaitRequest
 	err := jsonbody.Decode(r, &req)
 	if err == nil {
@@ -111,15 +109,15 @@ func (a *ThrottleAPI) HandleWait(w http.ResponseWriter, r *http.Request) {
 	if err == nil && req.Timeout != "" {
 		timeout, err = time.ParseDuration(req.Timeout)
 		if err != nil || timeout <= 0 {
-			err = &live.FieldError{Field: "timeout", Problem: fmt.Sprintf("%q is not a positive duration such as \"5s\"", req.Timeout)}
+			err = &fieldError{Field: "timeout", Problem: fmt.Sprintf("%q is not a positive duration such as \"5s\"", req.Timeout)}
 		}
 	}
 	if err != nil {
-		a.errs.fail(w, r, err)
+		fail(w, err)
 		return
 	}
 	if a.closed.Err() != nil {
-		writeError(w, http.StatusServiceUnavailable, "throttle_unavailable", "")
+		jsonbody.WriteError(w, http.StatusServiceUnavailable, "throttle_unavailable", "")
 		return
 	}
 	if a.t.Mode() == throttle.ModeAdaptive {
@@ -130,7 +128,7 @@ func (a *ThrottleAPI) HandleWait(w http.ResponseWriter, r *http.Request) {
 	start := a.now()
 	res := a.t.Try(start, req.Peer, req.Path)
 	if res.Admitted {
-		writeJSON(w, http.StatusOK, throttleWaitResponse{Type: res.Type, Exempt: res.Exempt, Off: res.Off})
+		jsonbody.Write(w, http.StatusOK, throttleWaitResponse{Type: res.Type, Exempt: res.Exempt, Off: res.Off})
 		return
 	}
 
@@ -164,27 +162,27 @@ func (a *ThrottleAPI) HandleWait(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			if a.closed.Err() != nil {
-				writeError(w, http.StatusServiceUnavailable, "throttle_unavailable", "")
+				jsonbody.WriteError(w, http.StatusServiceUnavailable, "throttle_unavailable", "")
 				return
 			}
 			// The client went away: nobody reads an answer.
-			writeError(w, http.StatusServiceUnavailable, "throttle_canceled", "")
+			jsonbody.WriteError(w, http.StatusServiceUnavailable, "throttle_canceled", "")
 			return
 		}
 		now = a.now()
 		if last {
-			writeJSON(w, http.StatusRequestTimeout, throttleWaitResponse{
+			jsonbody.Write(w, http.StatusRequestTimeout, throttleWaitResponse{
 				Error: "throttle_timeout", WaitedMS: now.Sub(start).Milliseconds(), Type: typ,
 			})
 			return
 		}
 		res = a.t.Retry(now, req.Peer, req.Path)
 		if res.Admitted {
-			writeJSON(w, http.StatusOK, throttleWaitResponse{WaitedMS: now.Sub(start).Milliseconds(), Type: res.Type})
+			jsonbody.Write(w, http.StatusOK, throttleWaitResponse{WaitedMS: now.Sub(start).Milliseconds(), Type: res.Type})
 			return
 		}
 		if !deadline.IsZero() && !now.Before(deadline) {
-			writeJSON(w, http.StatusRequestTimeout, throttleWaitResponse{
+			jsonbody.Write(w, http.StatusRequestTimeout, throttleWaitResponse{
 				Error: "throttle_timeout", WaitedMS: now.Sub(start).Milliseconds(), Type: typ,
 			})
 			return
@@ -197,15 +195,15 @@ func (a *ThrottleAPI) HandleWait(w http.ResponseWriter, r *http.Request) {
 // window; 0 when it would go at once), its type, the type's capacity and
 // the key's count in the window. It records nothing. A missing or unknown
 // parameter is 422 naming it.
-func (a *ThrottleAPI) HandleCheck(w http.ResponseWriter, r *http.Request) {
+func (a *API) HandleCheck(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		err = fmt.Errorf("%w: the query string: %v", errBadRequest, err)
+		err = fmt.Errorf("%w: the query string: %v", jsonbody.ErrBadBody, err)
 	}
 	if err == nil {
 		for k := range q {
 			if k != "peer" && k != "path" {
-				err = &live.FieldError{Field: k, Problem: "unknown parameter"}
+				err = &fieldError{Field: k, Problem: "unknown parameter"}
 				break
 			}
 		}
@@ -214,17 +212,17 @@ func (a *ThrottleAPI) HandleCheck(w http.ResponseWriter, r *http.Request) {
 		err = checkThrottleArgs(q.Get("peer"), q.Get("path"))
 	}
 	if err != nil {
-		a.errs.fail(w, r, err)
+		fail(w, err)
 		return
 	}
 	if a.t.Mode() == throttle.ModeAdaptive {
 		res := a.t.PeekAdaptive(a.now(), q.Get("peer"), q.Get("path"))
-		writeJSON(w, http.StatusOK, throttleCheckResponse{WouldWait: !res.Admitted, WaitMS: ceilMillis(res.WaitIn),
+		jsonbody.Write(w, http.StatusOK, throttleCheckResponse{WouldWait: !res.Admitted, WaitMS: ceilMillis(res.WaitIn),
 			Type: res.Group, Exempt: res.Outcome == throttle.OutcomeExempt, Off: res.Outcome == throttle.OutcomeOff, Outcome: res.Outcome})
 		return
 	}
 	res := a.t.Peek(a.now(), q.Get("peer"), q.Get("path"))
-	writeJSON(w, http.StatusOK, throttleCheckResponse{
+	jsonbody.Write(w, http.StatusOK, throttleCheckResponse{
 		WouldWait: !res.Admitted,
 		WaitMS:    ceilMillis(res.EarliestIn),
 		Type:      res.Type,
@@ -238,9 +236,9 @@ func (a *ThrottleAPI) HandleCheck(w http.ResponseWriter, r *http.Request) {
 func checkThrottleArgs(peer, path string) error {
 	switch {
 	case peer == "":
-		return &live.FieldError{Field: "peer", Problem: "required"}
+		return &fieldError{Field: "peer", Problem: "required"}
 	case path == "":
-		return &live.FieldError{Field: "path", Problem: "required"}
+		return &fieldError{Field: "path", Problem: "required"}
 	}
 	return nil
 }
@@ -254,7 +252,7 @@ func ceilMillis(d time.Duration) int64 {
 // ends; stop releases it.
 //
 // The real retries run on a fixed schedule, RetryIn apart, whose phase is
-// rounded up to a grid shared by every waiter of the ThrottleAPI (a
+// rounded up to a grid shared by every waiter of the API (a
 // twentieth of the interval, at most 50 ms): the first retry comes up to one
 // grid step late, the later ones exactly one interval after the previous
 // scheduled one. Waiters thus wake in batches rather than one by one. A
@@ -270,7 +268,7 @@ type sleeper struct {
 	next    time.Time   // the last scheduled wake-up; zero before the first
 }
 
-func (a *ThrottleAPI) newSleeper(ctx context.Context) *sleeper {
+func (a *API) newSleeper(ctx context.Context) *sleeper {
 	s := &sleeper{ctx: ctx, fn: a.sleep, epoch: a.epoch, realNow: a.realNow}
 	if s.fn == nil {
 		s.timer = time.NewTimer(time.Hour)
@@ -281,7 +279,7 @@ func (a *ThrottleAPI) newSleeper(ctx context.Context) *sleeper {
 }
 
 // retry waits one retry interval d on the waiter's schedule; now is the
-// time of the evaluation just made (the ThrottleAPI's clock).
+// time of the evaluation just made (the API's clock).
 func (s *sleeper) retry(now time.Time, d time.Duration) error {
 	if s.fn != nil {
 		return s.fn(s.ctx, d)
@@ -325,5 +323,27 @@ func (s *sleeper) stop() {
 	if s.timer != nil {
 		s.stopf()
 		s.timer.Stop()
+	}
+}
+
+// fieldError is a bad or missing field of a request: 422 naming it, with
+// the message the admin API gives live.FieldError ("<field>: <problem>").
+type fieldError struct{ Field, Problem string }
+
+func (e *fieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// fail answers a request the API cannot take: 422 naming the field, 400
+// for a body or query that cannot be read (the statuses the admin API's
+// own mapping, package web, gives the same errors).
+func fail(w http.ResponseWriter, err error) {
+	var fe *fieldError
+	var uf *jsonbody.UnknownFieldError
+	switch {
+	case errors.As(err, &fe):
+		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), fe.Field)
+	case errors.As(err, &uf):
+		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), uf.Field)
+	default:
+		jsonbody.WriteError(w, http.StatusBadRequest, err.Error(), "")
 	}
 }

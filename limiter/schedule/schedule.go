@@ -1,6 +1,13 @@
-package limiter
+// Package schedule places a group's periodic ticks (the Arweave hybrid's
+// leaky and cleanup ticks) on a fixed timeline that keeps its phase across
+// live changes of the interval and restarts. It imports the standard
+// library only.
+package schedule
 
 import "math"
+
+// maxInterval bounds an interval: 2³¹−1 ms, as the settings.
+const maxInterval = 1<<31 - 1
 
 // Schedule places a group's ticks on a fixed timeline: tick Index at time
 // Anchor, then one every Interval ms. A live change of the interval takes
@@ -9,7 +16,7 @@ import "math"
 // interval, ticks from Switch on follow Next.
 //
 // Times are Unix milliseconds. The zero Schedule is not valid; make one
-// with NewSchedule.
+// with New.
 type Schedule struct {
 	Anchor   int64 `json:"anchor_ms"`
 	Index    int64 `json:"index"`
@@ -21,8 +28,8 @@ type Schedule struct {
 	NextInterval int64 `json:"next_interval_ms,omitempty"`
 }
 
-// NewSchedule returns a schedule whose tick 0 falls at epoch.
-func NewSchedule(epoch, interval int64) Schedule {
+// New returns a schedule whose tick 0 falls at epoch.
+func New(epoch, interval int64) Schedule {
 	return Schedule{Anchor: epoch, Interval: interval}
 }
 
@@ -54,8 +61,9 @@ func (s *Schedule) TimeOf(k int64) int64 {
 // NextAfter returns the time of the first tick strictly after t.
 func (s *Schedule) NextAfter(t int64) int64 { return s.TimeOf(s.IndexAt(t) + 1) }
 
-// settle folds a switch that is in the past at now into the base segment.
-func (s Schedule) settle(now int64) Schedule {
+// Settled returns s with a switch that is in the past at now folded into
+// the base segment.
+func (s Schedule) Settled(now int64) Schedule {
 	if s.Switch != 0 && now >= s.Switch {
 		return Schedule{Anchor: s.Switch, Index: s.SwitchIndex, Interval: s.NextInterval}
 	}
@@ -66,7 +74,7 @@ func (s Schedule) settle(now int64) Schedule {
 // next tick of the current schedule still happens, and the new interval
 // applies from it on. Retimed with the current interval changes nothing.
 func (s Schedule) Retimed(now, interval int64) Schedule {
-	s = s.settle(now)
+	s = s.Settled(now)
 	if s.Switch == 0 && s.Interval == interval {
 		return s
 	}
@@ -96,7 +104,7 @@ func (s Schedule) Shifted(d int64) Schedule {
 // Valid reports whether s can be used: intervals from 1 to 2³¹−1 ms, and
 // an anchor far from the ends of int64 (Restore refuses others).
 func (s Schedule) Valid() bool {
-	return s.Interval > 0 && s.Interval <= maxSetting &&
-		(s.Switch == 0 || (s.NextInterval > 0 && s.NextInterval <= maxSetting)) &&
+	return s.Interval > 0 && s.Interval <= maxInterval &&
+		(s.Switch == 0 || (s.NextInterval > 0 && s.NextInterval <= maxInterval)) &&
 		s.Anchor > math.MinInt64/4 && s.Anchor < math.MaxInt64/4
 }

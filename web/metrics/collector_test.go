@@ -1,4 +1,4 @@
-package web_test
+package metrics_test
 
 import (
 	"fmt"
@@ -17,10 +17,10 @@ import (
 
 	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/web/metrics"
 )
 
-var _ web.StatsSource = (*limiter.Limiter)(nil)
+var _ metrics.StatsSource = (*limiter.Limiter)(nil)
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
@@ -153,7 +153,7 @@ func TestCollectorMetricsGroup(t *testing.T) {
 	lim := newLimiter(t)
 	var lat insight.Latencies
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(groupOnly{web.NewCollector(lim, &lat, nil), "metrics"})
+	reg.MustRegister(groupOnly{metrics.NewCollector(lim, &lat, nil), "metrics"})
 
 	g := groupID(t, lim, "metrics")
 	a := peer(t, lim, "192.0.2.1")
@@ -231,8 +231,9 @@ ar_limiter_response_time_microseconds_count{limiter_id="metrics"} 4
 ar_limiter_tracked_items_total{limiter_id="metrics",limiting_type="concurrency"} %[7]d
 ar_limiter_tracked_items_total{limiter_id="metrics",limiting_type="leaky_bucket_tokens"} %[8]d
 ar_limiter_tracked_items_total{limiter_id="metrics",limiting_type="sliding_window_timestamps"} 0
-# HELP limiterd_admitted_total Requests admitted, by how: within the sliding window, with a leaky bucket token, or with no limiting applied (exempt peer, mode off, limiter switched off).
+# HELP limiterd_admitted_total Requests admitted, by how: within the sliding window, with a leaky bucket token, by the group's other algorithm, or with no limiting applied (exempt peer, mode off, limiter switched off).
 # TYPE limiterd_admitted_total counter
+limiterd_admitted_total{limiter_id="metrics",via="algorithm"} 0
 limiterd_admitted_total{limiter_id="metrics",via="leaky_bucket"} 2
 limiterd_admitted_total{limiter_id="metrics",via="no_limiting_applied"} 0
 limiterd_admitted_total{limiter_id="metrics",via="sliding_window"} 0
@@ -276,7 +277,7 @@ func TestCollectorAllGroups(t *testing.T) {
 	var lat insight.Latencies
 	var pc insight.ProxyCounters
 	reg := prometheus.NewPedanticRegistry()
-	c := web.NewCollector(lim, &lat, &pc)
+	c := metrics.NewCollector(lim, &lat, &pc)
 	reg.MustRegister(c)
 
 	a := peer(t, lim, "192.0.2.1")
@@ -310,9 +311,10 @@ func TestCollectorAllGroups(t *testing.T) {
 	if len(groups) != len(limiter.ArweaveGroups())+1 {
 		t.Fatalf("groups %v: want the Arweave ones and local_peers", groups)
 	}
-	// Per group: 9 ar_ counter series, 6 gauges, 5 limiterd_ counter
-	// series, one histogram; then 6 process-wide series.
-	if n, want := testutil.CollectAndCount(c), 21*len(groups)+6; n != want {
+	// Per group: 9 ar_ counter series, 6 gauges, 7 limiterd_ counter
+	// series, 3 limiterd_ gauges (entries, sliding log timestamps, the
+	// algorithm), one histogram; then 6 process-wide series.
+	if n, want := testutil.CollectAndCount(c), 26*len(groups)+6; n != want {
 		t.Errorf("CollectAndCount = %d, want %d", n, want)
 	}
 	if n := testutil.CollectAndCount(c, "ar_limiter_rejected_total"); n != 2*len(groups) {
@@ -391,7 +393,7 @@ func TestCollectorAllGroups(t *testing.T) {
 // takes from the Arweave node.
 func TestCollectorLint(t *testing.T) {
 	lim := newLimiter(t)
-	problems, err := testutil.CollectAndLint(web.NewCollector(lim, &insight.Latencies{}, &insight.ProxyCounters{}))
+	problems, err := testutil.CollectAndLint(metrics.NewCollector(lim, &insight.Latencies{}, &insight.ProxyCounters{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +424,7 @@ func TestCollectorExtra(t *testing.T) {
 		calls.Add(1)
 		ch <- prometheus.MustNewConstMetric(snap, prometheus.GaugeValue, 0.25)
 	}
-	c := web.NewCollector(lim, nil, nil, extra)
+	c := metrics.NewCollector(lim, nil, nil, extra)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	got := series(t, reg)
@@ -440,7 +442,7 @@ func TestCollectorExtra(t *testing.T) {
 	// at registration, because Describe names it.
 	other := prometheus.NewRegistry()
 	other.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "limiterd_snapshot_duration_seconds", Help: "Taken."}))
-	if err := other.Register(web.NewCollector(lim, nil, nil, extra)); err == nil {
+	if err := other.Register(metrics.NewCollector(lim, nil, nil, extra)); err == nil {
 		t.Error("registering a clashing extra metric: no error")
 	}
 }
@@ -452,7 +454,7 @@ func TestCollectorConcurrentScrape(t *testing.T) {
 	var lat insight.Latencies
 	var pc insight.ProxyCounters
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(web.NewCollector(lim, &lat, &pc))
+	reg.MustRegister(metrics.NewCollector(lim, &lat, &pc))
 	groups := []limiter.GroupID{groupID(t, lim, "general"), groupID(t, lim, "chunk"), groupID(t, lim, "metrics")}
 
 	const workers, each = 4, 3000
@@ -524,7 +526,7 @@ func TestCollectorConcurrentScrape(t *testing.T) {
 func BenchmarkCollectorGather(b *testing.B) {
 	lim := newLimiter(b)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(web.NewCollector(lim, &insight.Latencies{}, &insight.ProxyCounters{}))
+	reg.MustRegister(metrics.NewCollector(lim, &insight.Latencies{}, &insight.ProxyCounters{}))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := reg.Gather(); err != nil {

@@ -1,4 +1,7 @@
-package limiter
+// Package peerkey is the identity limits are tracked under: a compact,
+// comparable key for an IPv4 address, an IPv6 prefix or an opaque source,
+// with its text form. It imports the standard library only.
+package peerkey
 
 import (
 	"encoding/hex"
@@ -9,12 +12,12 @@ import (
 	"strings"
 )
 
-// PeerKey is the compact, comparable identity limits are tracked under: an
+// Key is the compact, comparable identity limits are tracked under: an
 // IPv4 address, an IPv6 prefix, or an opaque key for a source whose address
-// could not be parsed. The zero PeerKey is invalid.
-type PeerKey [17]byte
+// could not be parsed. The zero Key is invalid.
+type Key [17]byte
 
-// Kinds of PeerKey, in its first byte.
+// Kinds of Key, in its first byte.
 const (
 	keyInvalid byte = iota
 	keyIPv4
@@ -23,11 +26,11 @@ const (
 	keyOpaque
 )
 
-// KeyFromAddr returns the key of addr: IPv4 (and IPv4-mapped IPv6) by the
+// FromAddr returns the key of addr: IPv4 (and IPv4-mapped IPv6) by the
 // whole address, IPv6 by its first ipv6Prefix bits (1..128). The zone is
 // ignored. An invalid addr gives the zero key.
-func KeyFromAddr(addr netip.Addr, ipv6Prefix int) PeerKey {
-	var k PeerKey
+func FromAddr(addr netip.Addr, ipv6Prefix int) Key {
+	var k Key
 	addr = addr.Unmap()
 	switch {
 	case addr.Is4():
@@ -58,22 +61,22 @@ func KeyFromAddr(addr netip.Addr, ipv6Prefix int) PeerKey {
 	return k
 }
 
-// OpaqueKey returns the fallback key of a source that is not an IP address:
+// Opaque returns the fallback key of a source that is not an IP address:
 // an FNV-128a hash of raw, stable across restarts, distinct for distinct raw
 // strings (up to hash collisions), never shared by everybody.
-func OpaqueKey(raw string) PeerKey {
+func Opaque(raw string) Key {
 	h := fnv.New128a()
 	h.Write([]byte(raw))
 	var sum [16]byte
 	h.Sum(sum[:0])
-	var k PeerKey
+	var k Key
 	k[0] = keyOpaque
 	copy(k[1:], sum[:])
 	return k
 }
 
-// IsValid reports whether k is a key made by KeyFromAddr or OpaqueKey.
-func (k PeerKey) IsValid() bool {
+// IsValid reports whether k is a key made by FromAddr or Opaque.
+func (k Key) IsValid() bool {
 	switch k[0] {
 	case keyIPv4, keyIPv6, keyOpaque:
 		return true
@@ -84,11 +87,11 @@ func (k PeerKey) IsValid() bool {
 }
 
 // IsOpaque reports whether k is the fallback key of an unparsable source.
-func (k PeerKey) IsOpaque() bool { return k[0] == keyOpaque }
+func (k Key) IsOpaque() bool { return k[0] == keyOpaque }
 
 // Prefix returns the addresses k stands for: a /32 for IPv4, the masked
 // prefix for IPv6. ok is false for opaque and invalid keys.
-func (k PeerKey) Prefix() (p netip.Prefix, ok bool) {
+func (k Key) Prefix() (p netip.Prefix, ok bool) {
 	switch k[0] {
 	case keyIPv4:
 		return netip.PrefixFrom(netip.AddrFrom4([4]byte(k[1:5])), 32), true
@@ -104,7 +107,7 @@ func (k PeerKey) Prefix() (p netip.Prefix, ok bool) {
 
 // String returns "1.2.3.4", "2001:db8::/64", "2001:db8::1" (a whole IPv6
 // address), "opaque:<hex>" or "invalid".
-func (k PeerKey) String() string {
+func (k Key) String() string {
 	switch k[0] {
 	case keyIPv4, keyIPv6, keyIPv6Net:
 		p, _ := k.Prefix()
@@ -119,16 +122,16 @@ func (k PeerKey) String() string {
 }
 
 // MarshalText implements encoding.TextMarshaler with String's form.
-func (k PeerKey) MarshalText() ([]byte, error) {
+func (k Key) MarshalText() ([]byte, error) {
 	if !k.IsValid() {
 		return nil, errors.New("invalid peer key")
 	}
 	return []byte(k.String()), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler; see ParsePeerKey.
-func (k *PeerKey) UnmarshalText(b []byte) error {
-	v, err := ParsePeerKey(string(b))
+// UnmarshalText implements encoding.TextUnmarshaler; see Parse.
+func (k *Key) UnmarshalText(b []byte) error {
+	v, err := Parse(string(b))
 	if err != nil {
 		return err
 	}
@@ -136,15 +139,15 @@ func (k *PeerKey) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// ParsePeerKey parses the forms String returns. A bare IPv6 address is a
+// Parse parses the forms String returns. A bare IPv6 address is a
 // /128 key; an IPv6 prefix must be written masked.
-func ParsePeerKey(s string) (PeerKey, error) {
+func Parse(s string) (Key, error) {
 	if h, ok := strings.CutPrefix(s, "opaque:"); ok {
 		b, err := hex.DecodeString(h)
 		if err != nil || len(b) != 16 {
-			return PeerKey{}, fmt.Errorf("peer key %q: opaque keys are 32 hex digits", s)
+			return Key{}, fmt.Errorf("peer key %q: opaque keys are 32 hex digits", s)
 		}
-		var k PeerKey
+		var k Key
 		k[0] = keyOpaque
 		copy(k[1:], b)
 		return k, nil
@@ -152,25 +155,25 @@ func ParsePeerKey(s string) (PeerKey, error) {
 	if strings.Contains(s, "/") {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return PeerKey{}, fmt.Errorf("peer key %q: %w", s, err)
+			return Key{}, fmt.Errorf("peer key %q: %w", s, err)
 		}
 		if !p.Addr().Unmap().Is6() || p.Addr().Is4In6() {
 			if p.Bits() != 32 && p.Bits() != 128 {
-				return PeerKey{}, fmt.Errorf("peer key %q: IPv4 peers are whole addresses", s)
+				return Key{}, fmt.Errorf("peer key %q: IPv4 peers are whole addresses", s)
 			}
-			return KeyFromAddr(p.Addr(), 128), nil
+			return FromAddr(p.Addr(), 128), nil
 		}
 		if p.Masked() != p {
-			return PeerKey{}, fmt.Errorf("peer key %q: the prefix has bits set past /%d", s, p.Bits())
+			return Key{}, fmt.Errorf("peer key %q: the prefix has bits set past /%d", s, p.Bits())
 		}
 		if p.Bits() == 0 || (p.Bits() > 120 && p.Bits() < 128) {
-			return PeerKey{}, fmt.Errorf("peer key %q: IPv6 prefixes are /1 to /120 or /128", s)
+			return Key{}, fmt.Errorf("peer key %q: IPv6 prefixes are /1 to /120 or /128", s)
 		}
-		return KeyFromAddr(p.Addr(), p.Bits()), nil
+		return FromAddr(p.Addr(), p.Bits()), nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return PeerKey{}, fmt.Errorf("peer key %q: %w", s, err)
+		return Key{}, fmt.Errorf("peer key %q: %w", s, err)
 	}
-	return KeyFromAddr(a, 128), nil
+	return FromAddr(a, 128), nil
 }

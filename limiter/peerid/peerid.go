@@ -1,18 +1,27 @@
-package limiter
+// Package peerid finds the peer of a request (SPEC §4): its TCP source,
+// or, behind a trusted proxy, the client its Forwarded or X-Forwarded-For
+// chain names, keyed as limits track it (package peerkey). It imports the
+// standard library and the core's pure sub-packages only; package limiter
+// knows its Peer as limiter.Peer.
+package peerid
 
 import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/limiterd/limiterd/limiter/peerkey"
+	"github.com/limiterd/limiterd/limiter/prefixset"
 )
 
 // Peer is a request's source. Addr is the client's address, unmapped
 // (IPv4-mapped IPv6 is IPv4) and without a zone; it is invalid when the
 // source could not be parsed. Key is what limits track the peer under: the
-// address keyed by KeyFromAddr, or an OpaqueKey of the unparsable text.
+// address keyed by peerkey.FromAddr, or a peerkey.Opaque of the unparsable
+// text.
 type Peer struct {
 	Addr netip.Addr
-	Key  PeerKey
+	Key  peerkey.Key
 }
 
 // Identifier finds the peer of a request (SPEC §4): the TCP source, or,
@@ -20,7 +29,7 @@ type Peer struct {
 // in its Forwarded or X-Forwarded-For header. It is immutable and safe for
 // concurrent use.
 type Identifier struct {
-	trusted    *PrefixSet
+	trusted    *prefixset.Set
 	ipv6Prefix int
 	header     ForwardedHeader
 }
@@ -74,15 +83,15 @@ func ParseForwardedHeader(s string) (ForwardedHeader, error) {
 // ("unknown", an obfuscated "_hidden" identifier, garbage): such requests
 // share this one bucket. They are never exempt, never the proxy, and
 // never get a bucket of their own per variation of the text.
-var MalformedForwarded = OpaqueKey("limiterd: malformed forwarding header")
+var MalformedForwarded = peerkey.Opaque("limiterd: malformed forwarding header")
 
-// NewIdentifier returns an Identifier that believes the forwarding header
+// New returns an Identifier that believes the forwarding header
 // chosen by header of sources in trusted (nil: nobody) and keys IPv6 peers
 // by their first ipv6Prefix bits. ipv6Prefix must be 1..120 or 128 (the
 // whole address); anything else is an error naming peers.ipv6_prefix.
-func NewIdentifier(trusted *PrefixSet, ipv6Prefix int, header ForwardedHeader) (*Identifier, error) {
+func New(trusted *prefixset.Set, ipv6Prefix int, header ForwardedHeader) (*Identifier, error) {
 	// Prefixes of 121..127 bits are refused: the key of a masked prefix
-	// keeps its length in the place of the last byte (see KeyFromAddr).
+	// keeps its length in the place of the last byte (see peerkey.FromAddr).
 	if (ipv6Prefix < 1 || ipv6Prefix > 120) && ipv6Prefix != 128 {
 		return nil, fmt.Errorf("peers.ipv6_prefix: must be 1 to 120, or 128 for whole addresses, got %d", ipv6Prefix)
 	}
@@ -103,7 +112,7 @@ func (id *Identifier) PeerFromAddr(a netip.Addr) Peer {
 		return Peer{}
 	}
 	a = a.Unmap().WithZone("")
-	return Peer{Addr: a, Key: KeyFromAddr(a, id.ipv6Prefix)}
+	return Peer{Addr: a, Key: peerkey.FromAddr(a, id.ipv6Prefix)}
 }
 
 // ParsePeer parses a peer named by an API caller: "1.2.3.4",
@@ -132,7 +141,7 @@ type Header interface {
 // The peer is the TCP source: remoteAddr is "ip:port", "[ipv6%zone]:port" or
 // an address without a port; the port is ignored and the zone dropped. When
 // remoteAddr is not an address at all ("", "@", a unix socket path) the
-// peer has an invalid Addr and the Key OpaqueKey(remoteAddr): distinct
+// peer has an invalid Addr and the Key peerkey.Opaque(remoteAddr): distinct
 // texts get distinct keys, but every request with the same text shares one,
 // so limiterd's listeners must be TCP.
 //
@@ -160,7 +169,7 @@ type Header interface {
 func (id *Identifier) PeerOf(remoteAddr string, h Header) Peer {
 	a, ok := parseHostPort(remoteAddr, false)
 	if !ok {
-		return Peer{Key: OpaqueKey(remoteAddr)}
+		return Peer{Key: peerkey.Opaque(remoteAddr)}
 	}
 	a = a.Unmap().WithZone("")
 	if id.trusted.Len() > 0 && id.trusted.Contains(a) && h != nil {
@@ -169,7 +178,7 @@ func (id *Identifier) PeerOf(remoteAddr string, h Header) Peer {
 			return Peer{Key: MalformedForwarded}
 		}
 	}
-	return Peer{Addr: a, Key: KeyFromAddr(a, id.ipv6Prefix)}
+	return Peer{Addr: a, Key: peerkey.FromAddr(a, id.ipv6Prefix)}
 }
 
 // forwardedPeer walks the forwarding chain of a request received from the
@@ -228,7 +237,7 @@ func (w *chainWalk) xff(h Header) {
 
 // chainWalk is the state of a right-to-left walk over a forwarding chain.
 type chainWalk struct {
-	trusted   *PrefixSet
+	trusted   *prefixset.Set
 	last      netip.Addr // the peer so far: the last hop identified
 	done      bool       // the walk is over
 	malformed bool       // an element named no address where the peer would be

@@ -1,4 +1,8 @@
-package limiter
+// Package prefixset is a set of IP prefixes with a lookup in O(log n):
+// the address lists of limiterd (trusted proxies, exempt peers, the deny
+// list), and the parsing of their items. It imports the standard library
+// only and is safe for concurrent reads once built.
+package prefixset
 
 import (
 	"encoding/binary"
@@ -10,7 +14,7 @@ import (
 	"strings"
 )
 
-// ParsePrefix parses one item of an address list (peers.trusted_proxies,
+// Parse parses one item of an address list (peers.trusted_proxies,
 // peers.exempt, the deny list): a single address ("1.2.3.4",
 // "2001:db8::1", a /32 or /128) or a CIDR ("10.0.0.0/8", "2001:db8::/32").
 // IPv4-mapped IPv6 is IPv4: "::ffff:1.2.3.4" is 1.2.3.4/32 and
@@ -18,7 +22,7 @@ import (
 // zone, surrounding spaces and a CIDR with host bits set ("10.0.0.1/8": the
 // error suggests "10.0.0.0/8"), so that a typo never silently widens or
 // narrows a list. Errors start with the quoted input.
-func ParsePrefix(s string) (netip.Prefix, error) {
+func Parse(s string) (netip.Prefix, error) {
 	switch {
 	case s == "":
 		return netip.Prefix{}, errors.New(`"": empty address`)
@@ -59,14 +63,14 @@ func canonicalPrefix(p netip.Prefix) netip.Prefix {
 	return p
 }
 
-// PrefixSet is a set of IP addresses and CIDRs: the exempt peers, the deny
+// Set is a set of IP addresses and CIDRs: the exempt peers, the deny
 // list, the trusted proxies. It is immutable once built and safe for
-// concurrent use. The nil *PrefixSet is the empty set.
+// concurrent use. The nil *Set is the empty set.
 //
 // Contains is a binary search over the merged address ranges of the set, so
 // it costs the same few nanoseconds with one entry or with tens of
 // thousands, and never allocates.
-type PrefixSet struct {
+type Set struct {
 	prefixes []netip.Prefix // canonical, sorted, deduplicated
 	v4       []span4        // disjoint, sorted, non-adjacent
 	v6       []span6        // disjoint, sorted, non-adjacent
@@ -110,11 +114,11 @@ func hostMask(bits int) u128 {
 	return u128{}
 }
 
-// NewPrefixSet returns the set of the given prefixes. Each is masked and
-// IPv4-mapped prefixes become IPv4 (as by ParsePrefix); invalid prefixes
+// New returns the set of the given prefixes. Each is masked and
+// IPv4-mapped prefixes become IPv4 (as by Parse); invalid prefixes
 // are skipped. ps is not retained.
-func NewPrefixSet(ps []netip.Prefix) *PrefixSet {
-	s := &PrefixSet{prefixes: make([]netip.Prefix, 0, len(ps))}
+func New(ps []netip.Prefix) *Set {
+	s := &Set{prefixes: make([]netip.Prefix, 0, len(ps))}
 	for _, p := range ps {
 		if p.IsValid() {
 			s.prefixes = append(s.prefixes, canonicalPrefix(p))
@@ -163,25 +167,25 @@ func comparePrefix(a, b netip.Prefix) int {
 	return a.Bits() - b.Bits()
 }
 
-// ParsePrefixSet parses each item with ParsePrefix and returns their set.
+// ParseSet parses each item with Parse and returns their set.
 // The error names the first bad item by index: `[2] "10.0.0.1/8": ...`.
-func ParsePrefixSet(items []string) (*PrefixSet, error) {
+func ParseSet(items []string) (*Set, error) {
 	ps := make([]netip.Prefix, len(items))
 	for i, it := range items {
-		p, err := ParsePrefix(it)
+		p, err := Parse(it)
 		if err != nil {
 			return nil, fmt.Errorf("[%d] %w", i, err)
 		}
 		ps[i] = p
 	}
-	return NewPrefixSet(ps), nil
+	return New(ps), nil
 }
 
 // Contains reports whether a is in the set. a is unmapped first (an
 // IPv4-mapped address matches IPv4 entries, never IPv6 ones) and its zone
 // is ignored. An invalid a and a nil set contain nothing. It does not
 // allocate.
-func (s *PrefixSet) Contains(a netip.Addr) bool {
+func (s *Set) Contains(a netip.Addr) bool {
 	if s == nil {
 		return false
 	}
@@ -222,7 +226,7 @@ func (s *PrefixSet) Contains(a netip.Addr) bool {
 // Prefixes returns a copy of the set's prefixes in canonical form (masked,
 // IPv4-mapped as IPv4), sorted by address then length, without duplicates.
 // A prefix inside another one is kept: this is the list as configured.
-func (s *PrefixSet) Prefixes() []netip.Prefix {
+func (s *Set) Prefixes() []netip.Prefix {
 	if s == nil {
 		return nil
 	}
@@ -230,7 +234,7 @@ func (s *PrefixSet) Prefixes() []netip.Prefix {
 }
 
 // Len returns the number of distinct prefixes in the set.
-func (s *PrefixSet) Len() int {
+func (s *Set) Len() int {
 	if s == nil {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package web
+package throttleapi
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/jsonbody"
-	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
 )
 
@@ -83,24 +82,24 @@ type observeResponse struct {
 // no longer throttled) or "refused" (bad fields, counted, nothing
 // changed; reason says why, as the node's client names it). A bad body is
 // 400, a bad or missing field 422 naming it.
-func (a *ThrottleAPI) HandleObserve(w http.ResponseWriter, r *http.Request) {
+func (a *API) HandleObserve(w http.ResponseWriter, r *http.Request) {
 	var req observeRequest
 	err := jsonbody.Decode(r, &req)
 	if err == nil {
 		err = checkThrottleArgs(req.Peer, req.Path)
 	}
 	if err == nil && (req.Status < 100 || req.Status > 599) {
-		err = &live.FieldError{Field: "status", Problem: fmt.Sprintf("must be an HTTP status from 100 to 599, got %d", req.Status)}
+		err = &fieldError{Field: "status", Problem: fmt.Sprintf("must be an HTTP status from 100 to 599, got %d", req.Status)}
 	}
 	if err == nil && req.Headers == nil {
-		err = &live.FieldError{Field: "headers", Problem: "required (an object; {} for a reply without header fields)"}
+		err = &fieldError{Field: "headers", Problem: "required (an object; {} for a reply without header fields)"}
 	}
 	if err != nil {
-		a.errs.fail(w, r, err)
+		fail(w, err)
 		return
 	}
 	o := a.t.Observe(a.now(), req.Peer, req.Path, req.Headers)
-	writeJSON(w, http.StatusOK, observeResponse{Mode: a.t.Mode().String(), Outcome: o.Outcome, Reason: o.Reason, Header: o.Header, Group: o.Group})
+	jsonbody.Write(w, http.StatusOK, observeResponse{Mode: a.t.Mode().String(), Outcome: o.Outcome, Reason: o.Reason, Header: o.Header, Group: o.Group})
 }
 
 // waitAdaptive is HandleWait in the adaptive mode: the call goes at once
@@ -108,11 +107,11 @@ func (a *ThrottleAPI) HandleObserve(w http.ResponseWriter, r *http.Request) {
 // reply or by the refill) at most until its timeout (408) or
 // throttle.AdaptiveMaxWait (then it goes, as the node's does: 200 with
 // "gave_up").
-func (a *ThrottleAPI) waitAdaptive(w http.ResponseWriter, r *http.Request, req throttleWaitRequest, timeout time.Duration) {
+func (a *API) waitAdaptive(w http.ResponseWriter, r *http.Request, req throttleWaitRequest, timeout time.Duration) {
 	start := a.now()
 	res := a.t.TryAdaptive(start, req.Peer, req.Path)
 	if res.Admitted {
-		writeJSON(w, http.StatusOK, throttleWaitResponse{Type: res.Group, Outcome: res.Outcome,
+		jsonbody.Write(w, http.StatusOK, throttleWaitResponse{Type: res.Group, Outcome: res.Outcome,
 			Exempt: res.Outcome == throttle.OutcomeExempt, Off: res.Outcome == throttle.OutcomeOff})
 		return
 	}
@@ -144,10 +143,10 @@ func (a *ThrottleAPI) waitAdaptive(w http.ResponseWriter, r *http.Request, req t
 		}
 		if err := a.waitWake(ctx, timer, res.Wake, max(wait, 0)); err != nil {
 			if a.closed.Err() != nil {
-				writeError(w, http.StatusServiceUnavailable, "throttle_unavailable", "")
+				jsonbody.WriteError(w, http.StatusServiceUnavailable, "throttle_unavailable", "")
 				return
 			}
-			writeError(w, http.StatusServiceUnavailable, "throttle_canceled", "")
+			jsonbody.WriteError(w, http.StatusServiceUnavailable, "throttle_canceled", "")
 			return
 		}
 		now = a.now()
@@ -156,13 +155,13 @@ func (a *ThrottleAPI) waitAdaptive(w http.ResponseWriter, r *http.Request, req t
 		switch {
 		case res.Admitted:
 			admitted = true
-			writeJSON(w, http.StatusOK, throttleWaitResponse{WaitedMS: waited, Type: res.Group, Outcome: res.Outcome})
+			jsonbody.Write(w, http.StatusOK, throttleWaitResponse{WaitedMS: waited, Type: res.Group, Outcome: res.Outcome})
 			return
 		case !now.Before(deadline) && timeout > 0 && timeout <= throttle.AdaptiveMaxWait:
-			writeJSON(w, http.StatusRequestTimeout, throttleWaitResponse{Error: "throttle_timeout", WaitedMS: waited, Type: res.Group})
+			jsonbody.Write(w, http.StatusRequestTimeout, throttleWaitResponse{Error: "throttle_timeout", WaitedMS: waited, Type: res.Group})
 			return
 		case !now.Before(deadline):
-			writeJSON(w, http.StatusOK, throttleWaitResponse{WaitedMS: waited, Type: res.Group, Outcome: "gave_up"})
+			jsonbody.Write(w, http.StatusOK, throttleWaitResponse{WaitedMS: waited, Type: res.Group, Outcome: "gave_up"})
 			return
 		}
 	}
@@ -170,7 +169,7 @@ func (a *ThrottleAPI) waitAdaptive(w http.ResponseWriter, r *http.Request, req t
 
 // waitWake waits d, or until wake is closed, or ctx ends (its error).
 // With an injected sleep (tests), it sleeps d on it.
-func (a *ThrottleAPI) waitWake(ctx context.Context, timer *time.Timer, wake <-chan struct{}, d time.Duration) error {
+func (a *API) waitWake(ctx context.Context, timer *time.Timer, wake <-chan struct{}, d time.Duration) error {
 	if a.sleep != nil {
 		return a.sleep(ctx, d)
 	}

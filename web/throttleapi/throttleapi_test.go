@@ -1,4 +1,4 @@
-package web_test
+package throttleapi_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/limiterd/limiterd/config"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/throttle"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/web/throttleapi"
 )
 
 // fakeClock is a timeline that only moves when a waiter sleeps on it.
@@ -71,14 +71,14 @@ func seedThrottle(t testing.TB, rpm int, edit ...func(*throttle.Config)) *thrott
 
 // wait runs HandleWait for body with ctx and returns the status and the
 // decoded JSON body.
-func wait(ctx context.Context, api *web.ThrottleAPI, body string) (int, map[string]any) {
+func wait(ctx context.Context, api *throttleapi.API, body string) (int, map[string]any) {
 	r := httptest.NewRequest(http.MethodPost, "/api/v1/throttle", strings.NewReader(body)).WithContext(ctx)
 	w := httptest.NewRecorder()
 	api.HandleWait(w, r)
 	return w.Code, decode(w)
 }
 
-func check(api *web.ThrottleAPI, query string) (int, map[string]any) {
+func check(api *throttleapi.API, query string) (int, map[string]any) {
 	w := httptest.NewRecorder()
 	api.HandleCheck(w, httptest.NewRequest(http.MethodGet, "/api/v1/throttle?"+query, nil))
 	return w.Code, decode(w)
@@ -110,7 +110,7 @@ func wantBody(t *testing.T, what string, gotCode int, got map[string]any, wantCo
 func TestThrottleWaitBlocksUntilTheWindowFrees(t *testing.T) {
 	th := seedThrottle(t, 10) // capacity 4
 	clock := newFakeClock()
-	api := web.NewThrottleAPI(th, clock.Now, clock.Sleep)
+	api := throttleapi.New(th, clock.Now, clock.Sleep)
 	ctx := context.Background()
 	for range 4 {
 		code, body := wait(ctx, api, `{"peer":"peer1","path":"/api/data"}`)
@@ -142,7 +142,7 @@ func TestThrottleWaitExemptAndOff(t *testing.T) {
 		c.ExemptPaths = []string{"re:^/health"}
 	})
 	clock := newFakeClock()
-	api := web.NewThrottleAPI(th, clock.Now, clock.Sleep)
+	api := throttleapi.New(th, clock.Now, clock.Sleep)
 	ctx := context.Background()
 	for range 3 {
 		code, body := wait(ctx, api, `{"peer":"trusted-peer","path":"/api/data"}`)
@@ -163,7 +163,7 @@ func TestThrottleWaitExemptAndOff(t *testing.T) {
 func TestThrottleWaitTimeout(t *testing.T) {
 	th := seedThrottle(t, 2) // capacity 1
 	clock := newFakeClock()
-	api := web.NewThrottleAPI(th, clock.Now, clock.Sleep)
+	api := throttleapi.New(th, clock.Now, clock.Sleep)
 	ctx := context.Background()
 	wait(ctx, api, `{"peer":"p","path":"/x"}`)
 	code, body := wait(ctx, api, `{"peer":"p","path":"/x","timeout":"2500ms"}`)
@@ -206,7 +206,7 @@ func (b *blockingSleep) Sleep(ctx context.Context, d time.Duration) error {
 func TestThrottleWaitClientGoesAway(t *testing.T) {
 	th := seedThrottle(t, 2)
 	bs := newBlockingSleep()
-	api := web.NewThrottleAPI(th, time.Now, bs.Sleep)
+	api := throttleapi.New(th, time.Now, bs.Sleep)
 	wait(context.Background(), api, `{"peer":"p","path":"/x"}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
@@ -235,7 +235,7 @@ func TestThrottleWaitClientGoesAway(t *testing.T) {
 func TestThrottleOffDoesNotReleaseWaiters(t *testing.T) {
 	th := seedThrottle(t, 2)
 	bs := newBlockingSleep()
-	api := web.NewThrottleAPI(th, time.Now, bs.Sleep)
+	api := throttleapi.New(th, time.Now, bs.Sleep)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wait(ctx, api, `{"peer":"p","path":"/x"}`)
@@ -265,7 +265,7 @@ func TestThrottleOffDoesNotReleaseWaiters(t *testing.T) {
 func TestThrottleClose(t *testing.T) {
 	th := seedThrottle(t, 2)
 	bs := newBlockingSleep()
-	api := web.NewThrottleAPI(th, time.Now, bs.Sleep)
+	api := throttleapi.New(th, time.Now, bs.Sleep)
 	ctx := context.Background()
 	wait(ctx, api, `{"peer":"p","path":"/x"}`)
 	type result struct {
@@ -289,7 +289,7 @@ func TestThrottleClose(t *testing.T) {
 }
 
 func TestThrottleWaitBadBodies(t *testing.T) {
-	api := web.NewThrottleAPI(seedThrottle(t, 60), nil, nil)
+	api := throttleapi.New(seedThrottle(t, 60), nil, nil)
 	for _, r := range []struct {
 		body  string
 		code  int
@@ -323,7 +323,7 @@ func TestThrottleCheck(t *testing.T) {
 		c.ExemptPeers = []string{"trusted"}
 	})
 	clock := newFakeClock()
-	api := web.NewThrottleAPI(th, clock.Now, clock.Sleep)
+	api := throttleapi.New(th, clock.Now, clock.Sleep)
 	for range 3 {
 		code, body := check(api, "peer=p&path=/x")
 		wantBody(t, "fresh", code, body, 200, map[string]any{
@@ -377,7 +377,7 @@ func TestThrottleRetryIntervalHonoured(t *testing.T) {
 		c.Period = time.Hour
 		c.RetryInterval = 100 * time.Millisecond
 	})
-	api := web.NewThrottleAPI(th, nil, nil)
+	api := throttleapi.New(th, nil, nil)
 	ctx := context.Background()
 	wait(ctx, api, `{"peer":"p","path":"/x"}`)
 	start := time.Now()
@@ -428,13 +428,13 @@ func TestShippedThrottleConfigMatchesCore(t *testing.T) {
 // (%cpu), and the evaluations per second (evals/s). One op is one
 // millisecond of waiting, so -benchtime sets the measured period:
 //
-//	go test -run '^$' -bench BenchmarkThrottleWaiters -benchtime 10000x ./web/
+//	go test -run '^$' -bench BenchmarkThrottleWaiters -benchtime 10000x ./web/throttleapi/
 //
 // measures 10 s (also what -benchtime 10s converges to).
 func BenchmarkThrottleWaiters(b *testing.B) {
 	const waiters = 10000
 	th := seedThrottle(b, 2, func(c *throttle.Config) { c.Period = 24 * time.Hour })
-	api := web.NewThrottleAPI(th, nil, nil)
+	api := throttleapi.New(th, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	wait(ctx, api, `{"peer":"hot","path":"/x"}`) // the key is full from now on
 	var wg sync.WaitGroup

@@ -1,4 +1,4 @@
-package web_test
+package throttleapi_test
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/throttle"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/web/throttleapi"
 )
 
 func adaptiveThrottle(t testing.TB) *throttle.Throttle {
 	return seedThrottle(t, 900, func(c *throttle.Config) { c.Mode = throttle.ModeAdaptive })
 }
 
-func observe(api *web.ThrottleAPI, body string) (int, map[string]any) {
+func observe(api *throttleapi.API, body string) (int, map[string]any) {
 	w := httptest.NewRecorder()
 	api.HandleObserve(w, httptest.NewRequest(http.MethodPost, "/api/v1/throttle/observe", strings.NewReader(body)))
 	return w.Code, decode(w)
@@ -32,7 +32,7 @@ func observeBody(p, path, g, remaining, reset string) string {
 }
 
 func TestObserveAnswers(t *testing.T) {
-	api := web.NewThrottleAPI(adaptiveThrottle(t), nil, nil)
+	api := throttleapi.New(adaptiveThrottle(t), nil, nil)
 	code, body := observe(api, observeBody("p1", "/info", "general", "5", "0"))
 	wantBody(t, "learned", code, body, 200, map[string]any{"mode": "adaptive", "outcome": "learned", "group": "general"})
 	code, body = observe(api, `{"peer":"p1","path":"/info","status":200,"headers":{"server":"Cowboy"}}`)
@@ -65,7 +65,7 @@ func TestObserveAnswers(t *testing.T) {
 func TestAdaptiveWaitUntilRefill(t *testing.T) {
 	th := adaptiveThrottle(t)
 	clock := newFakeClock()
-	api := web.NewThrottleAPI(th, clock.Now, clock.Sleep)
+	api := throttleapi.New(th, clock.Now, clock.Sleep)
 	ctx := context.Background()
 	code, body := wait(ctx, api, `{"peer":"p1","path":"/info"}`)
 	wantBody(t, "unknown route", code, body, 200, map[string]any{"waited_ms": 0.0, "type": "", "exempt": false, "outcome": "unknown"})
@@ -93,7 +93,7 @@ func TestAdaptiveWaitUntilRefill(t *testing.T) {
 // (real timers: the wait would otherwise last until its timeout).
 func TestAdaptiveWaitWokenByObserve(t *testing.T) {
 	th := adaptiveThrottle(t)
-	api := web.NewThrottleAPI(th, nil, nil)
+	api := throttleapi.New(th, nil, nil)
 	observe(api, observeBody("p1", "/info", "general", "0", "0"))
 	done := make(chan int, 1)
 	go func() {
