@@ -156,16 +156,17 @@ type counters struct {
 // and limiter.StatsReporter. It is safe for concurrent use; Close stops
 // its goroutines.
 type Backend struct {
-	opts  Options
-	log   *slog.Logger
-	inst  string
-	rdb   redis.UniversalClient
-	t     *transport
-	h     *health
-	eng   engine
-	fb    limiter.Backend // on_failure = "local"
-	slots slotTable
-	sched schedules
+	opts   Options
+	log    *slog.Logger
+	inst   string
+	rdb    redis.UniversalClient
+	t      *transport
+	h      *health
+	eng    engine
+	fb     limiter.Backend // on_failure = "local"
+	slots  slotTable
+	keeper *slotKeeper
+	sched  schedules
 
 	stats     [limiter.MaxGroups]counters
 	failOpen  atomic.Uint64
@@ -189,6 +190,7 @@ var (
 	_ limiter.Backend       = (*Backend)(nil)
 	_ limiter.Sweeper       = (*Backend)(nil)
 	_ limiter.StatsReporter = (*Backend)(nil)
+	_ limiter.Reconfigurer  = (*Backend)(nil)
 )
 
 // Open connects to Redis as o says and starts the backend's goroutines
@@ -242,6 +244,7 @@ func open(o Options, clock func() int64) (*Backend, error) {
 	if o.OnFailure == FailLocal {
 		b.fb = o.Fallback
 	}
+	b.keeper = newSlotKeeper(b)
 	switch o.Mode {
 	case LocalFirst:
 		b.eng = newLocalFirst(b)
@@ -262,10 +265,14 @@ func open(o Options, clock func() int64) (*Backend, error) {
 		b.h.markUp()
 	}
 	pcancel()
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go func() {
 		defer b.wg.Done()
 		b.h.probeLoop(ctx, b.probe, o.Timeout)
+	}()
+	go func() {
+		defer b.wg.Done()
+		b.keeper.run(ctx)
 	}()
 	go func() {
 		defer b.wg.Done()
@@ -295,6 +302,19 @@ func (b *Backend) clockArg() string {
 		return strconv.FormatInt(b.clock(), 10)
 	}
 	return ""
+}
+
+// refreshSchedules reloads the shared schedules (another instance may have
+// retimed them, or changed the algorithm).
+func (b *Backend) refreshSchedules(ctx context.Context) {
+	if !b.h.up.Load() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := b.sched.refresh(rctx); err != nil {
+		b.h.fail(classify(err), fmt.Errorf("reading the shared tick schedules: %w", err))
+	}
 }
 
 // redisNow returns Redis's clock in Unix ms.
@@ -400,7 +420,11 @@ func (b *Backend) Release(h limiter.Handle) {
 	}
 	if isOurs(h) {
 		if s, ok := b.slots.take(h); ok {
-			b.eng.release(s)
+			if s.lf != nil {
+				b.eng.release(s)
+			} else {
+				b.keeper.release(s)
+			}
 		}
 		return
 	}
@@ -441,6 +465,22 @@ func (b *Backend) Forget(k limiter.Key, g *limiter.Group) bool {
 		found = found || ok
 	}
 	return found
+}
+
+// Reconfigured notes the groups whose algorithm a configuration change
+// changed: their state in Redis is dropped (a new generation of key names)
+// before their next decision, as the local backend drops its entries.
+func (b *Backend) Reconfigured(prev, next *limiter.GroupTable) {
+	for id := range limiter.MaxGroups {
+		p, okp := prev.Lookup(limiter.GroupID(id))
+		n, okn := next.Lookup(limiter.GroupID(id))
+		if okp && okn && p.Algorithm != n.Algorithm {
+			b.sched.switches[id].Add(1)
+		}
+	}
+	if r, ok := b.fb.(limiter.Reconfigurer); ok {
+		r.Reconfigured(prev, next)
+	}
 }
 
 // Sweep sweeps the local state used while Redis is down.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/limiterd/limiterd/cluster"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/redistest"
 )
 
@@ -34,12 +35,22 @@ func group(window, duration, leaky, interval, reduction, concurrency, cleanupEve
 func equivConfig() limiter.Config {
 	dry := group(1, 800, 1, 900, 1, 2, 1000, 5000)
 	dry.Mode = limiter.ModeDryRun
+	alg := func(k algo.Kind, limit, period, burst, concurrency int64) limiter.GroupSettings {
+		g := group(0, 1000, 1, 30000, 1, concurrency, 120000, 120000)
+		g.Algorithm, g.Limit, g.Period, g.Burst = k, limit, period, burst
+		return g
+	}
 	return limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{
 		"general": group(3, 1000, 5, 2000, 2, 4, 3000, 1500),
 		"tight":   group(0, 1000, 2, 1000, 1, 2, 120000, 120000),
 		"win":     group(4, 500, 0, 30000, 450, 10, 700, 300),
 		"closed":  group(0, 1000, 0, 30000, 450, 10, 120000, 120000),
 		"dry":     dry,
+		"bucket":  alg(algo.TokenBucket, 3, 1000, 5, 20),
+		"gcra":    alg(algo.GCRA, 2, 1000, 3, 20),
+		"fixed":   alg(algo.FixedWindow, 3, 1000, 0, 20),
+		"log":     alg(algo.SlidingLog, 3, 1000, 0, 20),
+		"sliding": alg(algo.SlidingWindow, 4, 1000, 0, 20),
 	}}
 }
 
@@ -119,7 +130,7 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 		{Addr: netip.MustParseAddr("2001:db8::1"), Key: limiter.KeyFromAddr(netip.MustParseAddr("2001:db8::1"), 64)},
 		{Key: limiter.OpaqueKey("bad{hop}|x")},
 	}
-	groups := []string{"general", "tight", "win", "closed", "dry"}
+	groups := []string{"general", "tight", "win", "closed", "dry", "bucket", "gcra", "fixed", "log", "sliding"}
 	type held struct{ a, b limiter.Decision }
 	var open []held
 	rng := rand.New(rand.NewPCG(seed, 99))
@@ -135,13 +146,13 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 			b.SyncAll(c.get())
 		}
 		switch r := rng.IntN(100); {
-		case r < 15 && len(open) > 0:
+		case r < 20 && len(open) > 0:
 			i := rng.IntN(len(open))
 			open[i].a.Release()
 			open[i].b.Release()
 			open = append(open[:i], open[i+1:]...)
 			counts["release"]++
-		case r < 20:
+		case r < 25:
 			p, gname := peers[rng.IntN(len(peers))], groups[rng.IntN(len(groups))]
 			g, _ := local.GroupID(gname)
 			ra, rb := local.Reduce(c.now(), p.Key, g), shared.Reduce(c.now(), p.Key, g)
@@ -149,35 +160,74 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 				t.Fatalf("step %d: reduce %s in %s: local %v, %s %v", step, p.Key, gname, ra, mode, rb)
 			}
 			counts["reduce_"+ra.String()]++
-		case r < 21:
-			// A live change of the general group's tick intervals.
-			gs := cfg.Groups["general"]
-			gs.LeakyTickInterval = 1000 + int64(rng.IntN(3))*500
-			gs.CleanupInterval = 2000 + int64(rng.IntN(3))*1000
-			cfg.Groups["general"] = gs
+		case r < 27:
+			// A live change: the general group's tick intervals, the
+			// limits of an algorithm (its state rescaled), or a group's
+			// algorithm (its state dropped).
+			switch rng.IntN(3) {
+			case 0:
+				gs := cfg.Groups["general"]
+				gs.LeakyTickInterval = 1000 + int64(rng.IntN(3))*500
+				gs.CleanupInterval = 2000 + int64(rng.IntN(3))*1000
+				cfg.Groups["general"] = gs
+				counts["retime"]++
+			case 1:
+				name := []string{"bucket", "gcra", "fixed", "log", "sliding"}[rng.IntN(5)]
+				gs := cfg.Groups[name]
+				gs.Limit, gs.Period = 2+int64(rng.IntN(3)), 500+int64(rng.IntN(3))*500
+				if gs.Algorithm.HasBurst() {
+					gs.Burst = gs.Limit + int64(rng.IntN(3))
+				}
+				cfg.Groups[name] = gs
+				counts["limits"]++
+			default:
+				gs := cfg.Groups["sliding"]
+				if gs.Algorithm == algo.SlidingWindow {
+					gs.Algorithm = algo.FixedWindow
+				} else {
+					gs.Algorithm = algo.SlidingWindow
+				}
+				cfg.Groups["sliding"] = gs
+				counts["algorithm"]++
+			}
 			if err := local.Apply(c.now(), cfg); err != nil {
 				t.Fatal(err)
 			}
 			if err := shared.Apply(c.now(), cfg); err != nil {
 				t.Fatal(err)
 			}
-			counts["retime"]++
 		default:
+			// One request, or a burst of a peer in one group, a few ms
+			// apart: what reaches every algorithm's limit.
 			p, gname := peers[rng.IntN(len(peers))], groups[rng.IntN(len(groups))]
 			g, _ := local.GroupID(gname)
-			da, db := local.Decide(c.now(), p, g), shared.Decide(c.now(), p, g)
-			if da.Allowed != db.Allowed || da.Via != db.Via || da.Reason != db.Reason || da.RetryAfter != db.RetryAfter ||
-				da.WouldReject != db.WouldReject || da.Limited != db.Limited || da.Quota() != db.Quota() {
-				t.Fatalf("step %d at +%d ms: %s in %s:\n local %+v quota %+v\n %s %+v quota %+v",
-					step, c.get()-t0.UnixMilli(), p.Key, gname, da, da.Quota(), mode, db, db.Quota())
+			n := 1
+			if rng.IntN(4) == 0 {
+				n = 2 + rng.IntN(5)
 			}
-			counts[da.Via.String()+"/"+da.Reason.String()]++
-			if da.Allowed {
-				open = append(open, held{da, db})
+			for range n {
+				da, db := local.Decide(c.now(), p, g), shared.Decide(c.now(), p, g)
+				if da.Allowed != db.Allowed || da.Via != db.Via || da.Reason != db.Reason || da.RetryAfter != db.RetryAfter ||
+					da.WouldReject != db.WouldReject || da.Limited != db.Limited || da.Quota() != db.Quota() {
+					t.Fatalf("step %d at +%d ms: %s in %s:\n local %+v quota %+v\n %s %+v quota %+v",
+						step, c.get()-t0.UnixMilli(), p.Key, gname, da, da.Quota(), mode, db, db.Quota())
+				}
+				counts[da.Via.String()+"/"+da.Reason.String()]++
+				if s, _ := local.Settings(g); s.Algorithm != algo.Hybrid {
+					counts[s.Algorithm.String()+"/"+da.Via.String()+"/"+da.Reason.String()]++
+				}
+				if da.Allowed {
+					open = append(open, held{da, db})
+				}
+				c.ms.Add(int64(rng.IntN(3)))
 			}
 		}
 	}
-	for _, want := range []string{"sliding_window/", "leaky_bucket/", "none/concurrency", "none/rate_limit", "release", "reduce_reduced", "reduce_noop", "retime"} {
+	want := []string{"sliding_window/", "leaky_bucket/", "none/concurrency", "none/rate_limit", "release", "reduce_reduced", "reduce_noop", "retime", "limits", "algorithm"}
+	for _, k := range []string{"token_bucket", "gcra", "fixed_window", "sliding_log", "sliding_window"} {
+		want = append(want, k+"/algorithm/", k+"/none/rate_limit")
+	}
+	for _, want := range want {
 		if counts[want] == 0 {
 			t.Errorf("the sequence never reached %q: %v", want, counts)
 		}

@@ -13,9 +13,7 @@ func OpenWithClock(o Options, clock func() int64) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s, ok := b.eng.(*strict); ok {
-		s.syncRelease = true
-	}
+	b.keeper.syncRelease = true
 	return b, nil
 }
 
@@ -26,12 +24,8 @@ func (b *Backend) SyncAll(now int64) {
 	}
 }
 
-// Renew renews the leases of the slots a strict backend holds.
-func (b *Backend) Renew() {
-	if s, ok := b.eng.(*strict); ok {
-		s.renew(context.Background())
-	}
-}
+// Renew renews the leases of the slots this instance holds.
+func (b *Backend) Renew() { b.keeper.renew(context.Background()) }
 
 // Probe runs one probe and reports its kind of failure.
 func (b *Backend) Probe() (string, error) { return b.probe(context.Background()) }

@@ -272,7 +272,7 @@ func TestKeyErrors(t *testing.T) {
 	b, lim, logs := open(t, cluster.Options{Addrs: []string{srv.Addr()}, OnFailure: cluster.FailClosed})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
-	key := "ld:" + cluster.TagOf("192.0.2.9", "general") + ":f"
+	key := "ld:" + cluster.TagOf("192.0.2.9", "general") + ":0:f" // generation 0
 	if err := rdb.Set(context.Background(), key, "not a zset", 0).Err(); err != nil {
 		t.Fatal(err)
 	}

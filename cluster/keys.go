@@ -20,6 +20,8 @@ const (
 	sufCounts    = ":c"  // local_first: HASH of in-flight counts per instance
 	sufHybrid    = ":h"  // hybrid: HASH of tokens
 	sufHybridWin = ":hw" // hybrid: ZSET of window timestamps
+	sufAlgo      = ":a"  // token_bucket, gcra, fixed_window, sliding_window: HASH of the state
+	sufLog       = ":l"  // sliding_log: ZSET of timestamps
 )
 
 // escaper keeps a peer's text from ending the hash tag early: Redis hashes
@@ -32,12 +34,13 @@ func tagOf(p, g string) string {
 	return "{" + escaper.Replace(p) + "|" + escaper.Replace(g) + "}"
 }
 
-// baseKey returns the prefix of every key of peer k in group g.
-func baseKey(k limiter.Key, g string) string {
+// baseKey returns the prefix of every key of peer k in group g of the
+// generation sc says: ld:{<peer>|<group>}:<generation>.
+func baseKey(k limiter.Key, g string, sc *sharedSched) string {
 	p := k.Peer()
-	return keyPrefix + tagOf(p.String(), g)
+	return keyPrefix + tagOf(p.String(), g) + ":" + sc.gen
 }
 
 // algoSuffixes lists the suffixes of every key one (peer, group) may hold,
 // whatever its algorithm: what Forget deletes.
-var algoSuffixes = []string{sufSlots, sufCounts, sufHybrid, sufHybridWin}
+var algoSuffixes = []string{sufSlots, sufCounts, sufHybrid, sufHybridWin, sufAlgo, sufLog}

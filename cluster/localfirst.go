@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // localFirst decides on this instance's view of each (peer, group) — the
@@ -86,6 +87,7 @@ type lfEntry struct {
 	sh   *lfShard
 	g    *limiter.Group // as last used
 	base string
+	gen  string // the generation of the group's state base names
 
 	// The shared state as last read, on Redis's clock.
 	read    bool
@@ -133,10 +135,18 @@ func (l *localFirst) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.O
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
+	if g.Algorithm != algo.Hybrid {
+		return l.b.admitAlgo(deadline, ms, k, g, sc)
+	}
 	key := lfKey{k, g.ID}
 	sh := l.shardOf(key)
 	sh.mu.Lock()
 	e := sh.m[key]
+	if e != nil && e.gen != sc.gen {
+		// The group changed algorithm (and back) since: its state went.
+		delete(sh.m, key)
+		e = nil
+	}
 	if e == nil || !e.read || (l.b.opts.MaxUnsynced > 0 && e.unsynced() >= l.b.opts.MaxUnsynced) {
 		sh.mu.Unlock()
 		if err := l.syncNow(deadline, key, k, g, sc); err != nil {
@@ -152,10 +162,6 @@ func (l *localFirst) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.O
 	t := ms + l.offset.Load()
 	s, next := e.view(t, g, sc)
 	post, out := limiter.StepHybrid(s, &g.GroupSettings, t, next)
-	if out.Allowed() && t < e.until && e.untilV == g.Version {
-		// Redis said no admission is possible before then, whoever asks.
-		post, out = s, limiter.Outcome{Reason: limiter.ReasonRateLimit, RetryAfter: max(1, (e.until-t+999)/1000)}
-	}
 	switch out.Via {
 	case limiter.ViaSliding:
 		e.pend.ts = append(e.pend.ts, t)
@@ -310,8 +316,8 @@ func (l *localFirst) syncNow(deadline time.Time, key lfKey, k limiter.Key, g *li
 	sh := l.shardOf(key)
 	sh.mu.Lock()
 	e := sh.m[key]
-	if e == nil {
-		e = &lfEntry{sh: sh, g: g, base: baseKey(k, g.Name)}
+	if e == nil || e.gen != sc.gen {
+		e = &lfEntry{sh: sh, g: g, base: baseKey(k, g.Name, sc), gen: sc.gen}
 		sh.m[key] = e
 	}
 	f, c := l.prepare(e, g, sc)
@@ -334,6 +340,14 @@ func (l *localFirst) release(s slot) {
 }
 
 func (l *localFirst) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
+	if g.Algorithm != algo.Hybrid {
+		deadline := time.Now().Add(l.b.opts.Timeout)
+		sc, err := l.b.sched.forDecision(g, deadline)
+		if err != nil {
+			return limiter.ReduceNoop, err
+		}
+		return l.b.reduceAlgo(deadline, k, g, sc)
+	}
 	key := lfKey{k, g.ID}
 	sh := l.shardOf(key)
 	sh.mu.Lock()
@@ -409,13 +423,7 @@ func (l *localFirst) run(ctx context.Context) {
 		case <-tick.C:
 			l.syncAll(ctx, l.b.localNow())
 		case <-refresh.C:
-			if l.b.h.up.Load() {
-				rctx, cancel := context.WithTimeout(ctx, time.Second)
-				if err := l.b.sched.refresh(rctx); err != nil {
-					l.b.h.fail(classify(err), fmt.Errorf("reading the shared tick schedules: %w", err))
-				}
-				cancel()
-			}
+			l.b.refreshSchedules(ctx)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,19 +24,29 @@ import (
 // the old one). A decision carries the schedule as script arguments:
 // nothing is read from a key outside the (peer, group)'s hash tag.
 
-// sharedSched is one group's shared schedules, as cached by an instance.
+// sharedSched is one group's shared schedules, as cached by an instance,
+// with the group's algorithm and its generation: the key names of the
+// group's state carry the generation, which a change of algorithm moves
+// on, so that the state of the old algorithm is dropped at once on every
+// instance (SPEC §6.2) and expires by its TTL.
 type sharedSched struct {
 	name    string // the group's
 	version uint64 // the limiter.Group version it was checked for
 	Leaky   limiter.Schedule
 	Cleanup limiter.Schedule
+	algo    string
+	gen     string // the generation, as key names carry it
 	raw     string // as stored in Redis
 	args    [12]any
+	// switches is schedules.switches of the group when it was read.
+	switches uint64
 }
 
 type storedSched struct {
-	Leaky   limiter.Schedule `json:"leaky"`
-	Cleanup limiter.Schedule `json:"cleanup"`
+	Leaky     limiter.Schedule `json:"leaky"`
+	Cleanup   limiter.Schedule `json:"cleanup"`
+	Algorithm string           `json:"algorithm,omitempty"`
+	Gen       int64            `json:"generation,omitempty"`
 }
 
 // target returns the interval s runs at once any pending change applies.
@@ -47,7 +58,7 @@ func target(s limiter.Schedule) int64 {
 }
 
 func (s *sharedSched) fits(g *limiter.Group) bool {
-	return target(s.Leaky) == g.LeakyTickInterval && target(s.Cleanup) == g.CleanupInterval
+	return target(s.Leaky) == g.LeakyTickInterval && target(s.Cleanup) == g.CleanupInterval && s.algo == g.Algorithm.String()
 }
 
 func schedArgs(s limiter.Schedule) [6]any {
@@ -62,7 +73,10 @@ func decodeSched(raw string) (*sharedSched, error) {
 	if !st.Leaky.Valid() || !st.Cleanup.Valid() {
 		return nil, fmt.Errorf("%w: invalid schedule %q", ErrReply, raw)
 	}
-	s := &sharedSched{Leaky: st.Leaky, Cleanup: st.Cleanup, raw: raw}
+	if st.Algorithm == "" {
+		st.Algorithm = "hybrid"
+	}
+	s := &sharedSched{Leaky: st.Leaky, Cleanup: st.Cleanup, algo: st.Algorithm, gen: strconv.FormatInt(st.Gen, 10), raw: raw}
 	l, c := schedArgs(st.Leaky), schedArgs(st.Cleanup)
 	copy(s.args[:6], l[:])
 	copy(s.args[6:], c[:])
@@ -80,6 +94,10 @@ type schedules struct {
 	// decisions that waited for it fail at once rather than try in turn,
 	// each for a whole timeout.
 	failed [limiter.MaxGroups]atomic.Pointer[schedFailure]
+	// switches counts the changes of each group's algorithm this instance
+	// was configured with (Backend.Reconfigured): each moves the shared
+	// generation on once, even a change undone before any decision.
+	switches [limiter.MaxGroups]atomic.Uint64
 }
 
 type schedFailure struct {
@@ -114,7 +132,8 @@ func (s *schedules) get(ctx context.Context, g *limiter.Group) (*sharedSched, er
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: waiting for the group's shared schedule", ErrTimeout)
 	}
-	if c != nil && c.fits(g) {
+	switches := s.switches[g.ID].Load()
+	if c != nil && c.fits(g) && c.switches == switches {
 		n := *c
 		n.version = g.Version
 		s.tab[g.ID].Store(&n)
@@ -123,20 +142,27 @@ func (s *schedules) get(ctx context.Context, g *limiter.Group) (*sharedSched, er
 	if f := s.failed[g.ID].Load(); f != nil && time.Since(f.at) < s.t.timeout {
 		return nil, f.err
 	}
-	n, err := s.establish(ctx, g)
+	// The algorithm was changed (and maybe back) since this instance read
+	// the generation it knows: the state of that generation goes.
+	drop := ""
+	if c != nil && c.switches != switches {
+		drop = c.gen
+	}
+	n, err := s.establish(ctx, g, drop)
 	if err != nil {
 		s.failed[g.ID].Store(&schedFailure{time.Now(), err})
 		return nil, err
 	}
-	n.name, n.version = g.Name, g.Version
+	n.name, n.version, n.switches = g.Name, g.Version, switches
 	s.tab[g.ID].Store(n)
 	return n, nil
 }
 
 // establish reads g's schedules from Redis, seeding or retiming them when
-// they do not fit g (compare and set: the first instance wins, the others
-// take its result).
-func (s *schedules) establish(ctx context.Context, g *limiter.Group) (*sharedSched, error) {
+// they do not fit g, and moving the generation on when the algorithm is
+// not the stored one or when drop is the stored generation (compare and
+// set: the first instance wins, the others take its result).
+func (s *schedules) establish(ctx context.Context, g *limiter.Group, drop string) (*sharedSched, error) {
 	for range 4 {
 		s.t.roundTrips.Add(1)
 		s.t.commands.Add(1)
@@ -145,7 +171,7 @@ func (s *schedules) establish(ctx context.Context, g *limiter.Group) (*sharedSch
 		switch {
 		case err == redis.Nil:
 			raw = ""
-			proposal = storedSched{Leaky: g.Leaky, Cleanup: g.Cleanup}
+			proposal = storedSched{Leaky: g.Leaky, Cleanup: g.Cleanup, Algorithm: g.Algorithm.String()}
 		case err != nil:
 			return nil, err
 		default:
@@ -153,16 +179,23 @@ func (s *schedules) establish(ctx context.Context, g *limiter.Group) (*sharedSch
 			if err != nil {
 				return nil, err
 			}
-			if cur.fits(g) {
+			bump := cur.algo != g.Algorithm.String() || (drop != "" && cur.gen == drop)
+			if cur.fits(g) && !bump {
 				return cur, nil
 			}
 			now, err := s.now(ctx)
 			if err != nil {
 				return nil, err
 			}
+			gen, _ := strconv.ParseInt(cur.gen, 10, 64)
+			if bump {
+				gen++ // the old generation's state is dropped
+			}
 			proposal = storedSched{
-				Leaky:   retime(cur.Leaky, g.Leaky, g.LeakyTickInterval, now),
-				Cleanup: retime(cur.Cleanup, g.Cleanup, g.CleanupInterval, now),
+				Leaky:     retime(cur.Leaky, g.Leaky, g.LeakyTickInterval, now),
+				Cleanup:   retime(cur.Cleanup, g.Cleanup, g.CleanupInterval, now),
+				Algorithm: g.Algorithm.String(),
+				Gen:       gen,
 			}
 		}
 		b, err := json.Marshal(proposal)
@@ -181,7 +214,7 @@ func (s *schedules) establish(ctx context.Context, g *limiter.Group) (*sharedSch
 		if err != nil {
 			return nil, err
 		}
-		if n.fits(g) {
+		if n.fits(g) && n.gen != drop {
 			return n, nil
 		}
 		// Another instance changed it in between: look again.
@@ -244,9 +277,10 @@ func (s *schedules) refresh(ctx context.Context) error {
 	return nil
 }
 
-// sameIntervals reports whether n runs at the intervals c runs at.
+// sameIntervals reports whether n runs at the intervals c runs at, with
+// the same algorithm.
 func (n *sharedSched) sameIntervals(c *sharedSched) bool {
-	return target(n.Leaky) == target(c.Leaky) && target(n.Cleanup) == target(c.Cleanup)
+	return target(n.Leaky) == target(c.Leaky) && target(n.Cleanup) == target(c.Cleanup) && n.algo == c.algo
 }
 
 // redisTime returns Redis's clock in Unix ms.

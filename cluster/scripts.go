@@ -31,6 +31,10 @@ var (
 	casSrc string
 	//go:embed lua/lf_hybrid.lua
 	lfHybridSrc string
+	//go:embed lua/algo.lua
+	algoSrc string
+	//go:embed lua/slog.lua
+	slogSrc string
 	//go:embed lua/cfg_publish.lua
 	cfgPublishSrc string
 	//go:embed lua/cfg_seed.lua
@@ -46,6 +50,8 @@ var (
 	scriptRenew    = newScript("renew", renewSrc)
 	scriptCAS      = newScript("cas", casSrc)
 	scriptLFHybrid = newScript("lf_hybrid", lfHybridSrc)
+	scriptAlgo     = newScript("algo", algoSrc)
+	scriptSlog     = newScript("slog", slogSrc)
 	scriptPublish  = newScript("cfg_publish", cfgPublishSrc)
 	scriptSeed     = newScript("cfg_seed", cfgSeedSrc)
 	scriptRead     = newScript("cfg_read", cfgReadSrc)

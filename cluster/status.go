@@ -57,8 +57,6 @@ func (b *Backend) Stats() Stats {
 	for i, k := range Kinds {
 		s.Errors[k] = b.h.errs[i].Load()
 	}
-	if st, ok := b.eng.(*strict); ok {
-		s.DroppedReleases = st.droppedReleases.Load()
-	}
+	s.DroppedReleases = b.keeper.dropped.Load()
 	return s
 }

@@ -3,11 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // strict decides every request with one script call (SPEC §12 strict):
@@ -19,23 +18,14 @@ import (
 // off the response's path, and a dead instance's slots drop out when their
 // lease ends. It is safe for concurrent use.
 type strict struct {
-	b     *Backend
-	seq   atomic.Uint64
-	lease int64 // ms
-	rel   chan slot
-	// syncRelease (tests) releases on the caller's goroutine.
-	syncRelease bool
-
-	droppedReleases atomic.Uint64
+	b *Backend
 }
 
-func newStrict(b *Backend) *strict {
-	return &strict{b: b, lease: b.opts.Lease.Milliseconds(), rel: make(chan slot, queueLen)}
-}
+func newStrict(b *Backend) *strict { return &strict{b: b} }
 
 // hybridKeys returns the keys of the hybrid script for (k, g).
-func hybridKeys(k limiter.Key, g *limiter.Group) []string {
-	base := baseKey(k, g.Name)
+func hybridKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
+	base := baseKey(k, g.Name, sc)
 	return []string{base + sufHybrid, base + sufHybridWin, base + sufSlots}
 }
 
@@ -46,13 +36,16 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
-	keys := hybridKeys(k, g)
-	member := s.b.inst + ":" + strconv.FormatUint(s.seq.Add(1), 36)
+	if g.Algorithm != algo.Hybrid {
+		return s.b.admitAlgo(deadline, ms, k, g, sc)
+	}
+	keys := hybridKeys(k, g, sc)
+	member := s.b.keeper.member()
 	args := make([]any, 0, 21)
 	args = append(args, s.b.clockArg())
 	args = append(args, sc.args[:]...)
 	args = append(args, g.CleanupExpiry, g.ConcurrencyLimit, g.SlidingWindowLimit, g.SlidingWindowDuration,
-		g.LeakyLimit, g.LeakyTickReduction, member, s.lease)
+		g.LeakyLimit, g.LeakyTickReduction, member, s.b.keeper.lease)
 	v, err := s.b.t.do(deadline, scriptHybrid, keys, args)
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
@@ -97,24 +90,16 @@ func hybridOutcome(r []int64, g *limiter.Group, ms int64) (limiter.Outcome, limi
 	return out, u, nil
 }
 
-func (s *strict) release(sl slot) {
-	if s.syncRelease {
-		s.releaseBatch(context.Background(), []slot{sl})
-		return
-	}
-	select {
-	case s.rel <- sl:
-	default:
-		// Not renewed any more: it drops out when its lease ends.
-		s.droppedReleases.Add(1)
-	}
-}
+func (s *strict) release(sl slot) { s.b.keeper.release(sl) }
 
 func (s *strict) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
 	deadline := time.Now().Add(s.b.opts.Timeout)
 	sc, err := s.b.sched.forDecision(g, deadline)
 	if err != nil {
 		return limiter.ReduceNoop, err
+	}
+	if g.Algorithm != algo.Hybrid {
+		return s.b.reduceAlgo(deadline, k, g, sc)
 	}
 	return reduceShared(s.b, deadline, sc, k, g)
 }
@@ -125,7 +110,7 @@ func reduceShared(b *Backend, deadline time.Time, sc *sharedSched, k limiter.Key
 	args = append(args, b.clockArg())
 	args = append(args, sc.args[:6]...)
 	args = append(args, g.LeakyTickReduction)
-	v, err := b.t.do(deadline, scriptReduce, []string{baseKey(k, g.Name) + sufHybrid}, args)
+	v, err := b.t.do(deadline, scriptReduce, []string{baseKey(k, g.Name, sc) + sufHybrid}, args)
 	if err != nil {
 		return limiter.ReduceNoop, err
 	}
@@ -148,7 +133,12 @@ func (s *strict) forget(ctx context.Context, k limiter.Key, g *limiter.Group) (b
 
 // forgetShared deletes every key of (k, g) (one DEL: they share a slot).
 func forgetShared(ctx context.Context, b *Backend, k limiter.Key, g *limiter.Group) (bool, error) {
-	base := baseKey(k, g.Name)
+	deadline, _ := ctx.Deadline()
+	sc, err := b.sched.forDecision(g, deadline)
+	if err != nil {
+		return false, err
+	}
+	base := baseKey(k, g.Name, sc)
 	keys := make([]string, len(algoSuffixes))
 	for i, suf := range algoSuffixes {
 		keys[i] = base + suf
@@ -179,102 +169,17 @@ func (s *strict) probe(ctx context.Context) error {
 	return s.b.rdb.Del(ctx, keys...).Err()
 }
 
-// run releases slots in batches and renews the leases of the open ones
-// until ctx ends.
+// run reloads the shared schedules every second until ctx ends.
 func (s *strict) run(ctx context.Context) {
-	renew := time.NewTicker(time.Duration(s.lease) * time.Millisecond / 3)
-	defer renew.Stop()
 	refresh := time.NewTicker(time.Second)
 	defer refresh.Stop()
-	batch := make([]slot, 0, maxBatch)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case sl := <-s.rel:
-			batch = append(batch[:0], sl)
-		fill:
-			for len(batch) < maxBatch {
-				select {
-				case sl := <-s.rel:
-					batch = append(batch, sl)
-				default:
-					break fill
-				}
-			}
-			s.releaseBatch(ctx, batch)
-		case <-renew.C:
-			s.renew(ctx)
 		case <-refresh.C:
-			if s.b.h.up.Load() {
-				rctx, cancel := context.WithTimeout(ctx, time.Second)
-				if err := s.b.sched.refresh(rctx); err != nil {
-					s.b.h.fail(classify(err), fmt.Errorf("reading the shared tick schedules: %w", err))
-				}
-				cancel()
-			}
+			s.b.refreshSchedules(ctx)
 		}
-	}
-}
-
-// releaseBatch removes released slots from Redis, one pipeline of ZREMs.
-// A failure leaves them to their lease (they are no longer renewed).
-func (s *strict) releaseBatch(ctx context.Context, batch []slot) {
-	if !s.b.h.up.Load() {
-		s.droppedReleases.Add(uint64(len(batch)))
-		return
-	}
-	rctx, cancel := context.WithTimeout(ctx, max(s.b.opts.Timeout, time.Second))
-	defer cancel()
-	pipe := s.b.rdb.Pipeline()
-	for _, sl := range batch {
-		pipe.ZRem(rctx, sl.key, sl.member)
-	}
-	_, err := pipe.Exec(rctx)
-	s.b.t.roundTrips.Add(1)
-	s.b.t.commands.Add(uint64(len(batch)))
-	if err != nil {
-		s.droppedReleases.Add(uint64(len(batch)))
-		s.b.h.fail(classify(err), fmt.Errorf("releasing in-flight slots: %w", err))
-	}
-}
-
-// renew extends the lease of every slot this instance holds.
-func (s *strict) renew(ctx context.Context) {
-	if !s.b.h.up.Load() {
-		return
-	}
-	byKey := map[string][]any{}
-	s.b.slots.each(func(sl *slot) {
-		if sl.key != "" {
-			byKey[sl.key] = append(byKey[sl.key], sl.member)
-		}
-	})
-	if len(byKey) == 0 {
-		return
-	}
-	clock := s.b.clockArg()
-	calls := make([]*call, 0, len(byKey))
-	for key, members := range byKey {
-		for len(members) > 0 {
-			n := min(len(members), 500)
-			args := append([]any{clock, s.lease}, members[:n]...)
-			calls = append(calls, &call{s: scriptRenew, keys: []string{key}, args: args})
-			members = members[n:]
-		}
-	}
-	rctx, cancel := context.WithTimeout(ctx, time.Duration(s.lease)*time.Millisecond/3)
-	defer cancel()
-	for len(calls) > 0 {
-		n := min(len(calls), 512)
-		s.b.t.batch(rctx, calls[:n])
-		for _, c := range calls[:n] {
-			if c.err != nil {
-				s.b.h.fail(classify(c.err), fmt.Errorf("renewing the leases of in-flight slots: %w", c.err))
-				return
-			}
-		}
-		calls = calls[n:]
 	}
 }
 

@@ -136,6 +136,15 @@ type Viewer interface {
 	Each(ms int64, gt *GroupTable, fn func(EntryView) bool)
 }
 
+// Reconfigurer is a Backend told of every configuration change
+// (Limiter.Reconfigure, Apply) once it is in force, with the group tables
+// before and after it: one whose state lives elsewhere drops the state of
+// a group whose algorithm changed there (the local backend drops its
+// entries itself, SPEC §6.2).
+type Reconfigurer interface {
+	Reconfigured(prev, next *GroupTable)
+}
+
 // StatsReporter is a Backend that keeps counters and gauges of its own.
 type StatsReporter interface {
 	// AddStats adds the backend's counters and gauges, per GroupID, to sum:

@@ -165,6 +165,9 @@ func (l *Limiter) Reconfigure(now time.Time, cfg Config) (map[string]int, error)
 		l.local.AddStats(&before)
 	}
 	l.install(st)
+	if r, ok := l.backend.(Reconfigurer); ok && prev != nil {
+		r.Reconfigured(&prev.GroupTable, &st.GroupTable)
+	}
 	if l.local == nil || len(switched) == 0 {
 		return nil, nil
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/limiterd/limiterd/cluster"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // gcraSrc is GCRA in one script with Redis TIME, integer ms (the research
@@ -95,7 +96,7 @@ func main() {
 		runBound(admin)
 		return
 	}
-	names := []string{"redis_rate", "rueidis_gcra", "strict", "local_first"}
+	names := []string{"redis_rate", "rueidis_gcra", "strict_gcra", "strict", "local_first"}
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
@@ -149,15 +150,20 @@ func newContender(name string) contender {
 				n.Add(1)
 				return sc.Exec(ctx, c, []string{"g:" + peers[i%len(peers)].Key.String()}, []string{"1", "600000000"}).Error()
 			}}
-	case "strict", "local_first":
+	case "strict", "local_first", "strict_gcra":
 		mode := cluster.Strict
 		if name == "local_first" {
 			mode = cluster.LocalFirst
 		}
-		cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{"general": {
+		gs := limiter.GroupSettings{
 			SlidingWindowLimit: 0, SlidingWindowDuration: 1000, CleanupInterval: 120000, CleanupExpiry: 120000,
 			LeakyLimit: 1 << 30, LeakyTickInterval: 30000, LeakyTickReduction: 1 << 30, ConcurrencyLimit: 1 << 30,
-		}}}
+		}
+		if name == "strict_gcra" {
+			// Every call admits and writes, as redis_rate's above.
+			gs.Algorithm, gs.Limit, gs.Period, gs.Burst = algo.GCRA, 1_000_000, 1000, 1_000_000
+		}
+		cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{"general": gs}}
 		b, err := cluster.Open(cluster.Options{Addrs: []string{*addr}, Mode: mode, OnFailure: cluster.FailClosed,
 			Timeout: *timeout, Lease: 10 * time.Second, SyncInterval: 100 * time.Millisecond, Logger: log})
 		if err != nil {
