@@ -26,18 +26,22 @@ import (
 // computes in doubles, exact up to 2⁵³.
 const maxExact = 1 << 53
 
-// algoExact returns an error when g's limits are too large for the
-// scripts to compute exactly.
-func algoExact(g *limiter.Group) error {
-	p := g.Params()
-	switch g.Algorithm {
+// CheckLimits returns an error, wrapping ErrLimits and naming the group and
+// its keys, when a group's limits are too large for the scripts to compute
+// exactly: burst × period (token_bucket, gcra) or limit × period
+// (sliding_window) over 2⁵³. The daemon refuses such a config in cluster
+// mode; a decision meeting one (a live edit) is answered as on_failure
+// says, and counted.
+func CheckLimits(name string, s *limiter.GroupSettings) error {
+	p := s.Params()
+	switch s.Algorithm {
 	case algo.TokenBucket, algo.GCRA:
 		if p.Burst > maxExact/p.Period {
-			return fmt.Errorf("group %s: burst × period = %d × %d is over 2⁵³, more than cluster mode's scripts compute exactly", g.Name, p.Burst, p.Period)
+			return fmt.Errorf("http_api.limiter.%s: burst × period = %d × %d is over 2⁵³, more than cluster mode's scripts compute exactly: %w", name, p.Burst, p.Period, ErrLimits)
 		}
 	case algo.SlidingWindow:
 		if p.Limit > maxExact/p.Period {
-			return fmt.Errorf("group %s: limit × period = %d × %d is over 2⁵³, more than cluster mode's scripts compute exactly", g.Name, p.Limit, p.Period)
+			return fmt.Errorf("http_api.limiter.%s: limit × period = %d × %d is over 2⁵³, more than cluster mode's scripts compute exactly: %w", name, p.Limit, p.Period, ErrLimits)
 		}
 	}
 	return nil
@@ -77,7 +81,7 @@ func algoKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
 // rescaling a state measured in other limits (one more call), and
 // returns the script's reply.
 func (b *Backend) algoCall(deadline time.Time, op string, k limiter.Key, g *limiter.Group, sc *sharedSched, member string) ([]int64, error) {
-	if err := algoExact(g); err != nil {
+	if err := CheckLimits(g.Name, &g.GroupSettings); err != nil {
 		return nil, err
 	}
 	p := g.Params()

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/limiterd/limiterd/cluster"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/redistest"
 )
 
@@ -532,4 +534,37 @@ func TestLeaseFreesSlots(t *testing.T) {
 		return d.Allowed
 	})
 	held2.Release()
+}
+
+// TestLimitsTooLarge: a group whose limits the scripts cannot compute
+// exactly (burst × period over 2⁵³: Lua's numbers are doubles) fails its
+// own decisions only — answered as on_failure says, counted — and never
+// takes the breaker down for the others.
+func TestLimitsTooLarge(t *testing.T) {
+	srv := redistest.Start(t)
+	b, lim, logs := open(t, cluster.Options{Addrs: []string{srv.Addr()}, OnFailure: cluster.FailClosed})
+	cfg := lim.Config()
+	huge := cfg.Groups["general"]
+	huge.Algorithm, huge.Limit, huge.Period, huge.Burst = algo.GCRA, 10, 1<<31-1, 1<<31-1
+	cfg.Groups["huge"] = huge
+	if err := lim.Apply(time.Now(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := lim.GroupID("huge")
+	if d := lim.Decide(time.Now(), peerOf("192.0.2.1"), g); d.Allowed || d.Reason != limiter.ReasonUnavailable {
+		t.Fatalf("decision in a group over the bound: %+v", d)
+	}
+	if !b.Status().Up {
+		t.Fatalf("the breaker went down: %+v", b.Status())
+	}
+	if d := decide(lim, "192.0.2.1"); !d.Allowed {
+		t.Fatalf("another group: %+v", d)
+	}
+	if s := b.Stats(); s.Errors[cluster.KindLimits] != 1 || !strings.Contains(logs.String(), "burst × period") {
+		t.Fatalf("stats %+v, log:\n%s", s, logs)
+	}
+	gs := cfg.Groups["huge"]
+	if err := cluster.CheckLimits("huge", &gs); !errors.Is(err, cluster.ErrLimits) || !strings.Contains(err.Error(), "http_api.limiter.huge") {
+		t.Fatalf("CheckLimits: %v", err)
+	}
 }

@@ -66,6 +66,9 @@ func (h *health) fail(kind string, err error) {
 	case kind == KindKey:
 		h.logSampled(kind, "redis answered an error for one key: deciding that request as cluster.on_failure says", err)
 		return
+	case kind == KindLimits:
+		h.logSampled(kind, "a group's limits cannot be decided in redis: deciding its requests as cluster.on_failure says", err)
+		return
 	case (kind == KindTimeout || kind == KindBusy) && time.Now().UnixNano()-h.lastOK.Load() < int64(2*h.timeout):
 		h.logSampled(kind, "redis answered late: deciding that request as cluster.on_failure says", err)
 		return

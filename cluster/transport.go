@@ -36,12 +36,17 @@ const (
 	KindReadOnly   = "readonly"   // a replica, or a server loading its data
 	KindKey        = "key"        // WRONGTYPE: a key of another application in the ld: namespace
 	KindReply      = "reply"      // a reply the script cannot have given
+	KindLimits     = "limits"     // a group's limits beyond what the scripts compute exactly
 )
 
 // Kinds lists every kind of failure, for metrics.
-var Kinds = []string{KindTimeout, KindBusy, KindConnection, KindAuth, KindScript, KindMemory, KindEvicted, KindReadOnly, KindKey, KindReply}
+var Kinds = []string{KindTimeout, KindBusy, KindConnection, KindAuth, KindScript, KindMemory, KindEvicted, KindReadOnly, KindKey, KindReply, KindLimits}
 
-const numKinds = 10
+const numKinds = 11
+
+// ErrLimits: a group's limits are too large for the scripts to compute
+// exactly in Lua's doubles (burst × period, or limit × period, over 2⁵³).
+var ErrLimits = errors.New("limits too large for cluster mode")
 
 // classify returns the kind of a failed call's error.
 func classify(err error) string {
@@ -53,6 +58,8 @@ func classify(err error) string {
 		return KindBusy
 	case errors.Is(err, ErrReply):
 		return KindReply
+	case errors.Is(err, ErrLimits):
+		return KindLimits
 	case errors.As(err, &re):
 		msg := re.Error()
 		switch {

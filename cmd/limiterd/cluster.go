@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +70,19 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
+
+// checkClusterLimits refuses the groups whose limits cluster mode's scripts
+// cannot compute exactly.
+func checkClusterLimits(lc limiter.Config) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(lc.Groups)) {
+		gs := lc.Groups[name]
+		if err := cluster.CheckLimits(name, &gs); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // limiterOptions returns the options that put the limiter's state in b

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -324,5 +327,34 @@ func TestClusterKilledInstanceSlots(t *testing.T) {
 	eventually(t, "the dead instance's slots freed", func() bool { return other.as("198.51.100.50", "/info") == 200 })
 	if took := time.Since(killed); took > 3*time.Second {
 		t.Errorf("slots freed %s after the kill, lease 2s", took)
+	}
+}
+
+// TestClusterRefusesInexactLimits: in cluster mode, a group whose limits
+// the scripts cannot compute exactly is a config error naming it, at
+// check-config and at start.
+func TestClusterRefusesInexactLimits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(path, []byte(`
+[cluster]
+backend = "redis"
+[http_api.limiter.big]
+algorithm = "gcra"
+limit = 10
+period = 2147483647
+burst = 2147483647
+[[routes.rule]]
+group = "big"
+paths = ["/big"]
+`), 0o600)
+	for _, cmd := range []string{"check-config", "serve"} {
+		var stderr bytes.Buffer
+		m := &Main{Stdout: io.Discard, Stderr: &stderr, Hangup: make(chan os.Signal, 1), ready: make(chan struct{})}
+		if code := m.Run(context.Background(), []string{cmd, "-config", path}); code != 2 {
+			t.Fatalf("%s: exit %d, want 2:\n%s", cmd, code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "config: http_api.limiter.big: burst × period") {
+			t.Fatalf("%s: stderr lacks the refusal:\n%s", cmd, stderr.String())
+		}
 	}
 }

@@ -240,7 +240,11 @@ func (m *Main) checkConfig(args []string) int {
 // accepts but this build cannot honour: check-config, serve and SIGHUP
 // all go through it.
 func limiterConfig(cfg *config.Config) (limiter.Config, error) {
-	return cfg.Limiter()
+	lc, err := cfg.Limiter()
+	if err == nil && cfg.Cluster.Backend == "redis" {
+		err = checkClusterLimits(lc)
+	}
+	return lc, err
 }
 
 // adjust lets demo change the loaded config before serving.
