@@ -6,9 +6,9 @@
 -- hash tag. Every product stays below 2^53 (cluster mode checks
 -- burst·period and limit·period), so Lua's doubles compute exactly.
 --
--- KEYS[1] a  HASH k (algorithm), A, B, C (the state: C is the sliding
---            window's previous count, B its current one), l, p, u (the
---            limit, period and burst the state is measured in)
+-- KEYS[1] a  STRING "k A B C l p u": the algorithm, the state (C is the
+--            sliding window's previous count, B its current one), and the
+--            limit, period and burst the state is measured in
 -- KEYS[2] f  ZSET in-flight slots (as in hybrid.lua)
 -- ARGV[1] now in ms, '' for Redis TIME
 -- ARGV[2] op: 'd' decide, 'r' reduce
@@ -34,7 +34,12 @@ local op, kind = ARGV[2], tonumber(ARGV[3])
 local L, P, U = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 
-local st = redis.call('HMGET', KEYS[1], 'k', 'A', 'B', 'C', 'l', 'p', 'u')
+local raw = redis.call('GET', KEYS[1])
+local st = {}
+if raw then
+  local i = 1
+  for w in string.gmatch(raw, '%S+') do st[i] = w; i = i + 1 end
+end
 local A, B, C
 local fresh = tonumber(st[1]) ~= kind
 if not fresh then
@@ -129,8 +134,7 @@ if not ok then
   if op == 'r' then return {6, 0, A, B, C, now, L, P, U} end
   return {1, inflight, A, B, C, now, L, P, U}
 end
-redis.call('HSET', KEYS[1], 'k', kind, 'A', nA, 'B', nB, 'C', nC, 'l', L, 'p', P, 'u', U)
-redis.call('PEXPIRE', KEYS[1], max(1, ttl) + 1000)
+redis.call('SET', KEYS[1], string.format('%d %d %d %d %d %d %d', kind, nA, nB, nC, L, P, U), 'PX', max(1, ttl) + 1000)
 if op == 'r' then return {5, 0, A, B, C, now, L, P, U} end
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[9]), ARGV[8])
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[9]) + 1000)
