@@ -19,9 +19,10 @@ import (
 // one pipeline, reading the shared state back in the same reply (SPEC §12
 // local_first). A key first seen is read before it is decided (one round
 // trip); a key that made max_unsynced admissions on one read is pushed and
-// read again before the next. A peer Redis reports limited is answered
-// locally until its limitedUntil and is not refreshed meanwhile. It is
-// safe for concurrent use.
+// read again before the next. A key Redis reports limited is not refreshed
+// until its limitedUntil (its requests are answered by the view, with no
+// round trip, as every request is). Groups of the other algorithms are
+// decided strictly (Backend.admitAlgo). It is safe for concurrent use.
 type localFirst struct {
 	b      *Backend
 	shards [lfShards]lfShard
