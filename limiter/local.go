@@ -142,8 +142,10 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 	}
+	// The span is the shard's, read under its lock.
+	resetAt := lc.to
 	sh.mu.Unlock()
-	return out, Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: lc.to}, h
+	return out, Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}, h
 }
 
 // localHandle packs an in-flight slot: the slot and its generation, the
