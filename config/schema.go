@@ -56,7 +56,10 @@ func schema() []field {
 		}
 	}
 	return []field{
-		table("server", str("listen"), str("upstream"), str("data_dir"), dur("shutdown_timeout")),
+		table("server", str("listen"), str("upstream"), str("data_dir"), dur("shutdown_timeout"),
+			str("max_request_body"), dur("read_header_timeout"), dur("idle_timeout"), dur("client_body_timeout"),
+			dur("send_timeout"), dur("upstream_connect_timeout"), dur("upstream_header_timeout"),
+			dur("upstream_read_timeout"), num("upstream_max_conns"), num("max_conns"), num("max_conns_per_ip")),
 		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease")),
 		table("peers", strs("trusted_proxies"), str("forwarded_header"), num("ipv6_prefix"), strs("exempt"), num("max_tracked")),
 		table("snapshot", dur("interval")),

@@ -27,6 +27,18 @@ type (
 		Upstream        string `toml:"upstream"`
 		DataDir         string `toml:"data_dir"`
 		ShutdownTimeout string `toml:"shutdown_timeout"`
+
+		MaxRequestBody         string `toml:"max_request_body"`
+		ReadHeaderTimeout      string `toml:"read_header_timeout"`
+		IdleTimeout            string `toml:"idle_timeout"`
+		ClientBodyTimeout      string `toml:"client_body_timeout"`
+		SendTimeout            string `toml:"send_timeout"`
+		UpstreamConnectTimeout string `toml:"upstream_connect_timeout"`
+		UpstreamHeaderTimeout  string `toml:"upstream_header_timeout"`
+		UpstreamReadTimeout    string `toml:"upstream_read_timeout"`
+		UpstreamMaxConns       int    `toml:"upstream_max_conns"`
+		MaxConns               int    `toml:"max_conns"`
+		MaxConnsPerIP          int    `toml:"max_conns_per_ip"`
 	}
 	fileAdmin struct {
 		Listen     string `toml:"listen"`
@@ -160,6 +172,7 @@ func (c *Config) TOML() ([]byte, error) {
 			},
 		},
 	}
+	dataPlaneTOML(c.Server, &f.Server)
 	for _, r := range c.Routes.Rules {
 		f.Routes.Rule = append(f.Routes.Rule, fileRouteRule{
 			Group:          r.Group,

@@ -74,6 +74,7 @@ func build(p *problems, t tree) *Config {
 			p.addf("server.shutdown_timeout", "must be ≥ 0, got %s", d)
 		}
 	}
+	b.buildDataPlane(&c.Server)
 
 	// [admin]
 	if s, ok := b.str("admin", "listen"); ok {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -31,9 +32,13 @@ func proxyOver(t *testing.T, upstream http.HandlerFunc, writeTimeout, sendTimeou
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: s, WriteTimeout: writeTimeout}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	s.srv.WriteTimeout = writeTimeout
+	go s.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
 	return "http://" + ln.Addr().String()
 }
 

@@ -314,12 +314,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	m.lim, m.live, m.throttle = lim, lv, th
 	m.mu.Unlock()
 
-	dp := proxy.New(lim, proxy.Options{
-		Upstream:   upstream,
-		CheckLease: cfg.Admin.CheckLease,
-		Logger:     m.log,
-		Now:        now,
-	})
+	dp := proxy.New(lim, dataPlaneOptions(cfg, upstream, m.log, now))
 	reg := prometheus.NewRegistry()
 	srv, err := web.NewServer(lim, lv, web.Options{
 		Upstream:  upstream,
@@ -352,25 +347,24 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		return fmt.Errorf("admin.listen: %w", err)
 	}
 	m.publicAddr, m.adminAddr = publicLn.Addr(), adminLn.Addr()
-	public := dp.HTTPServer()
 	admin := srv.HTTPServer()
 
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
-	for _, x := range []struct {
-		s  *http.Server
-		ln net.Listener
-	}{{public, publicLn}, {admin, adminLn}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := x.s.Serve(x.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-	}
-	wg.Add(5)
+	wg.Add(7)
+	go func() {
+		defer wg.Done()
+		if err := dp.Serve(publicLn); err != nil {
+			errc <- fmt.Errorf("public listener: %w", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := admin.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("admin listener: %w", err)
+		}
+	}()
 	go func() { defer wg.Done(); _ = srv.Run(bg) }()
 	go func() { defer wg.Done(); _ = dp.Run(bg) }()
 	go func() { defer wg.Done(); _ = snaps.Run(bg) }()
@@ -391,9 +385,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	// client then goes on, as when limiterd is not running).
 	srv.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.Server.ShutdownTimeout, time.Millisecond))
-	if err := public.Shutdown(sctx); err != nil {
-		m.log.Warn("drain ended before every request finished", "err", err)
-		public.Close()
+	if err := dp.Shutdown(sctx); err != nil {
+		m.log.Warn("drain ended before every request finished: their connections are closed", "err", err)
 	}
 	cancel()
 	actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -409,6 +402,32 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 	m.log.Info("limiterd stopped")
 	return runErr
+}
+
+// dataPlaneOptions are the public listener's settings from [server].
+func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, now func() time.Time) proxy.Options {
+	s := cfg.Server
+	perIP := s.MaxConnsPerIP
+	if perIP == 0 {
+		perIP = -1 // no cap
+	}
+	return proxy.Options{
+		Upstream:               upstream,
+		CheckLease:             cfg.Admin.CheckLease,
+		MaxRequestBody:         s.MaxRequestBody,
+		ReadHeaderTimeout:      s.ReadHeaderTimeout,
+		IdleTimeout:            s.IdleTimeout,
+		ClientBodyTimeout:      s.ClientBodyTimeout,
+		SendTimeout:            s.SendTimeout,
+		UpstreamConnectTimeout: s.UpstreamConnectTimeout,
+		UpstreamHeaderTimeout:  s.UpstreamHeaderTimeout,
+		UpstreamReadTimeout:    s.UpstreamReadTimeout,
+		UpstreamMaxConns:       s.UpstreamMaxConns,
+		MaxConns:               s.MaxConns,
+		MaxConnsPerIP:          perIP,
+		Logger:                 log,
+		Now:                    now,
+	}
 }
 
 // tickLoop runs the limiter's sweeper and frees idle throttle keys once a

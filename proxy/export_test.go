@@ -1,0 +1,21 @@
+package proxy
+
+// PanicBeforeUpstream makes a Handler panic where it would call the node,
+// standing for a bug of limiterd's own on the request's way.
+func PanicBeforeUpstream(o *Options) {
+	o.hook = func(point string) {
+		if point == "upstream" {
+			panic("a bug")
+		}
+	}
+}
+
+// PanicInRelay makes a Handler panic while it relays an answer's body,
+// after the head was sent.
+func PanicInRelay(o *Options) {
+	o.hook = func(point string) {
+		if point == "relay" {
+			panic("a bug in the relay")
+		}
+	}
+}

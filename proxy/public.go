@@ -1,0 +1,295 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// newServer returns the public listener's server. Its ReadTimeout bounds
+// a request's headers (from the connection's opening for the first, from
+// the first byte for the next); a request body's reads and a response's
+// writes get deadlines of their own from the handler, per read and per
+// write. It has no panic recovery: handle recovers.
+func (h *Handler) newServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:       h.handle,
+		ErrorHandler:  h.badRequest,
+		ExpectHandler: h.expect,
+		// Headers are read into the read buffer: it is also their limit.
+		ReadBufferSize:  MaxHeaderBytes,
+		WriteBufferSize: 16 << 10,
+		ReadTimeout:     h.opts.ReadHeaderTimeout,
+		IdleTimeout:     h.opts.IdleTimeout,
+		// The write deadline of an answer until the relay moves it.
+		WriteTimeout: h.opts.SendTimeout,
+		// Bodies stream both ways; fasthttp does not enforce the body
+		// limit on a stream (the handler does), only reads ahead up to it.
+		StreamRequestBody:            true,
+		MaxRequestBodySize:           int(min(h.opts.MaxRequestBody, 1<<30)),
+		DisablePreParseMultipartForm: true,
+		// The connection caps are the listener's (connLimiter); this is a
+		// backstop above them.
+		Concurrency:           h.opts.MaxConns + 1024,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		CloseOnShutdown:       true,
+		ReduceMemoryUsage:     true,
+		SecureErrorLogMessage: true,
+		Logger:                fasthttpLogger{h},
+	}
+}
+
+// fasthttpLogger passes fasthttp's own messages (a connection that failed)
+// to the structured log at debug level.
+type fasthttpLogger struct{ h *Handler }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	l.h.log.Debug("public listener", "msg", fmt.Sprintf(format, args...))
+}
+
+// badRequest answers a request fasthttp could not parse: 431 for headers
+// over MaxHeaderBytes, 408 for headers not in within ReadHeaderTimeout, 400
+// otherwise (a malformed request line or field, a duplicate or malformed
+// Content-Length or Transfer-Encoding, an HTTP/2 preface…). fasthttp closes
+// the connection after it.
+func (h *Handler) badRequest(ctx *fasthttp.RequestCtx, err error) {
+	h.Counts.BadRequests.Add(1)
+	ctx.Response.Reset()
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.As(err, &small):
+		fail(ctx, http.StatusRequestHeaderFieldsTooLarge)
+	case errors.As(err, &ne) && ne.Timeout():
+		fail(ctx, http.StatusRequestTimeout)
+	default:
+		fail(ctx, http.StatusBadRequest)
+	}
+}
+
+// expect answers "Expect: 100-continue" before the body is sent: 413 when
+// its announced length is over the limit, else 100 and the body follows.
+func (h *Handler) expect(ctx *fasthttp.RequestCtx) int {
+	if int64(ctx.Request.Header.ContentLength()) > h.opts.MaxRequestBody {
+		h.Counts.TooLarge.Add(1)
+		fail(ctx, http.StatusRequestEntityTooLarge)
+		return http.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
+}
+
+// handle is a request's way through the house: check the request, classify
+// it, identify the peer, decide, proxy, and release the in-flight slot
+// once the exchange has ended (see exchange.finish).
+func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
+	x := &exchange{h: h, ctx: ctx}
+	defer func() {
+		if v := recover(); v != nil {
+			h.internalError(ctx, v)
+		}
+		if !x.handedOff {
+			x.finish(nil)
+		}
+	}()
+
+	// Refused before any decision: what cannot be proxied safely.
+	req := &ctx.Request.Header
+	if req.IsConnect() {
+		// limiterd is never a tunnel.
+		h.Counts.BadRequests.Add(1)
+		ctx.Response.Header.Set("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH")
+		failClose(ctx, http.StatusMethodNotAllowed)
+		return
+	}
+	fr := scanRequestHeaders(req.RawHeaders())
+	if !fr.ok || fr.ambiguous() {
+		h.Counts.BadRequests.Add(1)
+		failClose(ctx, http.StatusBadRequest)
+		return
+	}
+	t, ok := parseTarget(req.RequestURI())
+	var path []byte
+	if ok {
+		path, ok = decodePath(t.path, x.path[:0])
+	}
+	if !ok {
+		h.Counts.BadRequests.Add(1)
+		fail(ctx, http.StatusBadRequest)
+		return
+	}
+	if int64(req.ContentLength()) > h.opts.MaxRequestBody {
+		h.tooLarge(ctx)
+		return
+	}
+
+	method := b2s(req.Method())
+	route := h.lim.Classify(method, b2s(path))
+	x.peer.h = req
+	peer := h.lim.PeerOf(ctx.RemoteAddr().String(), &x.peer)
+	x.peerKey = peer.Key
+	if route.Exempt {
+		if h.lim.DenyExempt(peer) {
+			fail(ctx, http.StatusForbidden)
+			return
+		}
+		h.Counts.ExemptPath.Add(1)
+		h.forward(ctx, x, &t, &fr.conn, nil)
+		return
+	}
+	now := h.now()
+	x.d = h.lim.Decide(now, peer, route.Group)
+	h.Lat.Observe(x.d.Group, h.now().Sub(now))
+	d := &x.d
+	if d.Reason == limiter.ReasonDenied && !d.Allowed {
+		fail(ctx, http.StatusForbidden)
+		return
+	}
+	if d.Reason == limiter.ReasonUnavailable {
+		// The backend could not decide (SPEC §7: a limiter internal
+		// error): 503, without rate-limit fields.
+		unavailable(ctx)
+		return
+	}
+	if d.Limited {
+		q := d.Quota()
+		setRateLimitFields(&ctx.Response.Header, h.lim.GroupName(d.Group), &q)
+	}
+	if !d.Allowed {
+		h.reject(ctx, d)
+		return
+	}
+	h.forward(ctx, x, &t, &fr.conn, &route)
+}
+
+// internalError turns a panic of limiterd's own into a 503 (SPEC §7: a
+// limiter internal error) without rate-limit fields, counted and logged.
+// Resetting the answer closes a relay already handed to it, which finishes
+// the exchange.
+func (h *Handler) internalError(ctx *fasthttp.RequestCtx, v any) {
+	h.Counts.InternalErrors.Add(1)
+	h.log.Error("internal error", "method", string(ctx.Method()), "path", string(ctx.Path()), "panic", v)
+	ctx.Hijack(nil)
+	ctx.HijackSetNoResponse(false)
+	ctx.Response.Reset()
+	fail(ctx, http.StatusServiceUnavailable)
+}
+
+// forward proxies an admitted request to the node and sets up the answer:
+// a fresh request for the node (never the client's, so nothing the client
+// sent is forwarded by accident), the node's answer copied without its
+// hop-by-hop fields, and its body handed to fasthttp as a relay.
+func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, conn *tokens, route *limiter.Route) {
+	in := &ctx.Request.Header
+	out := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(out)
+	out.Header.SetNoDefaultContentType(true)
+	out.Header.SetMethodBytes(in.Method())
+	out.SetRequestURIBytes(t.uri)
+	if h.upstream.tls != nil {
+		out.URI().SetScheme("https")
+	} else {
+		out.URI().SetScheme("http")
+	}
+	out.UseHostHeader = true
+	copyRequestHeaders(&out.Header, in.RawHeaders(), conn)
+	host := t.authority
+	if host == nil {
+		host = in.Host()
+	}
+	if len(host) == 0 {
+		host = h.upHost // HTTP/1.0 without Host
+	}
+	out.Header.SetHostBytes(host)
+	// The node learns the address limiterd saw, never what the client
+	// claims (docs/decisions.md).
+	if tcp, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		out.Header.SetBytesV("X-Forwarded-For", tcp.AddrPort().Addr().Unmap().AppendTo(x.ipBuf[:0]))
+	}
+	out.Header.SetBytesV("X-Forwarded-Host", host)
+	out.Header.Set("X-Forwarded-Proto", "http")
+	hasBody := false
+	if cl := in.ContentLength(); cl != 0 && cl != -2 {
+		if s := ctx.RequestBodyStream(); s != nil {
+			x.body, x.limit, hasBody = s, h.opts.MaxRequestBody, true
+			x.bodyPending.Store(true)
+			out.SetBodyStream((*reqBody)(x), cl)
+		}
+	}
+	if h.opts.hook != nil {
+		h.opts.hook("upstream")
+	}
+
+	up := fasthttp.AcquireResponse()
+	watch := x.watchClient(ctx.Conn())
+	err := h.upstream.do(x, out, up, hasBody)
+	x.answered(watch)
+	if err != nil {
+		fasthttp.ReleaseResponse(up)
+		h.upstreamFailed(ctx, x, err)
+		return
+	}
+	status := up.StatusCode()
+	if status == http.StatusSwitchingProtocols {
+		// Upgrade is never forwarded: a node answering 101 is broken.
+		fasthttp.ReleaseResponse(up)
+		h.Counts.UpstreamErrors.Add(1)
+		fail(ctx, http.StatusBadGateway)
+		return
+	}
+	if route != nil && slices.Contains(route.ReduceOnStatus, status) {
+		h.lim.Reduce(h.now(), x.peerKey, route.Group)
+	}
+	ctx.Response.SetStatusCode(status)
+	copyResponseHeaders(&ctx.Response.Header, &up.Header)
+	if x.upBody == nil {
+		// No body: HEAD (its Content-Length is the GET's), 204, 304.
+		if cl := up.Header.ContentLength(); ctx.IsHead() && cl >= 0 {
+			ctx.Response.Header.SetContentLength(cl)
+		}
+		fasthttp.ReleaseResponse(up)
+		return
+	}
+	x.up = up
+	x.handedOff = true
+	size := up.Header.ContentLength()
+	if size < 0 && !in.IsHTTP11() {
+		h.streamHTTP10(ctx, x)
+		return
+	}
+	ctx.Response.SetBodyStream((*relay)(x), max(size, -1))
+}
+
+// upstreamFailed answers a request the node did not answer: the client's
+// own fault first (a body over the limit: 413; a body that stalled: 408;
+// one that broke: 400), then 504 for a timeout and 502 for anything else
+// (refused, reset before a byte, a malformed answer).
+func (h *Handler) upstreamFailed(ctx *fasthttp.RequestCtx, x *exchange, err error) {
+	switch {
+	case x.clientGone.Load():
+		// Nobody reads this; the slot is released when handle returns.
+		h.log.Debug("client went away before the node answered")
+		failClose(ctx, http.StatusBadGateway)
+	case errors.Is(x.bodyErr, errBodyTooLarge):
+		h.tooLarge(ctx)
+	case x.bodyErr != nil && isTimeout(x.bodyErr):
+		failClose(ctx, http.StatusRequestTimeout)
+	case x.bodyErr != nil:
+		h.log.Debug("client broke off a request body", "err", x.bodyErr)
+		failClose(ctx, http.StatusBadRequest)
+	case isTimeout(err):
+		h.Counts.UpstreamTimeouts.Add(1)
+		h.log.Debug("upstream timeout", "err", err)
+		fail(ctx, http.StatusGatewayTimeout)
+	default:
+		h.Counts.UpstreamErrors.Add(1)
+		h.log.Debug("upstream", "err", err)
+		fail(ctx, http.StatusBadGateway)
+	}
+}

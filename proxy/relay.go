@@ -1,0 +1,240 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// exchange is one proxied request: its decision (and in-flight slot), the
+// request body going up and the answer coming down. The handler owns it
+// until it hands the answer's body to fasthttp; then fasthttp does (it
+// closes the relay once, when the body is written, fails, or is dropped),
+// or the goroutine of a hijacked connection does. Whoever ends it calls
+// finish, and only the first call counts.
+type exchange struct {
+	h   *Handler
+	ctx *fasthttp.RequestCtx
+	d   limiter.Decision
+
+	// handedOff is set when the answer's body was handed to fasthttp or
+	// to a hijack handler: the handler no longer finishes the exchange.
+	handedOff bool
+	done      atomic.Bool
+
+	// The request body: the client's stream, what was read of it, the
+	// limit for a body without Content-Length, the client's read deadline
+	// and the error that stopped it.
+	body    io.Reader
+	read    int64
+	limit   int64
+	readDL  time.Time
+	bodyErr error
+
+	// The answer: the node's response and its body stream, the client's
+	// write deadline, and the node's error that cut the body short.
+	up      *fasthttp.Response
+	upBody  *upBody
+	writeDL time.Time
+	upErr   error
+
+	// While the node has not answered: the connection the request went
+	// on, whether the client was seen gone (see watchClient), and the
+	// state: waiting, answered or cut.
+	upConn      atomic.Pointer[upConn]
+	clientGone  atomic.Bool
+	state       atomic.Int32
+	bodyPending atomic.Bool
+
+	// hijack: 0 while a hijack handler has neither started nor been given
+	// up; 1 once it runs; 2 once the watchdog ended the exchange instead.
+	hijack atomic.Int32
+
+	peer    peerHeaders
+	peerKey limiter.PeerKey
+	path    [256]byte
+	ipBuf   [64]byte
+}
+
+// Errors that end an exchange.
+var (
+	// errBodyTooLarge: a request body without Content-Length ran past
+	// server.max_request_body (413).
+	errBodyTooLarge = errors.New("request body larger than server.max_request_body")
+	// errHijackLost: fasthttp never started the hijack handler that was to
+	// write an answer to an HTTP/1.0 client (the connection failed first).
+	errHijackLost = errors.New("the connection failed before its answer was written")
+)
+
+// finish ends the exchange once: the node's stream is closed (its
+// connection pooled again only when the body was read whole and err is
+// nil), and the in-flight slot released.
+func (x *exchange) finish(err error) {
+	if !x.done.CompareAndSwap(false, true) {
+		return
+	}
+	if x.upBody != nil {
+		_ = x.upBody.CloseWithError(err)
+		fasthttp.ReleaseResponse(x.up)
+		x.up, x.upBody = nil, nil
+	}
+	x.d.Release()
+	if err == nil {
+		return
+	}
+	var bp *fasthttp.ErrBodyStreamWritePanic
+	switch {
+	case errors.As(err, &bp):
+		x.h.Counts.InternalErrors.Add(1)
+		x.h.log.Error("internal error", "err", err)
+	case x.upErr != nil:
+		// The node broke off or stalled in the middle of a body: the
+		// client's connection is closed with the answer cut short.
+		if isTimeout(x.upErr) {
+			x.h.Counts.UpstreamTimeouts.Add(1)
+		} else {
+			x.h.Counts.UpstreamErrors.Add(1)
+		}
+		x.h.log.Debug("upstream broke off an answer", "err", x.upErr)
+	default:
+		// The client went away or stopped reading (send_timeout).
+		x.h.log.Debug("client broke off an answer", "err", err)
+	}
+}
+
+// reqBody is the request body as the HostClient reads it from the client:
+// each read within ClientBodyTimeout of the previous one, and a body
+// without Content-Length cut at the limit.
+type reqBody exchange
+
+func (b *reqBody) Read(p []byte) (int, error) {
+	x := (*exchange)(b)
+	if x.bodyErr != nil {
+		return 0, x.bodyErr
+	}
+	if t, now := x.h.opts.ClientBodyTimeout, time.Now(); x.readDL.Sub(now) < t*3/4 {
+		x.readDL = now.Add(t)
+		_ = x.ctx.SetReadDeadline(x.readDL)
+	}
+	n, err := x.body.Read(p)
+	x.read += int64(n)
+	if x.read > x.limit {
+		x.bodyErr = errBodyTooLarge
+		return 0, x.bodyErr
+	}
+	if err == io.EOF {
+		x.bodyPending.Store(false)
+	} else if err != nil {
+		x.bodyErr = err
+	}
+	return n, err
+}
+
+// relay is the answer's body as fasthttp writes it to the client: each
+// write within SendTimeout of the previous one (nginx's send_timeout; no
+// bound on the whole answer, which may be a long transfer to a slow
+// peer), and the exchange finished when fasthttp closes it.
+type relay exchange
+
+func (r *relay) Read(p []byte) (int, error) {
+	x := (*exchange)(r)
+	if t, now := x.h.opts.SendTimeout, time.Now(); x.writeDL.Sub(now) < t*3/4 {
+		x.writeDL = now.Add(t)
+		_ = x.ctx.SetWriteDeadline(x.writeDL)
+	}
+	if x.h.opts.hook != nil {
+		x.h.opts.hook("relay")
+	}
+	n, err := x.upBody.Read(p)
+	if err != nil && err != io.EOF {
+		x.upErr = err
+	}
+	return n, err
+}
+
+// CloseWithError is fasthttp's call when the body was written (err nil),
+// its write failed (err says why: the client went away or stopped
+// reading, or the node broke off), or the answer was dropped unwritten.
+func (r *relay) CloseWithError(err error) error {
+	x := (*exchange)(r)
+	if err == nil && x.upErr != nil {
+		err = x.upErr
+	}
+	x.finish(err)
+	return nil
+}
+
+// Close is CloseWithError(nil), for fasthttp's paths that only close.
+func (r *relay) Close() error { return r.CloseWithError(nil) }
+
+// streamHTTP10 writes an answer of unknown length to an HTTP/1.0 client,
+// which cannot read chunked framing (fasthttp would send it chunked):
+// the head, then the body until the node's ends, then the connection is
+// closed. The connection is hijacked for it; should fasthttp fail before
+// the hijack handler starts, a watchdog ends the exchange.
+func (h *Handler) streamHTTP10(ctx *fasthttp.RequestCtx, x *exchange) {
+	ctx.Response.SetConnectionClose()
+	ctx.Response.Header.SetContentLength(-2) // neither Content-Length nor chunked
+	head := append([]byte(nil), ctx.Response.Header.Header()...)
+	watchdog := time.AfterFunc(h.opts.SendTimeout+time.Second, func() {
+		if x.hijack.CompareAndSwap(0, 2) {
+			x.finish(errHijackLost)
+		}
+	})
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		watchdog.Stop()
+		if !x.hijack.CompareAndSwap(0, 1) {
+			return
+		}
+		buf := make([]byte, 32<<10)
+		_ = c.SetWriteDeadline(time.Now().Add(h.opts.SendTimeout))
+		_, err := c.Write(head)
+		for err == nil {
+			n, rerr := x.upBody.Read(buf)
+			if n > 0 {
+				_ = c.SetWriteDeadline(time.Now().Add(h.opts.SendTimeout))
+				_, err = c.Write(buf[:n])
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				x.upErr, err = rerr, rerr
+			}
+		}
+		x.finish(err)
+	})
+}
+
+// tooLarge answers 413 to a request whose body is over the limit, then
+// reads and discards what the client still sends, for a while, before
+// closing: fasthttp would close at once, and a client still sending would
+// get a reset instead of the answer (fasthttp issue #1348).
+func (h *Handler) tooLarge(ctx *fasthttp.RequestCtx) {
+	h.Counts.TooLarge.Add(1)
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		_ = c.SetWriteDeadline(time.Now().Add(h.opts.SendTimeout))
+		if _, err := io.WriteString(c, tooLargeAnswer); err != nil {
+			return
+		}
+		_ = c.SetReadDeadline(time.Now().Add(lingerTime))
+		_, _ = io.CopyN(io.Discard, c, lingerBytes)
+	})
+}
+
+// The lingering close of a 413: at most this long and this much.
+const (
+	lingerTime  = 2 * time.Second
+	lingerBytes = 256 << 20
+)
+
+const tooLargeAnswer = "HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"X-Content-Type-Options: nosniff\r\nContent-Length: 25\r\nConnection: close\r\n\r\nRequest Entity Too Large\n"

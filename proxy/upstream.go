@@ -1,0 +1,352 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// upstream is the client of the node: a bounded pool of keep-alive
+// connections to the one configured address, whatever a request names
+// (limiterd is never an open proxy). It writes requests and reads answers
+// with fasthttp's Request and Response, but keeps the connections itself
+// (rather than through fasthttp.HostClient) so that an exchange knows its
+// connection: the one whose client went away can be cut off (see
+// exchange.watchClient), and a deadline is set per read and per write
+// rather than on the whole exchange. It is safe for concurrent use.
+type upstream struct {
+	h      *Handler
+	addr   string
+	tls    *tls.Config // nil for http
+	dialer net.Dialer
+	// tokens holds one token per open connection, busy or idle: at most
+	// UpstreamMaxConns.
+	tokens chan struct{}
+
+	mu     sync.Mutex
+	idle   []*upConn // most recently used last
+	closed bool
+
+	readers, writers sync.Pool
+}
+
+// maxIdleTime is how long a connection may wait in the pool: below the
+// keep-alive timeouts of common servers (nginx 75 s, Cowboy 60 s, Go's
+// 3 min), so that a pooled connection is rarely one the node has just
+// closed (and then the request is retried once, see do).
+const maxIdleTime = 10 * time.Second
+
+func (h *Handler) newUpstream() *upstream {
+	u := h.opts.Upstream
+	addr := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	h.upHost = []byte(u.Host)
+	up := &upstream{
+		h: h, addr: addr,
+		dialer: net.Dialer{Timeout: h.opts.UpstreamConnectTimeout, KeepAlive: 30 * time.Second},
+		tokens: make(chan struct{}, h.opts.UpstreamMaxConns),
+	}
+	if u.Scheme == "https" {
+		up.tls = &tls.Config{ServerName: u.Hostname()}
+	}
+	return up
+}
+
+// Errors of the upstream client.
+var (
+	errNoConn         = errors.New("no free connection to the node within server.upstream_connect_timeout")
+	errUpstreamClosed = errors.New("the public listener is shut down")
+)
+
+// acquire returns a connection to the node: the most recently used idle
+// one, or a new one when fewer than UpstreamMaxConns are open (waiting for
+// one to be freed up to UpstreamConnectTimeout otherwise).
+func (u *upstream) acquire() (c *upConn, reused bool, err error) {
+	now := time.Now()
+	u.mu.Lock()
+	for len(u.idle) > 0 {
+		c = u.idle[len(u.idle)-1]
+		u.idle[len(u.idle)-1] = nil
+		u.idle = u.idle[:len(u.idle)-1]
+		if now.Sub(c.lastUsed) < maxIdleTime {
+			u.mu.Unlock()
+			return c, true, nil
+		}
+		u.mu.Unlock()
+		u.discard(c)
+		u.mu.Lock()
+	}
+	closed := u.closed
+	u.mu.Unlock()
+	if closed {
+		return nil, false, errUpstreamClosed
+	}
+	select {
+	case u.tokens <- struct{}{}:
+	default:
+		t := time.NewTimer(u.h.opts.UpstreamConnectTimeout)
+		select {
+		case u.tokens <- struct{}{}:
+			t.Stop()
+		case <-t.C:
+			return nil, false, errNoConn
+		}
+	}
+	nc, err := u.dial()
+	if err != nil {
+		<-u.tokens
+		return nil, false, err
+	}
+	return &upConn{Conn: nc, h: u.h}, false, nil
+}
+
+func (u *upstream) dial() (net.Conn, error) {
+	nc, err := u.dialer.Dial("tcp", u.addr)
+	if err != nil || u.tls == nil {
+		return nc, err
+	}
+	tc := tls.Client(nc, u.tls)
+	ctx, cancel := context.WithTimeout(context.Background(), u.h.opts.UpstreamConnectTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// release puts a connection whose exchange ended cleanly back in the pool.
+func (u *upstream) release(c *upConn) {
+	c.lastUsed = time.Now()
+	u.mu.Lock()
+	if !u.closed {
+		u.idle = append(u.idle, c)
+		u.mu.Unlock()
+		return
+	}
+	u.mu.Unlock()
+	u.discard(c)
+}
+
+// discard closes a connection and frees its token.
+func (u *upstream) discard(c *upConn) {
+	_ = c.Conn.Close()
+	<-u.tokens
+}
+
+// closeIdle closes the pooled connections, and every one released from
+// now on.
+func (u *upstream) closeIdle() {
+	u.mu.Lock()
+	idle := u.idle
+	u.idle, u.closed = nil, true
+	u.mu.Unlock()
+	for _, c := range idle {
+		u.discard(c)
+	}
+}
+
+// do sends req to the node and reads the head of its answer into resp.
+// When the answer has a body, x.upBody streams it and owns the connection
+// until closed; otherwise the connection is back in the pool when do
+// returns. A request without a body whose reused connection turns out
+// closed before a byte of the answer (the node closed it while pooled) is
+// sent once more on a new connection.
+func (u *upstream) do(x *exchange, req *fasthttp.Request, resp *fasthttp.Response, hasBody bool) error {
+	for attempt := 0; ; attempt++ {
+		c, reused, err := u.acquire()
+		if err != nil {
+			return err
+		}
+		x.upConn.Store(c)
+		err = u.roundTrip(x, c, req, resp)
+		if err == nil {
+			return nil
+		}
+		x.upConn.Store(nil)
+		u.discard(c)
+		if attempt > 0 || !reused || hasBody || !errors.Is(err, io.EOF) || x.clientGone.Load() {
+			return err
+		}
+	}
+}
+
+// roundTrip writes req on c and reads the answer's head.
+func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp *fasthttp.Response) error {
+	bw, _ := u.writers.Get().(*bufio.Writer)
+	if bw == nil {
+		bw = bufio.NewWriterSize(c, 16<<10)
+	} else {
+		bw.Reset(c)
+	}
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	u.writers.Put(bw)
+	if err != nil {
+		return err
+	}
+	br, _ := u.readers.Get().(*bufio.Reader)
+	if br == nil {
+		br = bufio.NewReaderSize(c, MaxHeaderBytes)
+	} else {
+		br.Reset(c)
+	}
+	resp.StreamBody = true
+	resp.SkipBody = req.Header.IsHead()
+	if err := resp.Read(br); err != nil {
+		u.putReader(br)
+		return err
+	}
+	if s := resp.BodyStream(); s != nil {
+		x.upBody = &upBody{u: u, c: c, br: br, resp: resp, s: s}
+		return nil
+	}
+	reusable := !resp.ConnectionClose() && br.Buffered() == 0
+	u.putReader(br)
+	x.upConn.Store(nil)
+	// Pooled only if watchClient can no longer cut it off.
+	if reusable && x.answered(nil) {
+		u.release(c)
+	} else {
+		u.discard(c)
+	}
+	return nil
+}
+
+func (u *upstream) putReader(br *bufio.Reader) {
+	br.Reset(nil)
+	u.readers.Put(br)
+}
+
+// upBody is the body of the node's answer: it reads the answer's stream,
+// and when closed returns the connection to the pool if the body was read
+// to its end and the exchange ended cleanly, or closes it.
+type upBody struct {
+	u    *upstream
+	c    *upConn
+	br   *bufio.Reader
+	resp *fasthttp.Response
+	s    io.Reader
+	eof  bool
+}
+
+func (b *upBody) Read(p []byte) (int, error) {
+	n, err := b.s.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// CloseWithError ends the body: err is nil when it was passed on whole.
+func (b *upBody) CloseWithError(err error) error {
+	reusable := err == nil && b.eof && !b.resp.ConnectionClose()
+	_ = b.resp.CloseBodyStream()
+	reusable = reusable && b.br.Buffered() == 0
+	b.u.putReader(b.br)
+	if reusable {
+		b.u.release(b.c)
+	} else {
+		b.u.discard(b.c)
+	}
+	return nil
+}
+
+// upConn is a connection to the node with a deadline on every wait: the
+// first byte of an answer within UpstreamHeaderTimeout of the request's
+// last write, then each read of the body within UpstreamReadTimeout of the
+// previous one, and each write within UpstreamReadTimeout. It carries one
+// exchange at a time, so its fields need no lock; cut may be called from
+// another goroutine.
+type upConn struct {
+	net.Conn
+	h        *Handler
+	lastUsed time.Time
+	// awaiting is set by a write: the next read waits for an answer's
+	// first byte.
+	awaiting, firstSet bool
+	readDL, writeDL    time.Time
+	cutOff             atomic.Bool
+}
+
+// errClientGone is the error of an exchange cut off because its client
+// went away while the node had not answered.
+var errClientGone = errors.New("the client went away before the node answered")
+
+// cut ends the exchange on c from another goroutine: its blocked read
+// returns at once.
+func (c *upConn) cut() {
+	c.cutOff.Store(true)
+	_ = c.Conn.SetDeadline(time.Unix(1, 0))
+}
+
+func (c *upConn) Write(p []byte) (int, error) {
+	c.awaiting, c.firstSet = true, false
+	now := time.Now()
+	// Moved when a quarter of the timeout is used up, not on every write.
+	if t := c.h.opts.UpstreamReadTimeout; c.writeDL.Sub(now) < t*3/4 {
+		c.writeDL = now.Add(t)
+		if err := c.Conn.SetWriteDeadline(c.writeDL); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *upConn) Read(p []byte) (int, error) {
+	if c.cutOff.Load() {
+		return 0, errClientGone
+	}
+	now := time.Now()
+	switch {
+	case c.awaiting && !c.firstSet:
+		c.firstSet = true
+		c.readDL = now.Add(c.h.opts.UpstreamHeaderTimeout)
+		if err := c.Conn.SetReadDeadline(c.readDL); err != nil {
+			return 0, err
+		}
+	case !c.awaiting:
+		if t := c.h.opts.UpstreamReadTimeout; c.readDL.Sub(now) < t*3/4 {
+			c.readDL = now.Add(t)
+			if err := c.Conn.SetReadDeadline(c.readDL); err != nil {
+				return 0, err
+			}
+		}
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.awaiting {
+		// The answer has begun: from now on, the body's idle bound.
+		c.awaiting = false
+		c.readDL = time.Time{}
+	}
+	if err != nil && c.cutOff.Load() {
+		err = errClientGone
+	}
+	return n, err
+}
+
+// isTimeout reports whether an error of the upstream client is a
+// timeout: connecting, waiting for a free connection, or waiting for the
+// answer.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, errNoConn) || errors.Is(err, fasthttp.ErrTimeout) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
