@@ -14,5 +14,6 @@ func peerClosed(rc syscall.RawConn) bool {
 		closed = (n == 0 && err == nil) || err == syscall.ECONNRESET
 		return true
 	})
-	return err == nil && closed
+	// An error: the socket is closed on this side (a drain that ran out).
+	return err != nil || closed
 }

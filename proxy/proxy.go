@@ -253,6 +253,9 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 			gate.closeAll()
 		}
 	}
+	if err != nil {
+		h.upstream.cutAll()
+	}
 	h.upstream.closeIdle()
 	return err
 }

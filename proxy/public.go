@@ -191,12 +191,10 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, conn
 	defer fasthttp.ReleaseRequest(out)
 	out.Header.SetNoDefaultContentType(true)
 	out.Header.SetMethodBytes(in.Method())
+	// The target as the client sent it. out.URI() is never called: it
+	// would parse the target again, and write it back normalized ("//a/b"
+	// read as host a, path /b).
 	out.SetRequestURIBytes(t.uri)
-	if h.upstream.tls != nil {
-		out.URI().SetScheme("https")
-	} else {
-		out.URI().SetScheme("http")
-	}
 	out.UseHostHeader = true
 	copyRequestHeaders(&out.Header, in.RawHeaders(), conn)
 	host := t.authority
@@ -263,6 +261,10 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, conn
 		h.streamHTTP10(ctx, x)
 		return
 	}
+	// The head goes out with the first bytes of the body, in one write,
+	// when the whole body is at hand; otherwise at once, so that a client
+	// waiting for a slow body sees the answer begin.
+	ctx.Response.ImmediateHeaderFlush = size < 0 || x.upBody.buffered() < size
 	ctx.Response.SetBodyStream((*relay)(x), max(size, -1))
 }
 

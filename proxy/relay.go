@@ -70,6 +70,8 @@ var (
 	// errHijackLost: fasthttp never started the hijack handler that was to
 	// write an answer to an HTTP/1.0 client (the connection failed first).
 	errHijackLost = errors.New("the connection failed before its answer was written")
+	// errInternal: a panic of limiterd's own cut an answer short.
+	errInternal = errors.New("internal error")
 )
 
 // finish ends the exchange once: the node's stream is closed (its
@@ -88,11 +90,8 @@ func (x *exchange) finish(err error) {
 	if err == nil {
 		return
 	}
-	var bp *fasthttp.ErrBodyStreamWritePanic
 	switch {
-	case errors.As(err, &bp):
-		x.h.Counts.InternalErrors.Add(1)
-		x.h.log.Error("internal error", "err", err)
+	case errors.Is(err, errInternal):
 	case x.upErr != nil:
 		// The node broke off or stalled in the middle of a body: the
 		// client's connection is closed with the answer cut short.
@@ -142,8 +141,17 @@ func (b *reqBody) Read(p []byte) (int, error) {
 // peer), and the exchange finished when fasthttp closes it.
 type relay exchange
 
-func (r *relay) Read(p []byte) (int, error) {
+func (r *relay) Read(p []byte) (n int, err error) {
 	x := (*exchange)(r)
+	defer func() {
+		// fasthttp would recover a panic here, but close the relay without
+		// saying why: count it as limiterd's own error, end the answer.
+		if v := recover(); v != nil {
+			x.h.Counts.InternalErrors.Add(1)
+			x.h.log.Error("internal error while relaying an answer", "panic", v)
+			n, err = 0, errInternal
+		}
+	}()
 	if t, now := x.h.opts.SendTimeout, time.Now(); x.writeDL.Sub(now) < t*3/4 {
 		x.writeDL = now.Add(t)
 		_ = x.ctx.SetWriteDeadline(x.writeDL)
@@ -151,7 +159,7 @@ func (r *relay) Read(p []byte) (int, error) {
 	if x.h.opts.hook != nil {
 		x.h.opts.hook("relay")
 	}
-	n, err := x.upBody.Read(p)
+	n, err = x.upBody.Read(p)
 	if err != nil && err != io.EOF {
 		x.upErr = err
 	}

@@ -216,8 +216,12 @@ func (t *tokens) has(name []byte) bool {
 // rawFields calls f with each field of a raw header block (name and value
 // with the surrounding white space trimmed) until f returns false; ok is
 // false when the block holds an obs-fold continuation line, which limiterd
-// refuses (RFC 9112 §5.2 lets a server refuse it with 400).
+// refuses (RFC 9112 §5.2 lets a server refuse it with 400), or a CR or LF
+// outside a CRLF.
 func rawFields(raw []byte, f func(name, value []byte) bool) (ok bool) {
+	if !crlfOnly(raw) {
+		return false
+	}
 	for len(raw) > 0 {
 		var line []byte
 		if i := bytes.Index(raw, []byte("\r\n")); i >= 0 {
@@ -237,6 +241,25 @@ func rawFields(raw []byte, f func(name, value []byte) bool) (ok bool) {
 		}
 		if !f(line[:colon], bytes.Trim(line[colon+1:], " \t")) {
 			return true
+		}
+	}
+	return true
+}
+
+// crlfOnly reports whether every CR and LF of b is part of a CRLF. fasthttp
+// takes a bare LF for a line's end, and limiterd would then forward the
+// rest of the line inside a field's value, where the node might read it as
+// a field of its own: such a request is refused.
+func crlfOnly(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\r':
+			if i+1 == len(b) || b[i+1] != '\n' {
+				return false
+			}
+			i++
+		case '\n':
+			return false
 		}
 	}
 	return true

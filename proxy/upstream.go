@@ -33,6 +33,7 @@ type upstream struct {
 
 	mu     sync.Mutex
 	idle   []*upConn // most recently used last
+	open   map[*upConn]struct{}
 	closed bool
 
 	readers, writers sync.Pool
@@ -59,6 +60,7 @@ func (h *Handler) newUpstream() *upstream {
 		h: h, addr: addr,
 		dialer: net.Dialer{Timeout: h.opts.UpstreamConnectTimeout, KeepAlive: 30 * time.Second},
 		tokens: make(chan struct{}, h.opts.UpstreamMaxConns),
+		open:   map[*upConn]struct{}{},
 	}
 	if u.Scheme == "https" {
 		up.tls = &tls.Config{ServerName: u.Hostname()}
@@ -111,7 +113,11 @@ func (u *upstream) acquire() (c *upConn, reused bool, err error) {
 		<-u.tokens
 		return nil, false, err
 	}
-	return &upConn{Conn: nc, h: u.h}, false, nil
+	c = &upConn{Conn: nc, h: u.h}
+	u.mu.Lock()
+	u.open[c] = struct{}{}
+	u.mu.Unlock()
+	return c, false, nil
 }
 
 func (u *upstream) dial() (net.Conn, error) {
@@ -144,8 +150,21 @@ func (u *upstream) release(c *upConn) {
 
 // discard closes a connection and frees its token.
 func (u *upstream) discard(c *upConn) {
+	u.mu.Lock()
+	delete(u.open, c)
+	u.mu.Unlock()
 	_ = c.Conn.Close()
 	<-u.tokens
+}
+
+// cutAll cuts off every exchange with the node still running (a drain
+// that ran out of time).
+func (u *upstream) cutAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for c := range u.open {
+		c.cut()
+	}
 }
 
 // closeIdle closes the pooled connections, and every one released from
@@ -254,6 +273,10 @@ func (b *upBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// buffered returns how many bytes of the body (and maybe of its framing)
+// were read ahead with the head.
+func (b *upBody) buffered() int { return b.br.Buffered() }
 
 // CloseWithError ends the body: err is nil when it was passed on whole.
 func (b *upBody) CloseWithError(err error) error {
