@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -22,6 +23,7 @@ import (
 type connLimiter struct {
 	net.Listener
 	maxConns, maxPerIP int
+	sendTimeout        time.Duration
 	// uncapped reports whether an address is free of the per-address cap,
 	// and gives the IPv6 prefix to key the others by.
 	policy func(a netip.Addr) (uncapped bool, ipv6Prefix int)
@@ -32,10 +34,10 @@ type connLimiter struct {
 	perIP map[netip.Addr]int
 }
 
-func newConnLimiter(ln net.Listener, maxConns, maxPerIP int, counts *insight.ProxyCounters,
+func newConnLimiter(ln net.Listener, maxConns, maxPerIP int, sendTimeout time.Duration, counts *insight.ProxyCounters,
 	policy func(netip.Addr) (bool, int)) *connLimiter {
 	return &connLimiter{
-		Listener: ln, maxConns: maxConns, maxPerIP: maxPerIP, policy: policy, counts: counts,
+		Listener: ln, maxConns: maxConns, maxPerIP: maxPerIP, sendTimeout: sendTimeout, policy: policy, counts: counts,
 		open: map[*limitedConn]struct{}{}, perIP: map[netip.Addr]int{},
 	}
 }
@@ -161,6 +163,31 @@ type limitedConn struct {
 	key    netip.Addr
 	keyed  bool
 	closed atomic.Bool
+	// writeDL is the write deadline last set; see Write.
+	writeDL time.Time
+	// peer is the client's address as text (host:port), ipLen the length
+	// of its IP part; made at the first request.
+	peer  []byte
+	ipLen int
+}
+
+// peerText returns the client's address as "ip:port" and its IP alone,
+// made once per connection (the connection's goroutine calls it).
+func (c *limitedConn) peerText() (addr, ip []byte) {
+	if c.peer == nil {
+		ap := c.TCPConn.RemoteAddr().(*net.TCPAddr).AddrPort()
+		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+		c.peer = ap.AppendTo(nil)
+		c.ipLen = len(ap.Addr().AppendTo(nil))
+		if ap.Addr().Is6() {
+			c.ipLen += 2 // the brackets
+		}
+	}
+	ip = c.peer[:c.ipLen]
+	if len(ip) > 1 && ip[0] == '[' {
+		ip = ip[1 : len(ip)-1]
+	}
+	return c.peer, ip
 }
 
 // tcpLimitedConn and otherLimitedConn give a limitedConn the method set
@@ -178,6 +205,44 @@ func (c *limitedConn) conn() net.Conn {
 		return tcpLimitedConn{c}
 	}
 	return otherLimitedConn{Conn: c.other, lc: c}
+}
+
+// Write writes p within the send timeout: a client that stops reading is
+// cut off, one that reads slowly is not (nginx's send_timeout). The
+// deadline moves when a quarter of it is used up, not on every write.
+// Callers do not write one connection concurrently (fasthttp writes a
+// connection from its one goroutine).
+func (c tcpLimitedConn) Write(p []byte) (int, error) {
+	if t, now := c.l.sendTimeout, time.Now(); c.writeDL.Sub(now) < t*3/4 {
+		c.writeDL = now.Add(t)
+		if err := c.TCPConn.SetWriteDeadline(c.writeDL); err != nil {
+			return 0, err
+		}
+	}
+	return c.TCPConn.Write(p)
+}
+
+// ReadFrom passes a copy through Write, so that the send timeout applies.
+func (c tcpLimitedConn) ReadFrom(r io.Reader) (int64, error) {
+	return genericReadFrom(c, r)
+}
+
+// SetWriteDeadline sets the deadline of the writes to come (a hijack
+// handler's own); zero gives them the send timeout again.
+func (c tcpLimitedConn) SetWriteDeadline(t time.Time) error {
+	c.writeDL = t
+	return c.TCPConn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets both deadlines; see SetWriteDeadline.
+func (c tcpLimitedConn) SetDeadline(t time.Time) error {
+	c.writeDL = t
+	return c.TCPConn.SetDeadline(t)
+}
+
+// genericReadFrom copies r to w through a buffer.
+func genericReadFrom(w io.Writer, r io.Reader) (int64, error) {
+	return io.Copy(struct{ io.Writer }{w}, r)
 }
 
 // Close closes the connection and takes it out of the counts.

@@ -124,6 +124,8 @@ type Handler struct {
 	Counts insight.ProxyCounters
 	leases *leases
 
+	exchanges sync.Pool // of *exchange
+
 	mu   sync.Mutex
 	gate *connLimiter // the listener Serve serves, once it does
 	shut bool         // Shutdown was called
@@ -196,7 +198,7 @@ func (h *Handler) Serve(ln net.Listener) error {
 			maxConns = max(room, 64)
 		}
 	}
-	gate := newConnLimiter(ln, maxConns, h.opts.MaxConnsPerIP, &h.Counts, h.connPolicy)
+	gate := newConnLimiter(ln, maxConns, h.opts.MaxConnsPerIP, h.opts.SendTimeout, &h.Counts, h.connPolicy)
 	h.mu.Lock()
 	if h.shut {
 		h.mu.Unlock()

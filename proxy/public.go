@@ -14,9 +14,10 @@ import (
 
 // newServer returns the public listener's server. Its ReadTimeout bounds
 // a request's headers (from the connection's opening for the first, from
-// the first byte for the next); a request body's reads and a response's
-// writes get deadlines of their own from the handler, per read and per
-// write. It has no panic recovery: handle recovers.
+// the first byte for the next); a request body's reads get deadlines of
+// their own from the handler, per read, and every write has the send
+// timeout (tcpLimitedConn.Write). It has no panic recovery: handle
+// recovers.
 func (h *Handler) newServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:       h.handle,
@@ -27,8 +28,8 @@ func (h *Handler) newServer() *fasthttp.Server {
 		WriteBufferSize: 16 << 10,
 		ReadTimeout:     h.opts.ReadHeaderTimeout,
 		IdleTimeout:     h.opts.IdleTimeout,
-		// The write deadline of an answer until the relay moves it.
-		WriteTimeout: h.opts.SendTimeout,
+		// No WriteTimeout: it would bound a whole answer. Each write has
+		// the send timeout instead (tcpLimitedConn.Write).
 		// Bodies stream both ways; fasthttp does not enforce the body
 		// limit on a stream (the handler does), only reads ahead up to it.
 		StreamRequestBody:            true,
@@ -40,7 +41,7 @@ func (h *Handler) newServer() *fasthttp.Server {
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
 		CloseOnShutdown:       true,
-		ReduceMemoryUsage:     true,
+		ReduceMemoryUsage:     false,
 		SecureErrorLogMessage: true,
 		Logger:                fasthttpLogger{h},
 	}
@@ -89,7 +90,7 @@ func (h *Handler) expect(ctx *fasthttp.RequestCtx) int {
 // it, identify the peer, decide, proxy, and release the in-flight slot
 // once the exchange has ended (see exchange.finish).
 func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
-	x := &exchange{h: h, ctx: ctx}
+	x := h.newExchange(ctx)
 	defer func() {
 		if v := recover(); v != nil {
 			h.internalError(ctx, v)
@@ -97,6 +98,7 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 		if !x.handedOff {
 			x.finish(nil)
 		}
+		x.unref()
 	}()
 
 	// Refused before any decision: what cannot be proxied safely.
@@ -108,7 +110,8 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 		failClose(ctx, http.StatusMethodNotAllowed)
 		return
 	}
-	fr := scanRequestHeaders(req.RawHeaders())
+	fr := &x.framing
+	scanRequestHeaders(fr, req.RawHeaders())
 	if !fr.ok || fr.ambiguous() {
 		h.Counts.BadRequests.Add(1)
 		failClose(ctx, http.StatusBadRequest)
@@ -117,7 +120,7 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 	t, ok := parseTarget(req.RequestURI())
 	var path []byte
 	if ok {
-		path, ok = decodePath(t.path, x.path[:0])
+		path, ok = decodePath(t.path, nil)
 	}
 	if !ok {
 		h.Counts.BadRequests.Add(1)
@@ -132,7 +135,13 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 	method := b2s(req.Method())
 	route := h.lim.Classify(method, b2s(path))
 	x.peer.h = req
-	peer := h.lim.PeerOf(ctx.RemoteAddr().String(), &x.peer)
+	if lc, ok := ctx.Conn().(tcpLimitedConn); ok {
+		x.peerAddr, x.peerIP = lc.peerText()
+	} else {
+		x.peerAddr = []byte(ctx.RemoteAddr().String())
+		x.peerIP = []byte(ctx.RemoteIP().String())
+	}
+	peer := h.lim.PeerOf(b2s(x.peerAddr), &x.peer)
 	x.peerKey = peer.Key
 	if route.Exempt {
 		if h.lim.DenyExempt(peer) {
@@ -140,7 +149,7 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		h.Counts.ExemptPath.Add(1)
-		h.forward(ctx, x, &t, &fr.conn, nil)
+		h.forward(ctx, x, &t, nil)
 		return
 	}
 	now := h.now()
@@ -157,16 +166,21 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 		unavailable(ctx)
 		return
 	}
-	if d.Limited {
-		q := d.Quota()
-		setRateLimitFields(&ctx.Response.Header, h.lim.GroupName(d.Group), &q)
-	}
 	if !d.Allowed {
+		x.setRateLimitFields()
 		h.reject(ctx, d)
 		return
 	}
-	h.forward(ctx, x, &t, &fr.conn, &route)
+	h.forward(ctx, x, &t, &route)
 }
+
+// Header names and values written on every request, canonical already.
+var (
+	hdrXFF    = []byte("X-Forwarded-For")
+	hdrXFH    = []byte("X-Forwarded-Host")
+	hdrXFP    = []byte("X-Forwarded-Proto")
+	valueHTTP = []byte("http")
+)
 
 // internalError turns a panic of limiterd's own into a 503 (SPEC §7: a
 // limiter internal error) without rate-limit fields, counted and logged.
@@ -185,18 +199,15 @@ func (h *Handler) internalError(ctx *fasthttp.RequestCtx, v any) {
 // a fresh request for the node (never the client's, so nothing the client
 // sent is forwarded by accident), the node's answer copied without its
 // hop-by-hop fields, and its body handed to fasthttp as a relay.
-func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, conn *tokens, route *limiter.Route) {
+func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, route *limiter.Route) {
 	in := &ctx.Request.Header
-	out := fasthttp.AcquireRequest()
-	defer fasthttp.ReleaseRequest(out)
-	out.Header.SetNoDefaultContentType(true)
-	out.Header.SetMethodBytes(in.Method())
+	out := x.keep.out
+	copyRequestHeaders(&out.Header, in, &x.framing)
 	// The target as the client sent it. out.URI() is never called: it
 	// would parse the target again, and write it back normalized ("//a/b"
 	// read as host a, path /b).
 	out.SetRequestURIBytes(t.uri)
 	out.UseHostHeader = true
-	copyRequestHeaders(&out.Header, in.RawHeaders(), conn)
 	host := t.authority
 	if host == nil {
 		host = in.Host()
@@ -207,16 +218,13 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, conn
 	out.Header.SetHostBytes(host)
 	// The node learns the address limiterd saw, never what the client
 	// claims (docs/decisions.md).
-	if tcp, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
-		out.Header.SetBytesV("X-Forwarded-For", tcp.AddrPort().Addr().Unmap().AppendTo(x.ipBuf[:0]))
-	}
-	out.Header.SetBytesV("X-Forwarded-Host", host)
-	out.Header.Set("X-Forwarded-Proto", "http")
+	out.Header.SetCanonical(hdrXFF, x.peerIP)
+	out.Header.SetCanonical(hdrXFH, host)
+	out.Header.SetCanonical(hdrXFP, valueHTTP)
 	hasBody := false
 	if cl := in.ContentLength(); cl != 0 && cl != -2 {
 		if s := ctx.RequestBodyStream(); s != nil {
 			x.body, x.limit, hasBody = s, h.opts.MaxRequestBody, true
-			x.bodyPending.Store(true)
 			out.SetBodyStream((*reqBody)(x), cl)
 		}
 	}
@@ -224,19 +232,16 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, conn
 		h.opts.hook("upstream")
 	}
 
-	up := fasthttp.AcquireResponse()
-	watch := x.watchClient(ctx.Conn())
+	up := x.keep.up
+	x.client = watch(ctx.Conn())
 	err := h.upstream.do(x, out, up, hasBody)
-	x.answered(watch)
 	if err != nil {
-		fasthttp.ReleaseResponse(up)
 		h.upstreamFailed(ctx, x, err)
 		return
 	}
 	status := up.StatusCode()
 	if status == http.StatusSwitchingProtocols {
 		// Upgrade is never forwarded: a node answering 101 is broken.
-		fasthttp.ReleaseResponse(up)
 		h.Counts.UpstreamErrors.Add(1)
 		fail(ctx, http.StatusBadGateway)
 		return
@@ -244,19 +249,21 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, conn
 	if route != nil && slices.Contains(route.ReduceOnStatus, status) {
 		h.lim.Reduce(h.now(), x.peerKey, route.Group)
 	}
-	ctx.Response.SetStatusCode(status)
 	copyResponseHeaders(&ctx.Response.Header, &up.Header)
-	if x.upBody == nil {
+	x.setRateLimitFields()
+	if !x.answerBody {
 		// No body: HEAD (its Content-Length is the GET's), 204, 304.
 		if cl := up.Header.ContentLength(); ctx.IsHead() && cl >= 0 {
 			ctx.Response.Header.SetContentLength(cl)
 		}
-		fasthttp.ReleaseResponse(up)
 		return
 	}
-	x.up = up
-	x.handedOff = true
 	size := up.Header.ContentLength()
+	if size >= 0 && size <= smallBody && x.upBody.buffered() >= size {
+		x.takeSmallBody(size)
+		return
+	}
+	x.handedOff = true
 	if size < 0 && !in.IsHTTP11() {
 		h.streamHTTP10(ctx, x)
 		return
@@ -265,6 +272,7 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, conn
 	// when the whole body is at hand; otherwise at once, so that a client
 	// waiting for a slow body sees the answer begin.
 	ctx.Response.ImmediateHeaderFlush = size < 0 || x.upBody.buffered() < size
+	x.refs.Add(1) // the relay's, dropped when fasthttp closes it
 	ctx.Response.SetBodyStream((*relay)(x), max(size, -1))
 }
 
@@ -273,8 +281,9 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, conn
 // one that broke: 400), then 504 for a timeout and 502 for anything else
 // (refused, reset before a byte, a malformed answer).
 func (h *Handler) upstreamFailed(ctx *fasthttp.RequestCtx, x *exchange, err error) {
+	x.setRateLimitFields()
 	switch {
-	case x.clientGone.Load():
+	case x.clientGone:
 		// Nobody reads this; the slot is released when handle returns.
 		h.log.Debug("client went away before the node answered")
 		failClose(ctx, http.StatusBadGateway)

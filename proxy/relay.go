@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,10 @@ type exchange struct {
 	// to a hijack handler: the handler no longer finishes the exchange.
 	handedOff bool
 	done      atomic.Bool
+	// refs counts who still uses the exchange (the handler, the relay
+	// fasthttp holds); the last one gives it back to the Handler's pool.
+	// An exchange handed to a hijack handler is never given back.
+	refs atomic.Int32
 
 	// The request body: the client's stream, what was read of it, the
 	// limit for a body without Content-Length, the client's read deadline
@@ -37,29 +42,32 @@ type exchange struct {
 	readDL  time.Time
 	bodyErr error
 
-	// The answer: the node's response and its body stream, the client's
-	// write deadline, and the node's error that cut the body short.
-	up      *fasthttp.Response
-	upBody  *upBody
-	writeDL time.Time
-	upErr   error
+	// The answer: its body stream, and the node's error that cut it
+	// short.
+	upBody     upBody
+	answerBody bool // upBody is the answer's body, until finish
+	upErr      error
 
-	// While the node has not answered: the connection the request went
-	// on, whether the client was seen gone (see watchClient), and the
-	// state: waiting, answered or cut.
-	upConn      atomic.Pointer[upConn]
-	clientGone  atomic.Bool
-	state       atomic.Int32
-	bodyPending atomic.Bool
+	// client looks at the client's socket while the node thinks (see
+	// watchEvery); clientGone is set when it saw the client gone.
+	client     clientWatch
+	clientGone bool
 
 	// hijack: 0 while a hijack handler has neither started nor been given
 	// up; 1 once it runs; 2 once the watchdog ended the exchange instead.
 	hijack atomic.Int32
 
+	framing framing
 	peer    peerHeaders
 	peerKey limiter.PeerKey
-	path    [256]byte
-	ipBuf   [64]byte
+	// keep is what the exchange keeps across the pool.
+	keep struct {
+		out *fasthttp.Request  // the request to the node
+		up  *fasthttp.Response // the node's answer
+		buf []byte             // a small body (takeSmallBody)
+	}
+	// peerAddr and peerIP are the TCP peer as text (the connection's).
+	peerAddr, peerIP []byte
 }
 
 // Errors that end an exchange.
@@ -72,7 +80,73 @@ var (
 	errHijackLost = errors.New("the connection failed before its answer was written")
 	// errInternal: a panic of limiterd's own cut an answer short.
 	errInternal = errors.New("internal error")
+	// errBodyStreamTooLong: the node sent more than its Content-Length.
+	errBodyStreamTooLong = errors.New("the node's answer is longer than its Content-Length")
 )
+
+// newExchange returns an exchange for a request of ctx, from the pool.
+func (h *Handler) newExchange(ctx *fasthttp.RequestCtx) *exchange {
+	x, _ := h.exchanges.Get().(*exchange)
+	if x == nil {
+		x = new(exchange)
+		x.keep.out, x.keep.up = new(fasthttp.Request), new(fasthttp.Response)
+	}
+	x.h, x.ctx = h, ctx
+	x.refs.Store(1)
+	return x
+}
+
+// unref drops one use of x; the last gives it back to the pool, cleared
+// (but for what it keeps, reset).
+func (x *exchange) unref() {
+	if x.refs.Add(-1) != 0 {
+		return
+	}
+	h, keep := x.h, x.keep
+	keep.out.Reset()
+	keep.up.Reset()
+	*x = exchange{}
+	x.keep = keep
+	h.exchanges.Put(x)
+}
+
+// smallBody is the largest body taken whole with the head: the node's
+// answers are mostly small, and such a one is answered like any buffered
+// answer (one write of head and body, the node's connection and the
+// in-flight slot freed at once) rather than streamed.
+const smallBody = 16 << 10
+
+// takeSmallBody reads a body of size bytes that came whole with the head
+// into the answer, and finishes the exchange: the slot is released when
+// the answer is handed to the server's buffer.
+func (x *exchange) takeSmallBody(size int) {
+	if cap(x.keep.buf) < smallBody+1 {
+		x.keep.buf = make([]byte, smallBody+1)
+	}
+	buf := x.keep.buf[:size+1]
+	n, err := io.ReadFull(&x.upBody, buf[:size])
+	if err == nil {
+		// The stream ends at Content-Length: this read sees its end, so
+		// that the node's connection goes back to the pool.
+		var m int
+		m, err = x.upBody.Read(buf[size:])
+		if m != 0 || err != io.EOF {
+			err = errBodyStreamTooLong
+		} else {
+			err = nil
+		}
+	}
+	if err != nil {
+		// A body cut short or too long: the answer is broken.
+		x.upErr = err
+		x.finish(err)
+		x.ctx.Response.Reset()
+		fail(x.ctx, http.StatusBadGateway)
+		return
+	}
+	x.ctx.Response.SetBody(buf[:n])
+	x.finish(nil)
+}
 
 // finish ends the exchange once: the node's stream is closed (its
 // connection pooled again only when the body was read whole and err is
@@ -81,10 +155,9 @@ func (x *exchange) finish(err error) {
 	if !x.done.CompareAndSwap(false, true) {
 		return
 	}
-	if x.upBody != nil {
+	if x.answerBody {
 		_ = x.upBody.CloseWithError(err)
-		fasthttp.ReleaseResponse(x.up)
-		x.up, x.upBody = nil, nil
+		x.answerBody = false
 	}
 	x.d.Release()
 	if err == nil {
@@ -104,6 +177,15 @@ func (x *exchange) finish(err error) {
 	default:
 		// The client went away or stopped reading (send_timeout).
 		x.h.log.Debug("client broke off an answer", "err", err)
+	}
+}
+
+// setRateLimitFields writes the RateLimit fields of a limited decision on
+// the answer.
+func (x *exchange) setRateLimitFields() {
+	if x.d.Limited {
+		q := x.d.Quota()
+		setRateLimitFields(&x.ctx.Response.Header, x.h.lim.GroupName(x.d.Group), &q)
 	}
 }
 
@@ -127,18 +209,16 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		x.bodyErr = errBodyTooLarge
 		return 0, x.bodyErr
 	}
-	if err == io.EOF {
-		x.bodyPending.Store(false)
-	} else if err != nil {
+	if err != nil && err != io.EOF {
 		x.bodyErr = err
 	}
 	return n, err
 }
 
-// relay is the answer's body as fasthttp writes it to the client: each
-// write within SendTimeout of the previous one (nginx's send_timeout; no
-// bound on the whole answer, which may be a long transfer to a slow
-// peer), and the exchange finished when fasthttp closes it.
+// relay is the answer's body as fasthttp writes it to the client (each
+// write within SendTimeout, see tcpLimitedConn.Write; no bound on the
+// whole answer, which may be a long transfer to a slow peer), and the
+// exchange finished when fasthttp closes it.
 type relay exchange
 
 func (r *relay) Read(p []byte) (n int, err error) {
@@ -152,10 +232,6 @@ func (r *relay) Read(p []byte) (n int, err error) {
 			n, err = 0, errInternal
 		}
 	}()
-	if t, now := x.h.opts.SendTimeout, time.Now(); x.writeDL.Sub(now) < t*3/4 {
-		x.writeDL = now.Add(t)
-		_ = x.ctx.SetWriteDeadline(x.writeDL)
-	}
 	if x.h.opts.hook != nil {
 		x.h.opts.hook("relay")
 	}
@@ -175,11 +251,9 @@ func (r *relay) CloseWithError(err error) error {
 		err = x.upErr
 	}
 	x.finish(err)
+	x.unref()
 	return nil
 }
-
-// Close is CloseWithError(nil), for fasthttp's paths that only close.
-func (r *relay) Close() error { return r.CloseWithError(nil) }
 
 // streamHTTP10 writes an answer of unknown length to an HTTP/1.0 client,
 // which cannot read chunked framing (fasthttp would send it chunked):
@@ -187,6 +261,7 @@ func (r *relay) Close() error { return r.CloseWithError(nil) }
 // closed. The connection is hijacked for it; should fasthttp fail before
 // the hijack handler starts, a watchdog ends the exchange.
 func (h *Handler) streamHTTP10(ctx *fasthttp.RequestCtx, x *exchange) {
+	x.refs.Add(1) // never given back: the hijack handler and the watchdog hold it
 	ctx.Response.SetConnectionClose()
 	ctx.Response.Header.SetContentLength(-2) // neither Content-Length nor chunked
 	head := append([]byte(nil), ctx.Response.Header.Header()...)
@@ -201,13 +276,12 @@ func (h *Handler) streamHTTP10(ctx *fasthttp.RequestCtx, x *exchange) {
 		if !x.hijack.CompareAndSwap(0, 1) {
 			return
 		}
+		// c's writes have the send timeout (tcpLimitedConn.Write).
 		buf := make([]byte, 32<<10)
-		_ = c.SetWriteDeadline(time.Now().Add(h.opts.SendTimeout))
 		_, err := c.Write(head)
 		for err == nil {
 			n, rerr := x.upBody.Read(buf)
 			if n > 0 {
-				_ = c.SetWriteDeadline(time.Now().Add(h.opts.SendTimeout))
 				_, err = c.Write(buf[:n])
 			}
 			if rerr == io.EOF {

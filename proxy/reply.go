@@ -110,9 +110,15 @@ func appendJSONString(b []byte, s string) []byte {
 func setRateLimitFields(hd *fasthttp.ResponseHeader, group string, q *limiter.Quota) {
 	var pb, cb [128]byte
 	pol, cur := appendRateLimit(pb[:0], cb[:0], group, q)
-	hd.SetBytesV("Ratelimit-Policy", pol)
-	hd.SetBytesV("Ratelimit", cur)
+	hd.SetCanonical(hdrRateLimitPolicy, pol)
+	hd.SetCanonical(hdrRateLimit, cur)
 }
+
+// The RateLimit fields' names, as fasthttp writes them (canonical).
+var (
+	hdrRateLimitPolicy = []byte("Ratelimit-Policy")
+	hdrRateLimit       = []byte("Ratelimit")
+)
 
 // setRateLimitHeaders writes RateLimit-Policy and RateLimit on an answer
 // of the admin listener's data-plane calls.

@@ -131,57 +131,75 @@ func eqFold(b []byte, s string) bool {
 	return true
 }
 
-// hopByHop reports whether name is a hop-by-hop header field (RFC 9110
-// §7.6.1, and those net/http's ReverseProxy removes), which a proxy never
-// passes on.
-func hopByHop(name []byte) bool {
-	switch len(name) {
-	case 2:
-		return eqFold(name, "te")
-	case 7:
-		return eqFold(name, "trailer") || eqFold(name, "upgrade")
-	case 10:
-		return eqFold(name, "connection") || eqFold(name, "keep-alive")
-	case 16:
-		return eqFold(name, "proxy-connection")
-	case 17:
-		return eqFold(name, "transfer-encoding")
-	case 18:
-		return eqFold(name, "proxy-authenticate")
-	case 19:
-		return eqFold(name, "proxy-authorization")
+// dropped are the request fields never passed on to the node, as fasthttp
+// spells them: the hop-by-hop fields (RFC 9110 §7.6.1, and those net/http's
+// ReverseProxy removes), then those limiterd writes itself (the forwarding
+// fields) or handles itself (Expect). Host and the framing fields are
+// written anew too.
+var dropped = [...]string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Expect", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+
+// hopByHopCount is how many of dropped are hop-by-hop.
+const hopByHopCount = 9
+
+// droppedIndex returns the index of name in dropped, in any case, or -1.
+func droppedIndex(name []byte) int {
+	var lower [24]byte
+	if len(name) > len(lower) {
+		return -1
 	}
-	return false
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	switch string(lower[:len(name)]) {
+	case "connection":
+		return 0
+	case "proxy-connection":
+		return 1
+	case "keep-alive":
+		return 2
+	case "proxy-authenticate":
+		return 3
+	case "proxy-authorization":
+		return 4
+	case "te":
+		return 5
+	case "trailer":
+		return 6
+	case "transfer-encoding":
+		return 7
+	case "upgrade":
+		return 8
+	case "expect":
+		return 9
+	case "forwarded":
+		return 10
+	case "x-forwarded-for":
+		return 11
+	case "x-forwarded-host":
+		return 12
+	case "x-forwarded-proto":
+		return 13
+	}
+	return -1
 }
 
-// notForwarded reports whether a request header field is one limiterd
-// writes itself towards the node (framing, Host, the forwarding fields)
-// or handles itself (Expect).
-func notForwarded(name []byte) bool {
-	switch len(name) {
-	case 4:
-		return eqFold(name, "host")
-	case 6:
-		return eqFold(name, "expect")
-	case 9:
-		return eqFold(name, "forwarded")
-	case 14:
-		return eqFold(name, "content-length")
-	case 15:
-		return eqFold(name, "x-forwarded-for")
-	case 16:
-		return eqFold(name, "x-forwarded-host")
-	case 17:
-		return eqFold(name, "x-forwarded-proto")
-	}
-	return false
+// hopByHop reports whether name is a hop-by-hop field.
+func hopByHop(name []byte) bool {
+	i := droppedIndex(name)
+	return i >= 0 && i < hopByHopCount
 }
 
 // tokens holds the field names a Connection header nominates, and
 // collects them from its values.
 type tokens struct {
-	fixed [8][]byte
-	list  [][]byte
+	fixed [4][]byte
+	n     int
+	more  [][]byte
 }
 
 func (t *tokens) add(value []byte) {
@@ -196,51 +214,63 @@ func (t *tokens) add(value []byte) {
 		if len(tok) == 0 || eqFold(tok, "close") || eqFold(tok, "keep-alive") {
 			continue
 		}
-		if t.list == nil {
-			t.list = t.fixed[:0]
+		if t.n < len(t.fixed) {
+			t.fixed[t.n] = tok
+		} else {
+			t.more = append(t.more, tok)
 		}
-		t.list = append(t.list, tok)
+		t.n++
 	}
 }
 
-// has reports whether name was nominated.
-func (t *tokens) has(name []byte) bool {
-	for _, tok := range t.list {
-		if bytes.EqualFold(tok, name) {
-			return true
-		}
+// each calls f with each name nominated.
+func (t *tokens) each(f func([]byte)) {
+	for _, tok := range t.fixed[:min(t.n, len(t.fixed))] {
+		f(tok)
 	}
-	return false
+	for _, tok := range t.more {
+		f(tok)
+	}
 }
 
-// rawFields calls f with each field of a raw header block (name and value
-// with the surrounding white space trimmed) until f returns false; ok is
-// false when the block holds an obs-fold continuation line, which limiterd
-// refuses (RFC 9112 §5.2 lets a server refuse it with 400), or a CR or LF
-// outside a CRLF.
-func rawFields(raw []byte, f func(name, value []byte) bool) (ok bool) {
+// fields walks the fields of a raw header block, already checked with
+// wellFormed: next returns each name and value (white space around the
+// value trimmed), ok false at the end.
+type fields struct{ raw []byte }
+
+func (f *fields) next() (name, value []byte, ok bool) {
+	for len(f.raw) > 0 {
+		var line []byte
+		if i := bytes.Index(f.raw, crlf); i >= 0 {
+			line, f.raw = f.raw[:i], f.raw[i+2:]
+		} else {
+			line, f.raw = f.raw, nil
+		}
+		if colon := bytes.IndexByte(line, ':'); colon > 0 {
+			return line[:colon], bytes.Trim(line[colon+1:], " \t"), true
+		}
+	}
+	return nil, nil, false
+}
+
+var crlf = []byte("\r\n")
+
+// wellFormed reports whether a raw header block is one limiterd forwards:
+// every CR and LF in a CRLF, no obs-fold continuation line (RFC 9112 §5.2
+// lets a server refuse it with 400), a name before every colon.
+func wellFormed(raw []byte) bool {
 	if !crlfOnly(raw) {
 		return false
 	}
 	for len(raw) > 0 {
 		var line []byte
-		if i := bytes.Index(raw, []byte("\r\n")); i >= 0 {
+		if i := bytes.Index(raw, crlf); i >= 0 {
 			line, raw = raw[:i], raw[i+2:]
 		} else {
 			line, raw = raw, nil
 		}
-		if len(line) == 0 {
-			continue
-		}
-		if line[0] == ' ' || line[0] == '\t' {
+		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t' || bytes.IndexByte(line, ':') <= 0) {
 			return false
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return false
-		}
-		if !f(line[:colon], bytes.Trim(line[colon+1:], " \t")) {
-			return true
 		}
 	}
 	return true
@@ -270,15 +300,23 @@ type framing struct {
 	contentLength    int // Content-Length fields
 	transferEncoding int // Transfer-Encoding fields
 	chunkedOnly      bool
-	conn             tokens
+	conn             tokens // the names Connection nominates
+	drop             uint16 // bit i: the request has the field dropped[i]
 	ok               bool
 }
 
-// scanRequestHeaders reads a request's raw header block: its framing
-// fields and the names its Connection fields nominate.
-func scanRequestHeaders(raw []byte) framing {
-	fr := framing{chunkedOnly: true}
-	fr.ok = rawFields(raw, func(name, value []byte) bool {
+// scanRequestHeaders reads a request's raw header block into fr: its
+// framing fields and the names its Connection fields nominate.
+func scanRequestHeaders(fr *framing, raw []byte) {
+	fr.chunkedOnly = true
+	if fr.ok = wellFormed(raw); !fr.ok {
+		return
+	}
+	f := fields{raw}
+	for name, value, ok := f.next(); ok; name, value, ok = f.next() {
+		if i := droppedIndex(name); i >= 0 {
+			fr.drop |= 1 << i
+		}
 		switch {
 		case eqFold(name, "content-length"):
 			fr.contentLength++
@@ -290,9 +328,7 @@ func scanRequestHeaders(raw []byte) framing {
 		case eqFold(name, "connection"):
 			fr.conn.add(value)
 		}
-		return true
-	})
-	return fr
+	}
 }
 
 // ambiguous reports whether a request's framing is one a proxy must refuse
@@ -303,34 +339,54 @@ func (fr *framing) ambiguous() bool {
 	return fr.transferEncoding > 0 && (fr.contentLength > 0 || !fr.chunkedOnly)
 }
 
-// copyRequestHeaders adds to out every field of a request's raw header
-// block that goes on to the node: neither hop-by-hop, nor nominated by
-// Connection, nor one limiterd writes itself.
-func copyRequestHeaders(out *fasthttp.RequestHeader, raw []byte, conn *tokens) {
-	rawFields(raw, func(name, value []byte) bool {
-		if !hopByHop(name) && !notForwarded(name) && !conn.has(name) {
-			out.AddBytesKV(name, value)
-		}
-		return true
-	})
-}
-
-// copyResponseHeaders adds to out every field of the node's answer that
-// goes on to the client: neither hop-by-hop, nor nominated by Connection,
-// nor framing (fasthttp frames the answer itself), nor Date (the server
-// writes its own).
-func copyResponseHeaders(out *fasthttp.ResponseHeader, in *fasthttp.ResponseHeader) {
-	var conn tokens
-	for k, v := range in.All() {
-		if eqFold(k, "connection") {
-			conn.add(v)
+// copyRequestHeaders makes out the head of the request for the node: the
+// client's, as fasthttp parsed it (fields in their order, cookies as
+// sent), without the fields of dropped it has and those Connection
+// nominates, on HTTP/1.1 (the connection to the node is limiterd's, kept
+// alive whatever the client's is).
+func copyRequestHeaders(out, in *fasthttp.RequestHeader, fr *framing) {
+	in.CopyTo(out)
+	out.SetNoDefaultContentType(true)
+	out.ResetConnectionClose()
+	out.SetProtocol("HTTP/1.1")
+	for i := range dropped {
+		if fr.drop&(1<<i) != 0 {
+			out.Del(dropped[i])
 		}
 	}
-	for k, v := range in.All() {
-		if hopByHop(k) || eqFold(k, "content-length") || conn.has(k) {
-			continue
+	if fr.conn.n > 0 {
+		fr.conn.each(out.DelBytes)
+	}
+}
+
+// copyResponseHeaders makes out the fields of the node's answer that go on
+// to the client: neither hop-by-hop, nor nominated by Connection, nor
+// framing (fasthttp frames the answer itself), nor Date (fasthttp drops the
+// node's when it reads the answer, and the server writes its own). The
+// server's own settings of out are kept.
+func copyResponseHeaders(out *fasthttp.ResponseHeader, in *fasthttp.ResponseHeader) {
+	var conn tokens
+	hop := false
+	for _, k := range in.PeekKeys() {
+		if hopByHop(k) {
+			hop = true
+			if eqFold(k, "connection") {
+				for _, v := range in.PeekAll("Connection") {
+					conn.add(v)
+				}
+			}
 		}
-		out.AddBytesKV(k, v)
+	}
+	in.CopyTo(out)
+	out.SetNoDefaultContentType(true)
+	out.ResetConnectionClose()
+	if hop {
+		for _, name := range dropped[:hopByHopCount] {
+			out.Del(name)
+		}
+	}
+	if conn.n > 0 {
+		conn.each(out.DelBytes)
 	}
 }
 

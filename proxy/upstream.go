@@ -35,9 +35,10 @@ type upstream struct {
 	idle   []*upConn // most recently used last
 	open   map[*upConn]struct{}
 	closed bool
-
-	readers, writers sync.Pool
 }
+
+// upstreamHeaderBytes bounds the head of the node's answers (502 beyond).
+const upstreamHeaderBytes = 16 << 10
 
 // maxIdleTime is how long a connection may wait in the pool: below the
 // keep-alive timeouts of common servers (nginx 75 s, Cowboy 60 s, Go's
@@ -114,6 +115,8 @@ func (u *upstream) acquire() (c *upConn, reused bool, err error) {
 		return nil, false, err
 	}
 	c = &upConn{Conn: nc, h: u.h}
+	c.br = bufio.NewReaderSize(c, upstreamHeaderBytes)
+	c.bw = bufio.NewWriterSize(c, 4<<10)
 	u.mu.Lock()
 	u.open[c] = struct{}{}
 	u.mu.Unlock()
@@ -191,14 +194,14 @@ func (u *upstream) do(x *exchange, req *fasthttp.Request, resp *fasthttp.Respons
 		if err != nil {
 			return err
 		}
-		x.upConn.Store(c)
+		c.x = x
 		err = u.roundTrip(x, c, req, resp)
 		if err == nil {
 			return nil
 		}
-		x.upConn.Store(nil)
+		c.x = nil
 		u.discard(c)
-		if attempt > 0 || !reused || hasBody || !errors.Is(err, io.EOF) || x.clientGone.Load() {
+		if attempt > 0 || !reused || hasBody || !errors.Is(err, io.EOF) || x.clientGone {
 			return err
 		}
 	}
@@ -206,52 +209,30 @@ func (u *upstream) do(x *exchange, req *fasthttp.Request, resp *fasthttp.Respons
 
 // roundTrip writes req on c and reads the answer's head.
 func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp *fasthttp.Response) error {
-	bw, _ := u.writers.Get().(*bufio.Writer)
-	if bw == nil {
-		bw = bufio.NewWriterSize(c, 16<<10)
-	} else {
-		bw.Reset(c)
-	}
-	err := req.Write(bw)
+	err := req.Write(c.bw)
 	if err == nil {
-		err = bw.Flush()
+		err = c.bw.Flush()
 	}
-	bw.Reset(nil)
-	u.writers.Put(bw)
 	if err != nil {
 		return err
 	}
-	br, _ := u.readers.Get().(*bufio.Reader)
-	if br == nil {
-		br = bufio.NewReaderSize(c, MaxHeaderBytes)
-	} else {
-		br.Reset(c)
-	}
 	resp.StreamBody = true
 	resp.SkipBody = req.Header.IsHead()
-	if err := resp.Read(br); err != nil {
-		u.putReader(br)
+	if err := resp.Read(c.br); err != nil {
 		return err
 	}
 	if s := resp.BodyStream(); s != nil {
-		x.upBody = &upBody{u: u, c: c, br: br, resp: resp, s: s}
+		x.upBody = upBody{u: u, c: c, resp: resp, s: s}
+		x.answerBody = true
 		return nil
 	}
-	reusable := !resp.ConnectionClose() && br.Buffered() == 0
-	u.putReader(br)
-	x.upConn.Store(nil)
-	// Pooled only if watchClient can no longer cut it off.
-	if reusable && x.answered(nil) {
+	c.x = nil
+	if !resp.ConnectionClose() && c.br.Buffered() == 0 {
 		u.release(c)
 	} else {
 		u.discard(c)
 	}
 	return nil
-}
-
-func (u *upstream) putReader(br *bufio.Reader) {
-	br.Reset(nil)
-	u.readers.Put(br)
 }
 
 // upBody is the body of the node's answer: it reads the answer's stream,
@@ -260,7 +241,6 @@ func (u *upstream) putReader(br *bufio.Reader) {
 type upBody struct {
 	u    *upstream
 	c    *upConn
-	br   *bufio.Reader
 	resp *fasthttp.Response
 	s    io.Reader
 	eof  bool
@@ -276,15 +256,14 @@ func (b *upBody) Read(p []byte) (int, error) {
 
 // buffered returns how many bytes of the body (and maybe of its framing)
 // were read ahead with the head.
-func (b *upBody) buffered() int { return b.br.Buffered() }
+func (b *upBody) buffered() int { return b.c.br.Buffered() }
 
 // CloseWithError ends the body: err is nil when it was passed on whole.
 func (b *upBody) CloseWithError(err error) error {
+	b.c.x = nil
 	reusable := err == nil && b.eof && !b.resp.ConnectionClose()
 	_ = b.resp.CloseBodyStream()
-	reusable = reusable && b.br.Buffered() == 0
-	b.u.putReader(b.br)
-	if reusable {
+	if reusable && b.c.br.Buffered() == 0 {
 		b.u.release(b.c)
 	} else {
 		b.u.discard(b.c)
@@ -294,27 +273,31 @@ func (b *upBody) CloseWithError(err error) error {
 
 // upConn is a connection to the node with a deadline on every wait: the
 // first byte of an answer within UpstreamHeaderTimeout of the request's
-// last write, then each read of the body within UpstreamReadTimeout of the
-// previous one, and each write within UpstreamReadTimeout. It carries one
-// exchange at a time, so its fields need no lock; cut may be called from
-// another goroutine.
+// last write (looking at the client every watchEvery meanwhile), then each
+// read of the body within UpstreamReadTimeout of the previous one, and each
+// write within UpstreamReadTimeout. It carries one exchange at a time, x,
+// so its fields need no lock; cut may be called from another goroutine.
 type upConn struct {
 	net.Conn
 	h        *Handler
+	br       *bufio.Reader // reads c, the answers' heads and bodies
+	bw       *bufio.Writer // writes c, the requests
+	x        *exchange     // the exchange on it, nil while pooled
 	lastUsed time.Time
 	// awaiting is set by a write: the next read waits for an answer's
-	// first byte.
+	// first byte, until firstDL.
 	awaiting, firstSet bool
+	firstDL            time.Time
 	readDL, writeDL    time.Time
 	cutOff             atomic.Bool
 }
 
-// errClientGone is the error of an exchange cut off because its client
-// went away while the node had not answered.
+// errClientGone is the error of an exchange given up because its client
+// went away while the node had not answered (or because a drain ran out).
 var errClientGone = errors.New("the client went away before the node answered")
 
-// cut ends the exchange on c from another goroutine: its blocked read
-// returns at once.
+// cut ends the exchange on c from another goroutine (a drain that ran
+// out): its blocked read returns at once.
 func (c *upConn) cut() {
 	c.cutOff.Store(true)
 	_ = c.Conn.SetDeadline(time.Unix(1, 0))
@@ -334,35 +317,74 @@ func (c *upConn) Write(p []byte) (int, error) {
 }
 
 func (c *upConn) Read(p []byte) (int, error) {
+	if c.awaiting {
+		return c.readFirst(p)
+	}
 	if c.cutOff.Load() {
 		return 0, errClientGone
 	}
-	now := time.Now()
-	switch {
-	case c.awaiting && !c.firstSet:
-		c.firstSet = true
-		c.readDL = now.Add(c.h.opts.UpstreamHeaderTimeout)
+	if t, now := c.h.opts.UpstreamReadTimeout, time.Now(); c.readDL.Sub(now) < t*3/4 {
+		c.readDL = now.Add(t)
 		if err := c.Conn.SetReadDeadline(c.readDL); err != nil {
 			return 0, err
 		}
-	case !c.awaiting:
-		if t := c.h.opts.UpstreamReadTimeout; c.readDL.Sub(now) < t*3/4 {
-			c.readDL = now.Add(t)
-			if err := c.Conn.SetReadDeadline(c.readDL); err != nil {
-				return 0, err
-			}
-		}
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.awaiting {
-		// The answer has begun: from now on, the body's idle bound.
-		c.awaiting = false
-		c.readDL = time.Time{}
-	}
 	if err != nil && c.cutOff.Load() {
 		err = errClientGone
 	}
 	return n, err
+}
+
+// readFirst waits for the first byte of an answer, a slice of watchEvery
+// at a time, giving up when the client is gone or UpstreamHeaderTimeout
+// has passed.
+func (c *upConn) readFirst(p []byte) (int, error) {
+	now := time.Now()
+	if !c.firstSet {
+		c.firstSet = true
+		c.firstDL = now.Add(c.h.opts.UpstreamHeaderTimeout)
+	}
+	for {
+		if c.cutOff.Load() {
+			return 0, errClientGone
+		}
+		// The read deadline ends the slice or the wait, whichever comes
+		// first; one set for an earlier request is kept while it still
+		// ends a slice (moving it costs a timer's update).
+		dl := c.firstDL
+		if c.x != nil && now.Add(watchEvery).Before(dl) {
+			dl = now.Add(watchEvery)
+			if left := c.readDL.Sub(now); left >= watchEvery*3/4 && left <= watchEvery && c.readDL.Before(c.firstDL) {
+				dl = c.readDL
+			}
+		}
+		if !dl.Equal(c.readDL) {
+			c.readDL = dl
+			if err := c.Conn.SetReadDeadline(dl); err != nil {
+				return 0, err
+			}
+		}
+		n, err := c.Conn.Read(p)
+		if n > 0 {
+			// The answer has begun: from now on, the body's idle bound.
+			c.awaiting = false
+			return n, err
+		}
+		var ne net.Error
+		now = time.Now()
+		if !errors.As(err, &ne) || !ne.Timeout() || !now.Before(c.firstDL) {
+			if c.cutOff.Load() {
+				err = errClientGone
+			}
+			return n, err
+		}
+		// A slice ended without an answer: is the client still there?
+		if c.x != nil && c.x.client.gone() {
+			c.x.clientGone = true
+			return 0, errClientGone
+		}
+	}
 }
 
 // isTimeout reports whether an error of the upstream client is a

@@ -11,58 +11,35 @@ import (
 // answered yet (a streamed answer's next write tells, and so does a
 // request body's next read). Without more, such a request would hold its
 // in-flight slot, and a connection to the node, until the node answers or
-// upstream_header_timeout ends. watchClient closes that gap: after
-// watchAfter without an answer it looks at the client's socket every
-// watchEvery (a non-consuming peek) and, once the client has closed its
-// end, cuts the exchange's connection to the node off, which ends the
-// exchange and releases the slot.
-const (
-	watchAfter = 500 * time.Millisecond
-	watchEvery = 200 * time.Millisecond
-)
+// upstream_header_timeout ends. So the wait for the node's first byte is
+// cut in slices of watchEvery: at the end of each, the handler's goroutine
+// (the only one touching the client's connection meanwhile) looks at the
+// client's socket without consuming anything, and gives up on the
+// exchange if the client has closed its end. An answer within the first
+// slice costs nothing more than the one read deadline it needs anyway.
+const watchEvery = 250 * time.Millisecond
 
-// The states of an exchange while the node answers.
-const (
-	stateWaiting  int32 = iota // the request is on its way, no answer yet
-	stateAnswered              // the head of the answer arrived (or failed)
-	stateCut                   // watchClient cut the exchange off
-)
-
-// watchClient starts watching the client of x while it waits for the
-// node; the returned timer is stopped, and x's state set to answered, when
-// the head of the answer arrives (see answered).
-func (x *exchange) watchClient(c net.Conn) *time.Timer {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	return time.AfterFunc(watchAfter, func() {
-		rc, err := sc.SyscallConn()
-		if err != nil {
-			return
-		}
-		for x.state.Load() == stateWaiting {
-			// While the request body streams, its reader holds the socket
-			// (and sees a client that went away itself).
-			if !x.bodyPending.Load() && peerClosed(rc) {
-				x.clientGone.Store(true)
-				if x.state.CompareAndSwap(stateWaiting, stateCut) {
-					if uc := x.upConn.Load(); uc != nil {
-						uc.cut()
-					}
-				}
-				return
-			}
-			time.Sleep(watchEvery)
-		}
-	})
+// clientWatch looks at a client's socket.
+type clientWatch struct {
+	c  net.Conn
+	rc syscall.RawConn // got at the first look
 }
 
-// answered ends the watch of x: false when watchClient cut it off
-// meanwhile.
-func (x *exchange) answered(t *time.Timer) bool {
-	if t != nil {
-		t.Stop()
+// watch returns the watch of the client connection c.
+func watch(c net.Conn) clientWatch { return clientWatch{c: c} }
+
+// gone reports whether the client has closed its end (or reset it).
+func (w *clientWatch) gone() bool {
+	if w.rc == nil {
+		sc, ok := w.c.(syscall.Conn)
+		if !ok {
+			return false
+		}
+		rc, err := sc.SyscallConn()
+		if err != nil {
+			return false
+		}
+		w.rc = rc
 	}
-	return x.state.CompareAndSwap(stateWaiting, stateAnswered) || x.state.Load() == stateAnswered
+	return peerClosed(w.rc)
 }

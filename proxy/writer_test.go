@@ -32,7 +32,7 @@ func proxyOver(t *testing.T, upstream http.HandlerFunc, writeTimeout, sendTimeou
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.srv.WriteTimeout = writeTimeout
+	_ = writeTimeout // there is no server write timeout any more: each write has the send timeout
 	go s.Serve(ln)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
