@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -28,6 +31,11 @@ type connLimiter struct {
 	// and gives the IPv6 prefix to key the others by.
 	policy func(a netip.Addr) (uncapped bool, ipv6Prefix int)
 	counts *insight.ProxyCounters
+	log    *slog.Logger
+	clock  *coarseClock
+	// closing is set by Shutdown: a connection done with a request is
+	// closed rather than kept.
+	closing atomic.Bool
 
 	mu    sync.Mutex
 	open  map[*limitedConn]struct{}
@@ -35,20 +43,39 @@ type connLimiter struct {
 }
 
 func newConnLimiter(ln net.Listener, maxConns, maxPerIP int, sendTimeout time.Duration, counts *insight.ProxyCounters,
-	policy func(netip.Addr) (bool, int)) *connLimiter {
+	log *slog.Logger, policy func(netip.Addr) (bool, int)) *connLimiter {
 	return &connLimiter{
-		Listener: ln, maxConns: maxConns, maxPerIP: maxPerIP, sendTimeout: sendTimeout, policy: policy, counts: counts,
+		Listener: ln, maxConns: maxConns, maxPerIP: maxPerIP, sendTimeout: sendTimeout, policy: policy, counts: counts, log: log,
 		open: map[*limitedConn]struct{}{}, perIP: map[netip.Addr]int{},
 	}
 }
 
 // Accept returns the next connection within the caps; a connection over
-// them is answered and closed here, and Accept waits for the next.
+// them is answered and closed here, and Accept waits for the next. When
+// the process is out of file descriptors (or the kernel of buffers),
+// Accept waits and tries again, as net/http's server does, rather than
+// failing: the caps keep most of this away, the node's connections and
+// the admin listener's can still use the last descriptors.
 func (l *connLimiter) Accept() (net.Conn, error) {
+	var backoff time.Duration
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			return nil, err
+			if !resourceShortage(err) {
+				return nil, err
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			if backoff == 5*time.Millisecond {
+				l.log.Warn("public listener: cannot accept a connection; trying again", "err", err)
+			}
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		tc, ok := c.(*net.TCPConn)
+		if !ok {
+			c.Close()
+			return nil, fmt.Errorf("public listener: a %T, not a TCP connection", c)
 		}
 		key, keyed := l.key(c)
 		l.mu.Lock()
@@ -64,19 +91,21 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			refuse(c, tooManyFromAddr)
 			continue
 		}
-		lc := &limitedConn{l: l, key: key, keyed: keyed}
-		if tc, ok := c.(*net.TCPConn); ok {
-			lc.TCPConn = tc
-		} else {
-			lc.other = c
-		}
+		lc := &limitedConn{TCPConn: tc, l: l, key: key, keyed: keyed}
 		l.open[lc] = struct{}{}
 		if keyed {
 			l.perIP[key]++
 		}
 		l.mu.Unlock()
-		return lc.conn(), nil
+		return conn{lc}, nil
 	}
+}
+
+// resourceShortage reports whether an accept failed for want of file
+// descriptors or memory, which passes.
+func resourceShortage(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
 }
 
 // key returns the per-address key of c, keyed false when c is not capped
@@ -133,7 +162,23 @@ func (l *connLimiter) closeAll() {
 	}
 	l.mu.Unlock()
 	for _, c := range all {
-		_ = c.conn().Close()
+		c.closeNow()
+	}
+}
+
+// closeIdle closes the connections waiting for a request, parked or not
+// (a drain's start).
+func (l *connLimiter) closeIdle() {
+	l.mu.Lock()
+	var idle []*limitedConn
+	for c := range l.open {
+		if c.idle.Load() {
+			idle = append(idle, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range idle {
+		c.closeNow()
 	}
 }
 
@@ -153,26 +198,39 @@ func refuse(c net.Conn, answer string) {
 }
 
 // limitedConn is an accepted connection that leaves the counts when it
-// is closed (once, however many times Close is called). It embeds the
-// *net.TCPConn so that its ReadFrom, SyscallConn and keep-alive methods
-// stay visible to fasthttp and to the standard library.
+// is closed (once, however many times). conn gives it the net.Conn the
+// server uses.
 type limitedConn struct {
 	*net.TCPConn
-	other  net.Conn // a listener other than TCP (tests)
 	l      *connLimiter
 	key    netip.Addr
 	keyed  bool
 	closed atomic.Bool
-	// writeDL is the write deadline last set; see Write.
+	// idle is set while the connection waits for a request (fasthttp's
+	// ConnState, and while parked).
+	idle atomic.Bool
+
+	// The fields below belong to the goroutine serving the connection
+	// (one at a time: the server's, then the parking one's).
+
+	// writeDL is the write deadline last set; see conn.Write.
 	writeDL time.Time
 	// peer is the client's address as text (host:port), ipLen the length
 	// of its IP part; made at the first request.
 	peer  []byte
 	ipLen int
+	// first holds the first byte of the next request, read while parked,
+	// until the server reads it (pending).
+	first   [1]byte
+	pending bool
+	// idleExit is set when the last read found nothing before its
+	// deadline (the server's keep-alive wait ended); park is set when the
+	// server's Close was taken for "park it".
+	idleExit, park bool
 }
 
 // peerText returns the client's address as "ip:port" and its IP alone,
-// made once per connection (the connection's goroutine calls it).
+// made once per connection.
 func (c *limitedConn) peerText() (addr, ip []byte) {
 	if c.peer == nil {
 		ap := c.TCPConn.RemoteAddr().(*net.TCPAddr).AddrPort()
@@ -190,30 +248,41 @@ func (c *limitedConn) peerText() (addr, ip []byte) {
 	return c.peer, ip
 }
 
-// tcpLimitedConn and otherLimitedConn give a limitedConn the method set
-// of what it wraps.
-type (
-	tcpLimitedConn   struct{ *limitedConn }
-	otherLimitedConn struct {
-		net.Conn
-		lc *limitedConn
+// closeNow closes the connection whatever its state.
+func (c *limitedConn) closeNow() {
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.forget(c)
 	}
-)
+	_ = c.TCPConn.Close()
+}
 
-func (c *limitedConn) conn() net.Conn {
-	if c.TCPConn != nil {
-		return tcpLimitedConn{c}
+// conn is the net.Conn of a limitedConn the server sees: its reads give
+// the byte read while parked first; each write has the send timeout; its
+// Close after a keep-alive wait that found nothing parks the connection
+// instead (see Handler.park).
+type conn struct{ *limitedConn }
+
+func (c conn) Read(p []byte) (int, error) {
+	if c.pending && len(p) > 0 {
+		p[0] = c.first[0]
+		c.pending, c.idleExit = false, false
+		return 1, nil
 	}
-	return otherLimitedConn{Conn: c.other, lc: c}
+	n, err := c.TCPConn.Read(p)
+	if n > 0 {
+		c.idleExit = false
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		c.idleExit = true
+	}
+	return n, err
 }
 
 // Write writes p within the send timeout: a client that stops reading is
 // cut off, one that reads slowly is not (nginx's send_timeout). The
 // deadline moves when a quarter of it is used up, not on every write.
-// Callers do not write one connection concurrently (fasthttp writes a
-// connection from its one goroutine).
-func (c tcpLimitedConn) Write(p []byte) (int, error) {
-	if t, now := c.l.sendTimeout, time.Now(); c.writeDL.Sub(now) < t*3/4 {
+func (c conn) Write(p []byte) (int, error) {
+	c.idleExit = false
+	if t, now := c.l.sendTimeout, c.l.clock.now(); c.writeDL.Sub(now) < t*3/4 {
 		c.writeDL = now.Add(t)
 		if err := c.TCPConn.SetWriteDeadline(c.writeDL); err != nil {
 			return 0, err
@@ -223,42 +292,32 @@ func (c tcpLimitedConn) Write(p []byte) (int, error) {
 }
 
 // ReadFrom passes a copy through Write, so that the send timeout applies.
-func (c tcpLimitedConn) ReadFrom(r io.Reader) (int64, error) {
-	return genericReadFrom(c, r)
+func (c conn) ReadFrom(r io.Reader) (int64, error) {
+	return io.Copy(struct{ io.Writer }{c}, r)
 }
 
 // SetWriteDeadline sets the deadline of the writes to come (a hijack
 // handler's own); zero gives them the send timeout again.
-func (c tcpLimitedConn) SetWriteDeadline(t time.Time) error {
+func (c conn) SetWriteDeadline(t time.Time) error {
 	c.writeDL = t
 	return c.TCPConn.SetWriteDeadline(t)
 }
 
 // SetDeadline sets both deadlines; see SetWriteDeadline.
-func (c tcpLimitedConn) SetDeadline(t time.Time) error {
+func (c conn) SetDeadline(t time.Time) error {
 	c.writeDL = t
 	return c.TCPConn.SetDeadline(t)
 }
 
-// genericReadFrom copies r to w through a buffer.
-func genericReadFrom(w io.Writer, r io.Reader) (int64, error) {
-	return io.Copy(struct{ io.Writer }{w}, r)
-}
-
-// Close closes the connection and takes it out of the counts.
-func (c tcpLimitedConn) Close() error {
-	if c.closed.CompareAndSwap(false, true) {
-		c.l.forget(c.limitedConn)
+// Close closes the connection, or, when the server gives it up after a
+// keep-alive wait that found nothing, keeps it open to be parked.
+func (c conn) Close() error {
+	if c.idleExit && !c.l.closing.Load() && !c.closed.Load() {
+		c.idleExit, c.park = false, true
+		return nil
 	}
-	return c.TCPConn.Close()
-}
-
-// Close closes the connection and takes it out of the counts.
-func (c otherLimitedConn) Close() error {
-	if c.lc.closed.CompareAndSwap(false, true) {
-		c.lc.l.forget(c.lc)
-	}
-	return c.Conn.Close()
+	c.closeNow()
+	return nil
 }
 
 // fdLimit returns the process's limit on open files, or 0 when unknown.

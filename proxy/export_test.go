@@ -1,5 +1,7 @@
 package proxy
 
+import "time"
+
 // PanicBeforeUpstream makes a Handler panic where it would call the node,
 // standing for a bug of limiterd's own on the request's way.
 func PanicBeforeUpstream(o *Options) {
@@ -18,4 +20,9 @@ func PanicInRelay(o *Options) {
 			panic("a bug in the relay")
 		}
 	}
+}
+
+// ParkAfter makes a Handler park its idle connections after d.
+func ParkAfter(d time.Duration) func(*Options) {
+	return func(o *Options) { o.parkAfter = d }
 }

@@ -336,3 +336,35 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	_ = fmt.Sprint
 }
+
+// TestIdleConnectionsParked: a keep-alive connection idle past the
+// server's short wait is parked, still open, and served again when its
+// next request comes; it is closed once idle_timeout has passed.
+func TestIdleConnectionsParked(t *testing.T) {
+	p := newPlane(t, nil, func(o *proxy.Options) {
+		proxy.ParkAfter(50 * time.Millisecond)(o)
+		o.IdleTimeout = 700 * time.Millisecond
+	})
+	c := p.dial()
+	br := bufio.NewReader(c)
+	for i := range 3 {
+		io.WriteString(c, "GET /info HTTP/1.1\r\nHost: a\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if resp, body := readResponse(t, br, "GET"); resp.StatusCode != 200 || body != "from the node" {
+			t.Fatalf("request %d: %s %q", i+1, resp.Status, body)
+		}
+		time.Sleep(200 * time.Millisecond) // parked meanwhile
+		if n := p.h.OpenConns(); n != 1 {
+			t.Fatalf("%d connections open while parked, want 1", n)
+		}
+	}
+	start := time.Now()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if b, err := io.ReadAll(br); err != nil || len(b) != 0 {
+		t.Fatalf("idle past idle_timeout: %q %v, want closed", b, err)
+	}
+	if waited := time.Since(start); waited > 3*time.Second {
+		t.Errorf("closed %v after the last request, idle_timeout is 700ms", waited)
+	}
+	eventually(t, "no connection open", func() bool { return p.h.OpenConns() == 0 })
+}

@@ -12,12 +12,14 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net"
 	"net/netip"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -103,6 +105,8 @@ type Options struct {
 
 	// hook, set by tests only, runs at the named points of an exchange.
 	hook func(point string)
+	// parkAfter, set by tests only, replaces the package's.
+	parkAfter time.Duration
 }
 
 // Handler is the data plane. It is safe for concurrent use; Run owns its
@@ -114,9 +118,10 @@ type Handler struct {
 	log  *slog.Logger
 	now  func() time.Time
 
-	srv      *fasthttp.Server
-	upstream *upstream
-	upHost   []byte // the node's host:port, Host of a request without one
+	srv       *fasthttp.Server
+	upstream  *upstream
+	parkAfter time.Duration
+	upHost    []byte // the node's host:port, Host of a request without one
 
 	// Lat holds the decision latency per group, Counts the data plane's
 	// own counters; the metrics collector reads both at scrape time.
@@ -125,10 +130,15 @@ type Handler struct {
 	leases *leases
 
 	exchanges sync.Pool // of *exchange
+	// draining is set by Shutdown: answers say Connection: close.
+	draining atomic.Bool
+	// clock is the deadlines' clock, running while Serve does.
+	clock coarseClock
 
-	mu   sync.Mutex
-	gate *connLimiter // the listener Serve serves, once it does
-	shut bool         // Shutdown was called
+	mu     sync.Mutex
+	gate   *connLimiter // the listener Serve serves, once it does
+	parked *parker      // its parked connections; nil: they park alone
+	shut   bool         // Shutdown was called
 }
 
 // New returns a Handler deciding with lim.
@@ -140,6 +150,7 @@ func New(lim *limiter.Limiter, opts Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.parkAfter = cmp.Or(opts.parkAfter, parkAfter)
 	h.srv = h.newServer()
 	h.upstream = h.newUpstream()
 	return h
@@ -198,7 +209,8 @@ func (h *Handler) Serve(ln net.Listener) error {
 			maxConns = max(room, 64)
 		}
 	}
-	gate := newConnLimiter(ln, maxConns, h.opts.MaxConnsPerIP, h.opts.SendTimeout, &h.Counts, h.connPolicy)
+	gate := newConnLimiter(ln, maxConns, h.opts.MaxConnsPerIP, h.opts.SendTimeout, &h.Counts, h.log, h.connPolicy)
+	gate.clock = &h.clock
 	h.mu.Lock()
 	if h.shut {
 		h.mu.Unlock()
@@ -206,8 +218,19 @@ func (h *Handler) Serve(ln net.Listener) error {
 		return nil
 	}
 	h.gate = gate
+	h.parked = newParker(h)
+	h.clock.start()
 	h.mu.Unlock()
-	return h.srv.Serve(gate)
+	for {
+		c, err := gate.Accept()
+		if err != nil {
+			if gate.closing.Load() {
+				return nil
+			}
+			return err
+		}
+		go h.serve(c.(conn))
+	}
 }
 
 // connPolicy says whether connections from a are free of the per-address
@@ -229,37 +252,50 @@ func (h *Handler) connPolicy(a netip.Addr) (bool, int) {
 }
 
 // Shutdown stops the public listener: no new connection is accepted,
-// idle ones are closed, and it waits for the requests in flight to end
-// until ctx does; then it closes every connection left and returns
+// idle ones are closed, the answers in flight say Connection: close, and it
+// waits for them to end until ctx does; then it closes every connection
+// left, cuts off the exchanges with the node still running, and returns
 // ctx's error.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.shut = true
-	gate := h.gate
+	gate, parked := h.gate, h.parked
 	h.mu.Unlock()
-	err := h.srv.ShutdownWithContext(ctx)
+	h.draining.Store(true)
+	var err error
 	if gate != nil {
-		// Serve may not have handed the listener to fasthttp yet, which
-		// then had none to close.
+		gate.closing.Store(true)
 		_ = gate.Listener.Close()
-		// Hijacked connections (a response to an HTTP/1.0 client, a 413
-		// being read to its end) are the server's no more: wait for them too.
-		for err == nil && gate.Open() > 0 {
+		if parked != nil {
+			parked.stop()
+		}
+		for gate.Open() > 0 {
+			gate.closeIdle()
 			select {
 			case <-ctx.Done():
 				err = ctx.Err()
 			case <-time.After(20 * time.Millisecond):
+				continue
 			}
+			break
 		}
 		if err != nil {
 			gate.closeAll()
+			h.upstream.cutAll()
 		}
 	}
-	if err != nil {
-		h.upstream.cutAll()
-	}
 	h.upstream.closeIdle()
+	h.mu.Lock()
+	h.clock.halt()
+	h.mu.Unlock()
 	return err
+}
+
+// parker returns the parker of the connections, nil when there is none.
+func (h *Handler) parker() *parker {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.parked
 }
 
 // OpenConns returns the public listener's open connections.

@@ -16,7 +16,7 @@ import (
 // a request's headers (from the connection's opening for the first, from
 // the first byte for the next); a request body's reads get deadlines of
 // their own from the handler, per read, and every write has the send
-// timeout (tcpLimitedConn.Write). It has no panic recovery: handle
+// timeout (conn.Write). It has no panic recovery: handle
 // recovers.
 func (h *Handler) newServer() *fasthttp.Server {
 	return &fasthttp.Server{
@@ -27,9 +27,12 @@ func (h *Handler) newServer() *fasthttp.Server {
 		ReadBufferSize:  MaxHeaderBytes,
 		WriteBufferSize: 16 << 10,
 		ReadTimeout:     h.opts.ReadHeaderTimeout,
-		IdleTimeout:     h.opts.IdleTimeout,
+		// The keep-alive wait in the server; then the connection is
+		// parked (see parkAfter), or closed when idle_timeout is shorter.
+		IdleTimeout: min(h.opts.IdleTimeout, h.parkAfter),
+		ConnState:   connState,
 		// No WriteTimeout: it would bound a whole answer. Each write has
-		// the send timeout instead (tcpLimitedConn.Write).
+		// the send timeout instead (conn.Write).
 		// Bodies stream both ways; fasthttp does not enforce the body
 		// limit on a stream (the handler does), only reads ahead up to it.
 		StreamRequestBody:            true,
@@ -40,8 +43,9 @@ func (h *Handler) newServer() *fasthttp.Server {
 		Concurrency:           h.opts.MaxConns + 1024,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		CloseOnShutdown:       true,
 		ReduceMemoryUsage:     false,
+		// The request's time is read only if asked for (it is not).
+		LazyRequestTime:       true,
 		SecureErrorLogMessage: true,
 		Logger:                fasthttpLogger{h},
 	}
@@ -101,6 +105,9 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 		x.unref()
 	}()
 
+	if h.draining.Load() {
+		ctx.SetConnectionClose()
+	}
 	// Refused before any decision: what cannot be proxied safely.
 	req := &ctx.Request.Header
 	if req.IsConnect() {
@@ -135,7 +142,7 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 	method := b2s(req.Method())
 	route := h.lim.Classify(method, b2s(path))
 	x.peer.h = req
-	if lc, ok := ctx.Conn().(tcpLimitedConn); ok {
+	if lc, ok := ctx.Conn().(conn); ok {
 		x.peerAddr, x.peerIP = lc.peerText()
 	} else {
 		x.peerAddr = []byte(ctx.RemoteAddr().String())
@@ -252,17 +259,14 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, rout
 	copyResponseHeaders(&ctx.Response.Header, &up.Header)
 	x.setRateLimitFields()
 	if !x.answerBody {
-		// No body: HEAD (its Content-Length is the GET's), 204, 304.
-		if cl := up.Header.ContentLength(); ctx.IsHead() && cl >= 0 {
+		// Taken whole already, or none: HEAD (its Content-Length is the
+		// GET's), 204, 304.
+		if cl := up.Header.ContentLength(); !x.bodyTaken && ctx.IsHead() && cl >= 0 {
 			ctx.Response.Header.SetContentLength(cl)
 		}
 		return
 	}
 	size := up.Header.ContentLength()
-	if size >= 0 && size <= smallBody && x.upBody.buffered() >= size {
-		x.takeSmallBody(size)
-		return
-	}
 	x.handedOff = true
 	if size < 0 && !in.IsHTTP11() {
 		h.streamHTTP10(ctx, x)

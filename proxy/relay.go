@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +45,7 @@ type exchange struct {
 	// short.
 	upBody     upBody
 	answerBody bool // upBody is the answer's body, until finish
+	bodyTaken  bool // the answer's body was taken whole with its head
 	upErr      error
 
 	// client looks at the client's socket while the node thinks (see
@@ -64,7 +64,6 @@ type exchange struct {
 	keep struct {
 		out *fasthttp.Request  // the request to the node
 		up  *fasthttp.Response // the node's answer
-		buf []byte             // a small body (takeSmallBody)
 	}
 	// peerAddr and peerIP are the TCP peer as text (the connection's).
 	peerAddr, peerIP []byte
@@ -80,8 +79,6 @@ var (
 	errHijackLost = errors.New("the connection failed before its answer was written")
 	// errInternal: a panic of limiterd's own cut an answer short.
 	errInternal = errors.New("internal error")
-	// errBodyStreamTooLong: the node sent more than its Content-Length.
-	errBodyStreamTooLong = errors.New("the node's answer is longer than its Content-Length")
 )
 
 // newExchange returns an exchange for a request of ctx, from the pool.
@@ -108,44 +105,6 @@ func (x *exchange) unref() {
 	*x = exchange{}
 	x.keep = keep
 	h.exchanges.Put(x)
-}
-
-// smallBody is the largest body taken whole with the head: the node's
-// answers are mostly small, and such a one is answered like any buffered
-// answer (one write of head and body, the node's connection and the
-// in-flight slot freed at once) rather than streamed.
-const smallBody = 16 << 10
-
-// takeSmallBody reads a body of size bytes that came whole with the head
-// into the answer, and finishes the exchange: the slot is released when
-// the answer is handed to the server's buffer.
-func (x *exchange) takeSmallBody(size int) {
-	if cap(x.keep.buf) < smallBody+1 {
-		x.keep.buf = make([]byte, smallBody+1)
-	}
-	buf := x.keep.buf[:size+1]
-	n, err := io.ReadFull(&x.upBody, buf[:size])
-	if err == nil {
-		// The stream ends at Content-Length: this read sees its end, so
-		// that the node's connection goes back to the pool.
-		var m int
-		m, err = x.upBody.Read(buf[size:])
-		if m != 0 || err != io.EOF {
-			err = errBodyStreamTooLong
-		} else {
-			err = nil
-		}
-	}
-	if err != nil {
-		// A body cut short or too long: the answer is broken.
-		x.upErr = err
-		x.finish(err)
-		x.ctx.Response.Reset()
-		fail(x.ctx, http.StatusBadGateway)
-		return
-	}
-	x.ctx.Response.SetBody(buf[:n])
-	x.finish(nil)
 }
 
 // finish ends the exchange once: the node's stream is closed (its
@@ -199,7 +158,7 @@ func (b *reqBody) Read(p []byte) (int, error) {
 	if x.bodyErr != nil {
 		return 0, x.bodyErr
 	}
-	if t, now := x.h.opts.ClientBodyTimeout, time.Now(); x.readDL.Sub(now) < t*3/4 {
+	if t, now := x.h.opts.ClientBodyTimeout, x.h.clock.now(); x.readDL.Sub(now) < t*3/4 {
 		x.readDL = now.Add(t)
 		_ = x.ctx.SetReadDeadline(x.readDL)
 	}
@@ -216,7 +175,7 @@ func (b *reqBody) Read(p []byte) (int, error) {
 }
 
 // relay is the answer's body as fasthttp writes it to the client (each
-// write within SendTimeout, see tcpLimitedConn.Write; no bound on the
+// write within SendTimeout, see conn.Write; no bound on the
 // whole answer, which may be a long transfer to a slow peer), and the
 // exchange finished when fasthttp closes it.
 type relay exchange
@@ -276,7 +235,7 @@ func (h *Handler) streamHTTP10(ctx *fasthttp.RequestCtx, x *exchange) {
 		if !x.hijack.CompareAndSwap(0, 1) {
 			return
 		}
-		// c's writes have the send timeout (tcpLimitedConn.Write).
+		// c's writes have the send timeout (conn.Write).
 		buf := make([]byte, 32<<10)
 		_, err := c.Write(head)
 		for err == nil {

@@ -233,48 +233,7 @@ func (t *tokens) each(f func([]byte)) {
 	}
 }
 
-// fields walks the fields of a raw header block, already checked with
-// wellFormed: next returns each name and value (white space around the
-// value trimmed), ok false at the end.
-type fields struct{ raw []byte }
-
-func (f *fields) next() (name, value []byte, ok bool) {
-	for len(f.raw) > 0 {
-		var line []byte
-		if i := bytes.Index(f.raw, crlf); i >= 0 {
-			line, f.raw = f.raw[:i], f.raw[i+2:]
-		} else {
-			line, f.raw = f.raw, nil
-		}
-		if colon := bytes.IndexByte(line, ':'); colon > 0 {
-			return line[:colon], bytes.Trim(line[colon+1:], " \t"), true
-		}
-	}
-	return nil, nil, false
-}
-
 var crlf = []byte("\r\n")
-
-// wellFormed reports whether a raw header block is one limiterd forwards:
-// every CR and LF in a CRLF, no obs-fold continuation line (RFC 9112 §5.2
-// lets a server refuse it with 400), a name before every colon.
-func wellFormed(raw []byte) bool {
-	if !crlfOnly(raw) {
-		return false
-	}
-	for len(raw) > 0 {
-		var line []byte
-		if i := bytes.Index(raw, crlf); i >= 0 {
-			line, raw = raw[:i], raw[i+2:]
-		} else {
-			line, raw = raw, nil
-		}
-		if len(line) > 0 && (line[0] == ' ' || line[0] == '\t' || bytes.IndexByte(line, ':') <= 0) {
-			return false
-		}
-	}
-	return true
-}
 
 // crlfOnly reports whether every CR and LF of b is part of a CRLF. fasthttp
 // takes a bare LF for a line's end, and limiterd would then forward the
@@ -305,28 +264,46 @@ type framing struct {
 	ok               bool
 }
 
-// scanRequestHeaders reads a request's raw header block into fr: its
-// framing fields and the names its Connection fields nominate.
+// scanRequestHeaders reads a request's raw header block into fr: whether
+// it is well formed (every CR and LF in a CRLF, no obs-fold continuation
+// line, which RFC 9112 §5.2 lets a server refuse with 400, a name before
+// every colon), its framing fields, the fields to drop that it has and
+// the names its Connection fields nominate.
 func scanRequestHeaders(fr *framing, raw []byte) {
 	fr.chunkedOnly = true
-	if fr.ok = wellFormed(raw); !fr.ok {
+	if fr.ok = crlfOnly(raw); !fr.ok {
 		return
 	}
-	f := fields{raw}
-	for name, value, ok := f.next(); ok; name, value, ok = f.next() {
-		if i := droppedIndex(name); i >= 0 {
+	for len(raw) > 0 {
+		var line []byte
+		if i := bytes.Index(raw, crlf); i >= 0 {
+			line, raw = raw[:i], raw[i+2:]
+		} else {
+			line, raw = raw, nil
+		}
+		if len(line) == 0 {
+			continue
+		}
+		colon := bytes.IndexByte(line, ':')
+		if line[0] == ' ' || line[0] == '\t' || colon <= 0 {
+			fr.ok = false
+			return
+		}
+		name, value := line[:colon], bytes.Trim(line[colon+1:], " \t")
+		i := droppedIndex(name)
+		if i >= 0 {
 			fr.drop |= 1 << i
 		}
 		switch {
-		case eqFold(name, "content-length"):
-			fr.contentLength++
-		case eqFold(name, "transfer-encoding"):
+		case i == 0: // Connection
+			fr.conn.add(value)
+		case i == 7: // Transfer-Encoding
 			fr.transferEncoding++
 			if !eqFold(value, "chunked") {
 				fr.chunkedOnly = false
 			}
-		case eqFold(name, "connection"):
-			fr.conn.add(value)
+		case len(name) == len("content-length") && eqFold(name, "content-length"):
+			fr.contentLength++
 		}
 	}
 }

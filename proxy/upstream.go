@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,7 +80,7 @@ var (
 // one, or a new one when fewer than UpstreamMaxConns are open (waiting for
 // one to be freed up to UpstreamConnectTimeout otherwise).
 func (u *upstream) acquire() (c *upConn, reused bool, err error) {
-	now := time.Now()
+	now := u.h.clock.now()
 	u.mu.Lock()
 	for len(u.idle) > 0 {
 		c = u.idle[len(u.idle)-1]
@@ -140,7 +141,7 @@ func (u *upstream) dial() (net.Conn, error) {
 
 // release puts a connection whose exchange ended cleanly back in the pool.
 func (u *upstream) release(c *upConn) {
-	c.lastUsed = time.Now()
+	c.lastUsed = u.h.clock.now()
 	u.mu.Lock()
 	if !u.closed {
 		u.idle = append(u.idle, c)
@@ -207,7 +208,11 @@ func (u *upstream) do(x *exchange, req *fasthttp.Request, resp *fasthttp.Respons
 	}
 }
 
-// roundTrip writes req on c and reads the answer's head.
+// roundTrip writes req on c and reads the answer's head. A body of known
+// length that came whole with the head, at most smallBody, is taken into
+// the client's answer at once (like a buffering proxy: the node's
+// connection is free again when roundTrip returns); a larger one is
+// streamed (x.upBody).
 func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp *fasthttp.Response) error {
 	err := req.Write(c.bw)
 	if err == nil {
@@ -216,15 +221,26 @@ func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp
 	if err != nil {
 		return err
 	}
-	resp.StreamBody = true
+	resp.ResetBody()
 	resp.SkipBody = req.Header.IsHead()
-	if err := resp.Read(c.br); err != nil {
+	if err := readHead(&resp.Header, c.br); err != nil {
 		return err
 	}
-	if s := resp.BodyStream(); s != nil {
-		x.upBody = upBody{u: u, c: c, resp: resp, s: s}
-		x.answerBody = true
-		return nil
+	if st := resp.StatusCode(); !resp.SkipBody && st != http.StatusNoContent && st != http.StatusNotModified && st >= 200 {
+		size := resp.Header.ContentLength()
+		if size < 0 || size > smallBody || c.br.Buffered() < size {
+			resp.StreamBody = true
+			if err := resp.ReadBody(c.br, 0); err != nil {
+				return err
+			}
+			x.upBody = upBody{u: u, c: c, resp: resp, s: resp.BodyStream()}
+			x.answerBody = true
+			return nil
+		}
+		b, _ := c.br.Peek(size)
+		x.ctx.Response.SetBody(b)
+		_, _ = c.br.Discard(size)
+		x.bodyTaken = true
 	}
 	c.x = nil
 	if !resp.ConnectionClose() && c.br.Buffered() == 0 {
@@ -233,6 +249,31 @@ func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp
 		u.discard(c)
 	}
 	return nil
+}
+
+// smallBody is the largest body taken whole with the head: the node's
+// answers are mostly small, and such a one is answered like any buffered
+// answer (one write of head and body, the node's connection and the
+// in-flight slot freed at once) rather than streamed.
+const smallBody = 16 << 10
+
+// errTooManyInterim: the node sent informational answers without end.
+var errTooManyInterim = errors.New("the node sent more than 100 informational (1xx) answers")
+
+// readHead reads the head of an answer, past the informational ones
+// (100 Continue, 103 Early Hints) but for 101.
+func readHead(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
+	for n := 0; ; n++ {
+		if err := h.Read(br); err != nil {
+			return err
+		}
+		if st := h.StatusCode(); st >= 200 || st == http.StatusSwitchingProtocols {
+			return nil
+		}
+		if n == 100 {
+			return errTooManyInterim
+		}
+	}
 }
 
 // upBody is the body of the node's answer: it reads the answer's stream,
@@ -305,7 +346,7 @@ func (c *upConn) cut() {
 
 func (c *upConn) Write(p []byte) (int, error) {
 	c.awaiting, c.firstSet = true, false
-	now := time.Now()
+	now := c.h.clock.now()
 	// Moved when a quarter of the timeout is used up, not on every write.
 	if t := c.h.opts.UpstreamReadTimeout; c.writeDL.Sub(now) < t*3/4 {
 		c.writeDL = now.Add(t)
@@ -323,7 +364,7 @@ func (c *upConn) Read(p []byte) (int, error) {
 	if c.cutOff.Load() {
 		return 0, errClientGone
 	}
-	if t, now := c.h.opts.UpstreamReadTimeout, time.Now(); c.readDL.Sub(now) < t*3/4 {
+	if t, now := c.h.opts.UpstreamReadTimeout, c.h.clock.now(); c.readDL.Sub(now) < t*3/4 {
 		c.readDL = now.Add(t)
 		if err := c.Conn.SetReadDeadline(c.readDL); err != nil {
 			return 0, err
@@ -340,7 +381,7 @@ func (c *upConn) Read(p []byte) (int, error) {
 // at a time, giving up when the client is gone or UpstreamHeaderTimeout
 // has passed.
 func (c *upConn) readFirst(p []byte) (int, error) {
-	now := time.Now()
+	now := c.h.clock.now()
 	if !c.firstSet {
 		c.firstSet = true
 		c.firstDL = now.Add(c.h.opts.UpstreamHeaderTimeout)
@@ -372,7 +413,7 @@ func (c *upConn) readFirst(p []byte) (int, error) {
 			return n, err
 		}
 		var ne net.Error
-		now = time.Now()
+		now = c.h.clock.now()
 		if !errors.As(err, &ne) || !ne.Timeout() || !now.Before(c.firstDL) {
 			if c.cutOff.Load() {
 				err = errClientGone
