@@ -188,6 +188,15 @@ func withDefaults(o Options) Options {
 	return o
 }
 
+// since returns the time since t on the Handler's clock: with the real
+// clock, from its monotonic reading alone (one clock read, not two).
+func (h *Handler) since(t time.Time) time.Duration {
+	if h.opts.Now == nil {
+		return time.Since(t)
+	}
+	return h.now().Sub(t)
+}
+
 // Run ends the check leases that ran out, once a second, until ctx ends;
 // then it releases every lease left.
 func (h *Handler) Run(ctx context.Context) error {

@@ -161,7 +161,7 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 	}
 	now := h.now()
 	x.d = h.lim.Decide(now, peer, route.Group)
-	h.Lat.Observe(x.d.Group, h.now().Sub(now))
+	h.Lat.Observe(x.d.Group, h.since(now))
 	d := &x.d
 	if d.Reason == limiter.ReasonDenied && !d.Allowed {
 		fail(ctx, http.StatusForbidden)
@@ -207,14 +207,9 @@ func (h *Handler) internalError(ctx *fasthttp.RequestCtx, v any) {
 // sent is forwarded by accident), the node's answer copied without its
 // hop-by-hop fields, and its body handed to fasthttp as a relay.
 func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, route *limiter.Route) {
-	in := &ctx.Request.Header
-	out := x.keep.out
-	copyRequestHeaders(&out.Header, in, &x.framing)
-	// The target as the client sent it. out.URI() is never called: it
-	// would parse the target again, and write it back normalized ("//a/b"
-	// read as host a, path /b).
-	out.SetRequestURIBytes(t.uri)
-	out.UseHostHeader = true
+	req := &ctx.Request
+	in := &req.Header
+	http11 := in.IsHTTP11()
 	host := t.authority
 	if host == nil {
 		host = in.Host()
@@ -222,18 +217,30 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, rout
 	if len(host) == 0 {
 		host = h.upHost // HTTP/1.0 without Host
 	}
-	out.Header.SetHostBytes(host)
-	// The node learns the address limiterd saw, never what the client
-	// claims (docs/decisions.md).
-	out.Header.SetCanonical(hdrXFF, x.peerIP)
-	out.Header.SetCanonical(hdrXFH, host)
-	out.Header.SetCanonical(hdrXFP, valueHTTP)
 	hasBody := false
-	if cl := in.ContentLength(); cl != 0 && cl != -2 {
+	cl := in.ContentLength()
+	if cl != 0 && cl != -2 {
 		if s := ctx.RequestBodyStream(); s != nil {
 			x.body, x.limit, hasBody = s, h.opts.MaxRequestBody, true
-			out.SetBodyStream((*reqBody)(x), cl)
 		}
+	}
+	// The request goes to the node as the client's, made fit in place
+	// (the server has read what it needs of it: whether to close the
+	// connection, the client's HTTP version).
+	prepareRequest(in, &x.framing)
+	// host may be part of the target: set before the target is.
+	in.SetHostBytes(host)
+	// The node learns the address limiterd saw, never what the client
+	// claims (docs/decisions.md).
+	in.SetCanonical(hdrXFF, x.peerIP)
+	in.SetCanonical(hdrXFH, host)
+	in.SetCanonical(hdrXFP, valueHTTP)
+	// The target as the client sent it, so that the node gets it
+	// unchanged: fasthttp's parsed URI would write "//a/b" as "/b".
+	req.SetRequestURIBytes(t.uri)
+	req.UseHostHeader = true
+	if hasBody {
+		req.SetBodyStream((*reqBody)(x), cl)
 	}
 	if h.opts.hook != nil {
 		h.opts.hook("upstream")
@@ -241,34 +248,33 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, rout
 
 	up := x.keep.up
 	x.client = watch(ctx.Conn())
-	err := h.upstream.do(x, out, up, hasBody)
+	err := h.upstream.do(x, req, up, hasBody)
 	if err != nil {
 		h.upstreamFailed(ctx, x, err)
 		return
 	}
-	status := up.StatusCode()
+	hd := &ctx.Response.Header
+	status := hd.StatusCode()
 	if status == http.StatusSwitchingProtocols {
 		// Upgrade is never forwarded: a node answering 101 is broken.
 		h.Counts.UpstreamErrors.Add(1)
+		ctx.Response.Reset()
 		fail(ctx, http.StatusBadGateway)
 		return
 	}
 	if route != nil && slices.Contains(route.ReduceOnStatus, status) {
 		h.lim.Reduce(h.now(), x.peerKey, route.Group)
 	}
-	copyResponseHeaders(&ctx.Response.Header, &up.Header)
+	cleanResponseHeaders(hd)
 	x.setRateLimitFields()
 	if !x.answerBody {
-		// Taken whole already, or none: HEAD (its Content-Length is the
-		// GET's), 204, 304.
-		if cl := up.Header.ContentLength(); !x.bodyTaken && ctx.IsHead() && cl >= 0 {
-			ctx.Response.Header.SetContentLength(cl)
-		}
+		// Taken whole already, or none: HEAD (its Content-Length, the
+		// GET's, stays as the node gave it), 204, 304.
 		return
 	}
-	size := up.Header.ContentLength()
+	size := hd.ContentLength()
 	x.handedOff = true
-	if size < 0 && !in.IsHTTP11() {
+	if size < 0 && !http11 {
 		h.streamHTTP10(ctx, x)
 		return
 	}
@@ -285,6 +291,8 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, rout
 // one that broke: 400), then 504 for a timeout and 502 for anything else
 // (refused, reset before a byte, a malformed answer).
 func (h *Handler) upstreamFailed(ctx *fasthttp.RequestCtx, x *exchange, err error) {
+	// The head may hold part of a broken answer.
+	ctx.Response.Reset()
 	x.setRateLimitFields()
 	switch {
 	case x.clientGone:

@@ -62,8 +62,7 @@ type exchange struct {
 	peerKey limiter.PeerKey
 	// keep is what the exchange keeps across the pool.
 	keep struct {
-		out *fasthttp.Request  // the request to the node
-		up  *fasthttp.Response // the node's answer
+		up *fasthttp.Response // the node's answer, when streamed
 	}
 	// peerAddr and peerIP are the TCP peer as text (the connection's).
 	peerAddr, peerIP []byte
@@ -86,7 +85,7 @@ func (h *Handler) newExchange(ctx *fasthttp.RequestCtx) *exchange {
 	x, _ := h.exchanges.Get().(*exchange)
 	if x == nil {
 		x = new(exchange)
-		x.keep.out, x.keep.up = new(fasthttp.Request), new(fasthttp.Response)
+		x.keep.up = new(fasthttp.Response)
 	}
 	x.h, x.ctx = h, ctx
 	x.refs.Store(1)
@@ -100,7 +99,6 @@ func (x *exchange) unref() {
 		return
 	}
 	h, keep := x.h, x.keep
-	keep.out.Reset()
 	keep.up.Reset()
 	*x = exchange{}
 	x.keep = keep

@@ -47,11 +47,11 @@ func unavailable(ctx *fasthttp.RequestCtx) {
 func (h *Handler) reject(ctx *fasthttp.RequestCtx, d *limiter.Decision) {
 	r := &ctx.Response
 	var b [160]byte
-	r.Header.SetBytesV("Retry-After", strconv.AppendInt(b[:0], d.RetryAfter, 10))
-	r.Header.Set("Cache-Control", "no-store")
+	r.Header.SetCanonical(hdrRetryAfter, strconv.AppendInt(b[:0], d.RetryAfter, 10))
+	r.Header.SetCanonical(hdrCacheControl, valueNoStore)
 	r.SetStatusCode(http.StatusTooManyRequests)
 	if prefersJSON(b2s(ctx.Request.Header.Peek("Accept"))) {
-		r.Header.SetContentType("application/json")
+		r.Header.SetContentTypeBytes(valueJSON)
 		body := append(b[:0], `{"error":"too_many_requests","group":`...)
 		body = appendJSONString(body, h.lim.GroupName(d.Group))
 		body = append(body, `,"reason":`...)
@@ -62,8 +62,8 @@ func (h *Handler) reject(ctx *fasthttp.RequestCtx, d *limiter.Decision) {
 		r.SetBody(body)
 		return
 	}
-	r.Header.SetContentType("text/plain; charset=utf-8")
-	r.SetBodyString("Too Many Requests")
+	r.Header.SetContentTypeBytes(valueText)
+	r.SetBodyRaw(bodyTooMany)
 }
 
 // appendJSONString appends s as encoding/json writes a string (HTML
@@ -114,10 +114,17 @@ func setRateLimitFields(hd *fasthttp.ResponseHeader, group string, q *limiter.Qu
 	hd.SetCanonical(hdrRateLimit, cur)
 }
 
-// The RateLimit fields' names, as fasthttp writes them (canonical).
+// Header names and values of the replies, canonical already (fasthttp
+// then skips normalizing them).
 var (
 	hdrRateLimitPolicy = []byte("Ratelimit-Policy")
 	hdrRateLimit       = []byte("Ratelimit")
+	hdrRetryAfter      = []byte("Retry-After")
+	hdrCacheControl    = []byte("Cache-Control")
+	valueNoStore       = []byte("no-store")
+	valueJSON          = []byte("application/json")
+	valueText          = []byte("text/plain; charset=utf-8")
+	bodyTooMany        = []byte("Too Many Requests")
 )
 
 // setRateLimitHeaders writes RateLimit-Policy and RateLimit on an answer

@@ -145,10 +145,12 @@ const hopByHopCount = 9
 
 // droppedIndex returns the index of name in dropped, in any case, or -1.
 func droppedIndex(name []byte) int {
-	var lower [24]byte
-	if len(name) > len(lower) {
+	switch len(name) {
+	case 2, 6, 7, 9, 10, 15, 16, 17, 18, 19:
+	default:
 		return -1
 	}
+	var lower [24]byte
 	for i, c := range name {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
@@ -316,54 +318,56 @@ func (fr *framing) ambiguous() bool {
 	return fr.transferEncoding > 0 && (fr.contentLength > 0 || !fr.chunkedOnly)
 }
 
-// copyRequestHeaders makes out the head of the request for the node: the
-// client's, as fasthttp parsed it (fields in their order, cookies as
-// sent), without the fields of dropped it has and those Connection
-// nominates, on HTTP/1.1 (the connection to the node is limiterd's, kept
-// alive whatever the client's is).
-func copyRequestHeaders(out, in *fasthttp.RequestHeader, fr *framing) {
-	in.CopyTo(out)
-	out.SetNoDefaultContentType(true)
-	out.ResetConnectionClose()
-	out.SetProtocol("HTTP/1.1")
-	for i := range dropped {
-		if fr.drop&(1<<i) != 0 {
-			out.Del(dropped[i])
+// prepareRequest makes a client's head fit for the node, in place: the
+// fields of dropped it has and those Connection nominates are removed, and
+// it is HTTP/1.1 (the connection to the node is limiterd's, kept alive
+// whatever the client's is). Its fields keep their order, cookies their
+// bytes.
+func prepareRequest(h *fasthttp.RequestHeader, fr *framing) {
+	h.SetNoDefaultContentType(true)
+	h.ResetConnectionClose()
+	if !h.IsHTTP11() {
+		h.SetProtocol("HTTP/1.1")
+	}
+	if fr.drop != 0 {
+		for i := range dropped {
+			if fr.drop&(1<<i) != 0 {
+				h.Del(dropped[i])
+			}
 		}
 	}
 	if fr.conn.n > 0 {
-		fr.conn.each(out.DelBytes)
+		fr.conn.each(h.DelBytes)
 	}
 }
 
-// copyResponseHeaders makes out the fields of the node's answer that go on
-// to the client: neither hop-by-hop, nor nominated by Connection, nor
-// framing (fasthttp frames the answer itself), nor Date (fasthttp drops the
-// node's when it reads the answer, and the server writes its own). The
-// server's own settings of out are kept.
-func copyResponseHeaders(out *fasthttp.ResponseHeader, in *fasthttp.ResponseHeader) {
+// cleanResponseHeaders makes the head of the node's answer, read into the
+// client's answer, fit for the client: without its hop-by-hop fields and
+// those Connection nominates, with the server's own settings (no default
+// Content-Type, the connection's fate the server's). Framing is the
+// server's; fasthttp dropped the node's Date when it read the head.
+func cleanResponseHeaders(h *fasthttp.ResponseHeader) {
 	var conn tokens
 	hop := false
-	for _, k := range in.PeekKeys() {
+	for _, k := range h.PeekKeys() {
 		if hopByHop(k) {
 			hop = true
 			if eqFold(k, "connection") {
-				for _, v := range in.PeekAll("Connection") {
+				for _, v := range h.PeekAll("Connection") {
 					conn.add(v)
 				}
 			}
 		}
 	}
-	in.CopyTo(out)
-	out.SetNoDefaultContentType(true)
-	out.ResetConnectionClose()
+	h.SetNoDefaultContentType(true)
+	h.ResetConnectionClose()
 	if hop {
 		for _, name := range dropped[:hopByHopCount] {
-			out.Del(name)
+			h.Del(name)
 		}
 	}
 	if conn.n > 0 {
-		conn.each(out.DelBytes)
+		conn.each(h.DelBytes)
 	}
 }
 

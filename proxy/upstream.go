@@ -221,14 +221,16 @@ func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp
 	if err != nil {
 		return err
 	}
-	resp.ResetBody()
+	// The head is read straight into the client's answer.
+	hd := &x.ctx.Response.Header
 	resp.SkipBody = req.Header.IsHead()
-	if err := readHead(&resp.Header, c.br); err != nil {
+	if err := readHead(hd, c.br); err != nil {
 		return err
 	}
-	if st := resp.StatusCode(); !resp.SkipBody && st != http.StatusNoContent && st != http.StatusNotModified && st >= 200 {
-		size := resp.Header.ContentLength()
+	if st := hd.StatusCode(); !resp.SkipBody && st != http.StatusNoContent && st != http.StatusNotModified && st >= 200 {
+		size := hd.ContentLength()
 		if size < 0 || size > smallBody || c.br.Buffered() < size {
+			hd.CopyTo(&resp.Header) // the stream's framing
 			resp.StreamBody = true
 			if err := resp.ReadBody(c.br, 0); err != nil {
 				return err
@@ -243,7 +245,7 @@ func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp
 		x.bodyTaken = true
 	}
 	c.x = nil
-	if !resp.ConnectionClose() && c.br.Buffered() == 0 {
+	if !hd.ConnectionClose() && c.br.Buffered() == 0 {
 		u.release(c)
 	} else {
 		u.discard(c)

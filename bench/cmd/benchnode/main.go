@@ -2,7 +2,8 @@
 // bench/check.sh: a fasthttp server that answers every request with a
 // small JSON body, as cheaply as it can, so that the proxies in front of it
 // get the machine's CPU; GET /big?size=N streams N bytes (for the memory of
-// a large download).
+// a large download); GET /__count answers how many requests it served
+// (for "none of the rejected requests reached the node").
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"io"
 	"log"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
 )
@@ -18,8 +20,14 @@ func main() {
 	addr := flag.String("listen", "127.0.0.1:18080", "address")
 	flag.Parse()
 	body := []byte(`{"ok":true}`)
+	var served atomic.Int64
 	s := &fasthttp.Server{
 		Handler: func(ctx *fasthttp.RequestCtx) {
+			if string(ctx.Path()) == "/__count" {
+				ctx.SetBodyString(strconv.FormatInt(served.Load(), 10))
+				return
+			}
+			served.Add(1)
 			if string(ctx.Path()) == "/big" {
 				n, _ := strconv.ParseInt(string(ctx.QueryArgs().Peek("size")), 10, 64)
 				ctx.SetBodyStream(&zeros{n: n}, int(n))
