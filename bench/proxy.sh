@@ -32,8 +32,8 @@ rounds=${3:-5}
 work=$(mktemp -d)
 pids=()
 cleanup() {
+  if [ -f "$work/nginx.pid" ]; then kill "$(cat "$work/nginx.pid" 2>/dev/null)" 2>/dev/null || true; fi
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
   rm -rf "$work"
 }
@@ -135,6 +135,14 @@ after=$(curl -s http://127.0.0.1:18080/__count)
 printf '%-36s %10s req/s, %s of %s rejected\n' "(d) limiterd, one peer rejected" "$rps_d" "$non2xx_d" "$total_d"
 echo "(d)/(a) = $(ratio "$rps_d" "${med[a]}")   target >= 3"
 echo "the upstream got $((after - before)) requests during (d); wrk saw $((total_d - non2xx_d)) answered 2xx (at most 450: the peer's bucket)"
+# What bounds (d) on this machine: the cheapest answer there is, a static
+# one from a fasthttp server (the upstream itself), and nginx's rejections.
+read -r rps_z _ _ < <(wrkrun http://127.0.0.1:18080/info bench/onepeer.lua)
+printf '%-36s %10s req/s   (d)/(z) = %s\n' "(z) the upstream alone, static answer" "$rps_z" "$(ratio "$rps_d" "$rps_z")"
+if $have_nginx; then
+  read -r rps_cd non2xx_cd total_cd < <(wrkrun http://127.0.0.1:18083/info bench/onepeer.lua)
+  printf '%-36s %10s req/s, %s of %s rejected   (d)/(this) = %s\n' "(c') nginx, one peer rejected" "$rps_cd" "$non2xx_cd" "$total_cd" "$(ratio "$rps_d" "$rps_cd")"
+fi
 
 if $have_nginx; then
   half=$(echo "${med[c]} / 2" | bc)
