@@ -92,6 +92,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			continue
 		}
 		lc := &limitedConn{TCPConn: tc, l: l, key: key, keyed: keyed}
+		lc.idle.Store(true) // until its first request begins
 		l.open[lc] = struct{}{}
 		if keyed {
 			l.perIP[key]++

@@ -311,8 +311,16 @@ func TestShutdownDrains(t *testing.T) {
 		res <- result{string(b), err}
 	}()
 	eventually(t, "the request in flight", func() bool { return p.inflight() == 1 })
+	// A connection that never sends a request (read_header_timeout is
+	// 10 s): the drain closes it rather than wait.
+	silent := p.dial()
+	eventually(t, "the silent connection open", func() bool { return p.h.OpenConns() == 2 })
 	done := make(chan error, 1)
-	go func() { done <- p.h.Shutdown(context.Background()) }()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- p.h.Shutdown(ctx)
+	}()
 	time.Sleep(100 * time.Millisecond)
 	close(finish)
 	if r := <-res; r.err != nil || r.body != "finished" {
@@ -320,6 +328,10 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := silent.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Errorf("the silent connection after the drain: %d bytes, %v; want closed", n, err)
 	}
 
 	q := newPlane(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, nil)

@@ -63,9 +63,11 @@ func (h *Handler) resume(c conn) {
 }
 
 // connState follows fasthttp's view of a connection: idle while it waits
-// for a request.
+// for a request. A new connection is idle until its first request begins
+// (set at accept): a drain closes it rather than wait read_header_timeout
+// for a client that may never send one.
 func connState(nc net.Conn, st fasthttp.ConnState) {
 	if c, ok := nc.(conn); ok {
-		c.idle.Store(st == fasthttp.StateIdle)
+		c.idle.Store(st == fasthttp.StateIdle || st == fasthttp.StateNew)
 	}
 }
