@@ -26,3 +26,7 @@ func PanicInRelay(o *Options) {
 func ParkAfter(d time.Duration) func(*Options) {
 	return func(o *Options) { o.parkAfter = d }
 }
+
+// ParkAlone makes a Handler park each idle connection in a goroutine of
+// its own, as it does where there is no epoll.
+func ParkAlone(o *Options) { o.parkAlone = true }

@@ -353,9 +353,17 @@ func TestShutdownDrains(t *testing.T) {
 // server's short wait is parked, still open, and served again when its
 // next request comes; it is closed once idle_timeout has passed.
 func TestIdleConnectionsParked(t *testing.T) {
+	t.Run("epoll", func(t *testing.T) { testParked(t, false) })
+	t.Run("alone", func(t *testing.T) { testParked(t, true) })
+}
+
+func testParked(t *testing.T, alone bool) {
 	p := newPlane(t, nil, func(o *proxy.Options) {
 		proxy.ParkAfter(50 * time.Millisecond)(o)
 		o.IdleTimeout = 700 * time.Millisecond
+		if alone {
+			proxy.ParkAlone(o)
+		}
 	})
 	c := p.dial()
 	br := bufio.NewReader(c)

@@ -105,8 +105,10 @@ type Options struct {
 
 	// hook, set by tests only, runs at the named points of an exchange.
 	hook func(point string)
-	// parkAfter, set by tests only, replaces the package's.
+	// parkAfter, set by tests only, replaces the package's; parkAlone
+	// makes every idle connection park in a goroutine of its own.
 	parkAfter time.Duration
+	parkAlone bool
 }
 
 // Handler is the data plane. It is safe for concurrent use; Run owns its
@@ -227,7 +229,9 @@ func (h *Handler) Serve(ln net.Listener) error {
 		return nil
 	}
 	h.gate = gate
-	h.parked = newParker(h)
+	if !h.opts.parkAlone {
+		h.parked = newParker(h)
+	}
 	h.clock.start()
 	h.mu.Unlock()
 	for {
