@@ -16,8 +16,7 @@ import (
 // a request's headers (from the connection's opening for the first, from
 // the first byte for the next); a request body's reads get deadlines of
 // their own from the handler, per read, and every write has the send
-// timeout (conn.Write). It has no panic recovery: handle
-// recovers.
+// timeout (conn.Write). It has no panic recovery: handle recovers.
 func (h *Handler) newServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:       h.handle,
@@ -43,7 +42,9 @@ func (h *Handler) newServer() *fasthttp.Server {
 		Concurrency:           h.opts.MaxConns + 1024,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		ReduceMemoryUsage:     false,
+		// Buffers are kept while a connection is served: an idle one is
+		// parked, without them, after parkAfter.
+		ReduceMemoryUsage: false,
 		// The request's time is read only if asked for (it is not).
 		LazyRequestTime:       true,
 		SecureErrorLogMessage: true,
