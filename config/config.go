@@ -46,6 +46,8 @@ import (
 
 	"github.com/limiterd/limiterd"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peerid"
+	"github.com/limiterd/limiterd/limiter/ratelimit"
 	"github.com/limiterd/limiterd/throttle"
 )
 
@@ -54,6 +56,8 @@ import (
 // modified after Load, and safe to read from several goroutines.
 type Config struct {
 	Server   Server
+	Arweave  Arweave
+	Log      Log
 	Admin    Admin
 	Peers    Peers
 	Snapshot Snapshot
@@ -72,6 +76,9 @@ type Server struct {
 	Upstream        string        // absolute http(s) URL of the node
 	DataDir         string        // directory of limiterd.db
 	ShutdownTimeout time.Duration // drain bound on SIGTERM/SIGINT; 0: do not wait
+	// RateLimitHeaders is server.ratelimit_headers: which rate-limit
+	// fields limited replies carry (SPEC §7).
+	RateLimitHeaders ratelimit.Set
 
 	// The public listener (config/dataplane.go).
 	MaxRequestBody         int64         // bytes; a larger request body is answered 413
@@ -93,6 +100,7 @@ type Admin struct {
 	Token      string        // bearer token; "" with TokenFile "": generate one
 	TokenFile  string        // file holding the token; at most one of Token and TokenFile is set
 	CheckLease time.Duration // release of a /api/v1/check slot not released by its caller
+	Tokens     []Token       // [[admin.tokens]]: more tokens, each with a scope
 }
 
 // Peers is the [peers] table: how a request's peer is identified.
@@ -121,6 +129,7 @@ type Routes struct {
 
 // Throttle is the [throttle] table: the outbound throttle (SPEC §10).
 type Throttle struct {
+	Mode          throttle.Mode // fixed (ar_rate_limiter) or adaptive (2.9.7: learned quotas)
 	Period        time.Duration // the counting window (period, integer ms in the file)
 	RetryInterval time.Duration // how often a waiting call is re-evaluated (ms in the file)
 	ExemptPeers   []string      // peer names, compared exactly
@@ -169,6 +178,9 @@ type Source struct {
 	// DataDir is the -data-dir flag ("" = not given); it overrides
 	// server.data_dir.
 	DataDir string
+	// Data, when not nil, is the config file's content, read instead of
+	// the file at Path (Path then only names it in errors).
+	Data []byte
 }
 
 // Info says what a Load used, for the startup log.
@@ -194,14 +206,23 @@ func Load(src Source) (*Config, Info, error) {
 		p.errs = append(p.errs, err)
 		return nil, info, p.err()
 	}
-	if src.Path != "" {
-		b, err := os.ReadFile(src.Path)
+	// The file, the environment and the flags are read into layers of
+	// their own first: their 2.9.7 names are renamed layer by layer, and
+	// the version they ask for decides the defaults under them.
+	var file map[string]any
+	if src.Data != nil || src.Path != "" {
+		b, err := src.Data, error(nil)
+		if b == nil {
+			b, err = os.ReadFile(src.Path)
+		}
 		switch {
 		case err == nil:
-			if err := loadTOML(k, b, src.Path); err != nil {
+			fk := koanf.New(".")
+			if err := loadTOML(fk, b, src.Path); err != nil {
 				p.errs = append(p.errs, err)
 				return nil, info, p.err()
 			}
+			file = fk.Raw()
 			info = Info{UsedFile: src.Path}
 		case errors.Is(err, fs.ErrNotExist) && !src.Required:
 			// Only the embedded default.
@@ -218,9 +239,25 @@ func Load(src Source) (*Config, Info, error) {
 
 	fields := schema()
 	env, origin := fromEnv(&p, src.Env, fields)
-	if len(env) > 0 {
-		if err := k.Load(confmap.Provider(env, ""), nil); err != nil {
-			return nil, info, fmt.Errorf("config: environment: %w", err)
+	aliases := aliasOrigin{}
+	normalizeAliases(&p, file, aliases)
+	normalizeAliases(&p, env, aliases)
+	version := limiter.Arweave296
+	for _, layer := range []map[string]any{k.Raw(), file, env} {
+		if v, ok := layerVersion(layer); ok {
+			if s, ok := v.(string); ok {
+				if pv, err := limiter.ParseArweaveVersion(s); err == nil {
+					version = pv
+				}
+			}
+		}
+	}
+	for _, l := range []struct {
+		raw  map[string]any
+		name string
+	}{{versionDefaults(version), "the defaults of arweave.version " + version.String()}, {file, src.Path}, {env, "environment"}} {
+		if err := loadLayer(k, l.raw, l.name); err != nil {
+			return nil, info, err
 		}
 	}
 	if src.DataDir != "" {
@@ -234,6 +271,9 @@ func Load(src Source) (*Config, Info, error) {
 	t := decode(&p, k.Raw(), fields, "")
 	cfg := build(&p, t)
 	for _, e := range p.errs {
+		if alias, ok := aliases[e.Key]; ok {
+			e.Key = alias
+		}
 		if name, ok := envOrigin(origin, e.Key); ok {
 			e.Problem += " (environment variable " + name + ")"
 		}
@@ -241,6 +281,7 @@ func Load(src Source) (*Config, Info, error) {
 	if err := p.err(); err != nil {
 		return nil, info, err
 	}
+	resolvePaths(cfg, info.UsedFile, origin, src.DataDir != "")
 	return cfg, info, nil
 }
 
@@ -281,7 +322,7 @@ func (c *Config) Limiter() (limiter.Config, error) {
 	var p problems
 	trusted := parsePrefixes(&p, "peers.trusted_proxies", c.Peers.TrustedProxies)
 	exempt := parsePrefixes(&p, "peers.exempt", c.Peers.Exempt)
-	header, err := limiter.ParseForwardedHeader(c.Peers.ForwardedHeader)
+	header, err := peerid.ParseForwardedHeader(c.Peers.ForwardedHeader)
 	if err != nil {
 		p.add("peers.forwarded_header", strings.TrimPrefix(err.Error(), "peers.forwarded_header: "))
 	}
@@ -301,6 +342,7 @@ func (c *Config) Limiter() (limiter.Config, error) {
 		IPv6Prefix:      c.Peers.IPv6Prefix,
 		Exempt:          exempt,
 		MaxTracked:      c.Peers.MaxTracked,
+		ArweaveVersion:  c.Arweave.Version,
 	}, nil
 }
 
@@ -311,6 +353,11 @@ func (c *Config) Redacted() *Config {
 	if r.Admin.Token != "" {
 		r.Admin.Token = "REDACTED"
 	}
+	for i := range r.Admin.Tokens {
+		if r.Admin.Tokens[i].Token != "" {
+			r.Admin.Tokens[i].Token = "REDACTED"
+		}
+	}
 	if r.Cluster.Redis.Password != "" {
 		r.Cluster.Redis.Password = "REDACTED"
 	}
@@ -320,6 +367,7 @@ func (c *Config) Redacted() *Config {
 // clone returns a deep copy of c.
 func (c *Config) clone() *Config {
 	r := *c
+	r.Admin.Tokens = slices.Clone(c.Admin.Tokens)
 	r.Peers.TrustedProxies = slices.Clone(c.Peers.TrustedProxies)
 	r.Peers.Exempt = slices.Clone(c.Peers.Exempt)
 	r.Routes.ExemptPaths = slices.Clone(c.Routes.ExemptPaths)
@@ -349,11 +397,13 @@ func cloneRule(r limiter.RouteRule) limiter.RouteRule {
 	}
 }
 
-// ThrottleConfig converts the [throttle] table into the core's throttle
-// configuration.
+// ThrottleConfig converts the [throttle] table into the outbound
+// throttle's configuration, its patterns compiled by the core.
 func (c *Config) ThrottleConfig() throttle.Config {
 	t := throttle.Config{
-		Period: c.Throttle.Period, RetryInterval: c.Throttle.RetryInterval,
+		Compile: limiter.ThrottleMatcher,
+		Mode:    c.Throttle.Mode,
+		Period:  c.Throttle.Period, RetryInterval: c.Throttle.RetryInterval,
 		ExemptPeers: c.Throttle.ExemptPeers, ExemptPaths: c.Throttle.ExemptPaths,
 		DefaultType: c.Throttle.DefaultType, DefaultRPM: c.Throttle.DefaultRPM,
 	}

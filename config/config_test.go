@@ -79,11 +79,12 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 		t.Errorf("routes:\n got %+v\nwant %+v", c.Routes.Rules, want)
 	}
 	want := config.Config{
-		Server: config.Server{Listen: "0.0.0.0:1985", Upstream: "http://127.0.0.1:1984", DataDir: "data", ShutdownTimeout: 15 * time.Second,
+		Server: config.Server{Listen: "0.0.0.0:1985", Upstream: "http://127.0.0.1:1984", DataDir: must(filepath.Abs("data")), ShutdownTimeout: 15 * time.Second,
 			MaxRequestBody: 64 << 20, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 			ClientBodyTimeout: 60 * time.Second, SendTimeout: 60 * time.Second, UpstreamConnectTimeout: 5 * time.Second,
 			UpstreamHeaderTimeout: 60 * time.Second, UpstreamReadTimeout: 60 * time.Second, UpstreamMaxConns: 1024,
 			MaxConns: 16384, MaxConnsPerIP: 512},
+		Log:      config.Log{Format: "text", Level: "info", Rejections: "sampled"},
 		Admin:    config.Admin{Listen: "127.0.0.1:1986", CheckLease: 30 * time.Second},
 		Peers:    config.Peers{IPv6Prefix: 64, Exempt: []string{"127.0.0.1"}, MaxTracked: 1000000},
 		Snapshot: config.Snapshot{Interval: 5 * time.Second},
@@ -310,6 +311,11 @@ func TestOmittedTablesInherit(t *testing.T) {
 	}
 	def, _ := mustLoad(t, config.Source{})
 	def.Cluster.Backend = "redis"
+	// The default data_dir, "data", is relative to the file's directory.
+	if !filepath.IsAbs(c.Server.DataDir) || filepath.Base(c.Server.DataDir) != "data" || c.Server.DataDir == def.Server.DataDir {
+		t.Errorf("data_dir = %q, want data in the config file's directory", c.Server.DataDir)
+	}
+	def.Server.DataDir = c.Server.DataDir
 	if !reflect.DeepEqual(c, def) {
 		t.Errorf("a file setting one key changed others:\n got %+v\nwant %+v", c, def)
 	}
@@ -454,5 +460,31 @@ func TestLimiterRefusesUnvalidatedPrefixes(t *testing.T) {
 	_, err := c.Limiter()
 	if err == nil || err.Error() != `config: peers.exempt[1]: "10.0.0.1/8": host bits are set after /8; did you mean "10.0.0.0/8"?` {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// Every key of a group table has its one-line help in config.toml.
+func TestGroupKeyHelp(t *testing.T) {
+	help := config.GroupKeyHelp()
+	for _, k := range limiter.GroupKeys {
+		if help[k] == "" {
+			t.Errorf("no help for %s", k)
+		}
+	}
+	if got := help["sliding_window_duration"]; got != "ms; length of the sliding window" {
+		t.Errorf("sliding_window_duration: %q", got)
+	}
+	// A help continued on further-indented lines is joined.
+	if got := help["algorithm"]; !strings.HasPrefix(got, "what decides after the concurrency check (SPEC §6.2); \"hybrid\" the Arweave node's") ||
+		!strings.Contains(got, "; \"gcra\" the same admissions, kept as one time (TAT);") {
+		t.Errorf("algorithm: %q", got)
+	}
+	if got := help["concurrency_scope"]; !strings.HasSuffix(got, "; \"shard\": those of every peer of its worker shard (2.9.7)") {
+		t.Errorf("concurrency_scope: %q", got)
+	}
+	for k := range help {
+		if strings.HasPrefix(k, `"`) {
+			t.Errorf("a continuation line read as the key %s", k)
+		}
 	}
 }

@@ -33,6 +33,7 @@ func TestParseSize(t *testing.T) {
 func TestDataPlaneKeys(t *testing.T) {
 	c, err := loadFile(t, `
 [server]
+data_dir = "/var/lib/limiterd"
 max_request_body = "512KiB"
 read_header_timeout = "3s"
 idle_timeout = "1m"
@@ -49,7 +50,7 @@ max_conns_per_ip = 0
 		t.Fatal(err)
 	}
 	want := config.Server{
-		Listen: "0.0.0.0:1985", Upstream: "http://127.0.0.1:1984", DataDir: "data", ShutdownTimeout: 15 * time.Second,
+		Listen: "0.0.0.0:1985", Upstream: "http://127.0.0.1:1984", DataDir: "/var/lib/limiterd", ShutdownTimeout: 15 * time.Second,
 		MaxRequestBody: 512 << 10, ReadHeaderTimeout: 3 * time.Second, IdleTimeout: time.Minute,
 		ClientBodyTimeout: 7 * time.Second, SendTimeout: 8 * time.Second, UpstreamConnectTimeout: time.Second,
 		UpstreamHeaderTimeout: 2 * time.Minute, UpstreamReadTimeout: 90 * time.Second, UpstreamMaxConns: 64,

@@ -49,25 +49,29 @@ func schema() []field {
 		switch k {
 		case limiter.KeyManualReductionOff:
 			group = append(group, field{name: k, kind: kindBool})
-		case limiter.KeyMode:
+		case limiter.KeyMode, limiter.KeyAlgorithm:
 			group = append(group, str(k))
 		default:
 			group = append(group, num(k))
 		}
 	}
+	group = append(group, groupFields297()...)
 	return []field{
-		table("server", str("listen"), str("upstream"), str("data_dir"), dur("shutdown_timeout"),
+		table("server", str("listen"), str("upstream"), str("data_dir"), dur("shutdown_timeout"), str("ratelimit_headers"),
 			str("max_request_body"), dur("read_header_timeout"), dur("idle_timeout"), dur("client_body_timeout"),
 			dur("send_timeout"), dur("upstream_connect_timeout"), dur("upstream_header_timeout"),
 			dur("upstream_read_timeout"), num("upstream_max_conns"), num("max_conns"), num("max_conns_per_ip")),
-		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease")),
+		table("arweave", str("version")),
+		table("log", str("format"), str("level"), str("rejections")),
+		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease"),
+			field{name: "tokens", kind: kindTables, fields: []field{str("name"), str("scope"), str("token"), str("token_file")}}),
 		table("peers", strs("trusted_proxies"), str("forwarded_header"), num("ipv6_prefix"), strs("exempt"), num("max_tracked")),
 		table("snapshot", dur("interval")),
 		table("routes", strs("exempt_paths"), field{name: "rule", kind: kindTables, fields: []field{
 			str("group"), strs("paths"), strs("methods"), {name: "reduce_on_status", kind: kindInts},
 		}}),
 		table("http_api", field{name: "limiter", kind: kindGroups, fields: group}),
-		table("throttle", num("period"), num("retry_interval"), strs("exempt_peers"), strs("exempt_paths"),
+		table("throttle", str("mode"), num("period"), num("retry_interval"), strs("exempt_peers"), strs("exempt_paths"),
 			str("default_type"), num("default_rpm"), field{name: "rule", kind: kindTables, fields: []field{
 				str("type"), num("rpm"), strs("paths"),
 			}}),

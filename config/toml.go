@@ -14,6 +14,8 @@ import (
 type (
 	fileConfig struct {
 		Server   fileServer   `toml:"server"`
+		Arweave  fileArweave  `toml:"arweave"`
+		Log      fileLog      `toml:"log"`
 		Admin    fileAdmin    `toml:"admin"`
 		Peers    filePeers    `toml:"peers"`
 		Snapshot fileSnapshot `toml:"snapshot"`
@@ -27,6 +29,7 @@ type (
 		Upstream        string `toml:"upstream"`
 		DataDir         string `toml:"data_dir"`
 		ShutdownTimeout string `toml:"shutdown_timeout"`
+		RateLimitHeader string `toml:"ratelimit_headers"`
 
 		MaxRequestBody         string `toml:"max_request_body"`
 		ReadHeaderTimeout      string `toml:"read_header_timeout"`
@@ -40,11 +43,26 @@ type (
 		MaxConns               int    `toml:"max_conns"`
 		MaxConnsPerIP          int    `toml:"max_conns_per_ip"`
 	}
+	fileArweave struct {
+		Version string `toml:"version"`
+	}
 	fileAdmin struct {
-		Listen     string `toml:"listen"`
-		Token      string `toml:"token"`
-		TokenFile  string `toml:"token_file"`
-		CheckLease string `toml:"check_lease"`
+		Listen     string      `toml:"listen"`
+		Token      string      `toml:"token"`
+		TokenFile  string      `toml:"token_file"`
+		CheckLease string      `toml:"check_lease"`
+		Tokens     []fileToken `toml:"tokens,omitempty"`
+	}
+	fileLog struct {
+		Format     string `toml:"format"`
+		Level      string `toml:"level"`
+		Rejections string `toml:"rejections"`
+	}
+	fileToken struct {
+		Name      string `toml:"name"`
+		Scope     string `toml:"scope"`
+		Token     string `toml:"token,omitempty"`
+		TokenFile string `toml:"token_file,omitempty"`
 	}
 	filePeers struct {
 		TrustedProxies  []string `toml:"trusted_proxies"`
@@ -80,8 +98,16 @@ type (
 		ConcurrencyLimit        int64  `toml:"concurrency_limit"`
 		ManualReductionDisabled bool   `toml:"is_manual_reduction_disabled"`
 		Mode                    string `toml:"mode"`
+		NumberOfWorkers         int64  `toml:"number_of_workers"`
+		ConcurrencyScope        string `toml:"concurrency_scope"`
+		Algorithm               string `toml:"algorithm"`
+		// 0 is "unset" (a hybrid group's), which the file cannot say.
+		Limit  int64 `toml:"limit,omitempty"`
+		Period int64 `toml:"period,omitempty"`
+		Burst  int64 `toml:"burst,omitempty"`
 	}
 	fileThrottle struct {
+		Mode          string             `toml:"mode"`
 		Period        int64              `toml:"period"`
 		RetryInterval int64              `toml:"retry_interval"`
 		ExemptPeers   []string           `toml:"exempt_peers"`
@@ -130,13 +156,16 @@ func (c *Config) TOML() ([]byte, error) {
 			Upstream:        c.Server.Upstream,
 			DataDir:         c.Server.DataDir,
 			ShutdownTimeout: c.Server.ShutdownTimeout.String(),
+			RateLimitHeader: c.Server.RateLimitHeaders.String(),
 		},
+		Arweave: fileArweave{Version: c.Arweave.Version.String()},
 		Admin: fileAdmin{
 			Listen:     c.Admin.Listen,
 			Token:      c.Admin.Token,
 			TokenFile:  c.Admin.TokenFile,
 			CheckLease: c.Admin.CheckLease.String(),
 		},
+		Log: fileLog{Format: c.Log.Format, Level: c.Log.Level, Rejections: c.Log.Rejections},
 		Peers: filePeers{
 			TrustedProxies:  list(c.Peers.TrustedProxies),
 			ForwardedHeader: c.Peers.ForwardedHeader,
@@ -151,6 +180,7 @@ func (c *Config) TOML() ([]byte, error) {
 		},
 		HTTPAPI: fileHTTPAPI{Limiter: make(map[string]fileGroup, len(c.Groups))},
 		Throttle: fileThrottle{
+			Mode:          c.Throttle.Mode.String(),
 			Period:        int64(c.Throttle.Period / time.Millisecond),
 			RetryInterval: int64(c.Throttle.RetryInterval / time.Millisecond),
 			ExemptPeers:   list(c.Throttle.ExemptPeers),
@@ -173,6 +203,9 @@ func (c *Config) TOML() ([]byte, error) {
 		},
 	}
 	dataPlaneTOML(c.Server, &f.Server)
+	for _, t := range c.Admin.Tokens {
+		f.Admin.Tokens = append(f.Admin.Tokens, fileToken(t))
+	}
 	for _, r := range c.Routes.Rules {
 		f.Routes.Rule = append(f.Routes.Rule, fileRouteRule{
 			Group:          r.Group,
@@ -211,6 +244,12 @@ func fileGroupOf(g limiter.GroupSettings) fileGroup {
 		ConcurrencyLimit:        g.ConcurrencyLimit,
 		ManualReductionDisabled: g.ManualReductionDisabled,
 		Mode:                    g.Mode.String(),
+		NumberOfWorkers:         max(1, g.NumberOfWorkers),
+		ConcurrencyScope:        g.ConcurrencyScope.String(),
+		Algorithm:               g.Algorithm.String(),
+		Limit:                   g.Limit,
+		Period:                  g.Period,
+		Burst:                   g.Burst,
 	}
 }
 

@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peerid"
+	"github.com/limiterd/limiterd/limiter/ratelimit"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // maxMillis bounds the integer-millisecond keys and the rates, as the
@@ -75,6 +79,25 @@ func build(p *problems, t tree) *Config {
 		}
 	}
 	b.buildDataPlane(&c.Server)
+	if s, ok := b.str("server", "ratelimit_headers"); ok {
+		set, err := ratelimit.ParseSet(s)
+		if err != nil {
+			p.addErr("server.ratelimit_headers", err.Error(), err)
+		}
+		c.Server.RateLimitHeaders = set
+	}
+
+	// [arweave], before the groups whose defaults and checks it decides.
+	if s, ok := b.str("arweave", "version"); ok {
+		v, err := limiter.ParseArweaveVersion(s)
+		if err != nil {
+			p.addErr("arweave.version", err.Error(), err)
+		}
+		c.Arweave.Version = v
+	}
+
+	// [log]
+	b.logTable(c)
 
 	// [admin]
 	if s, ok := b.str("admin", "listen"); ok {
@@ -91,12 +114,13 @@ func build(p *problems, t tree) *Config {
 		p.add("admin.token_file", "set only one of admin.token and admin.token_file")
 	}
 	c.Admin.CheckLease = b.positiveDuration("admin", "check_lease")
+	b.tokens(c)
 
 	// [peers]
 	c.Peers.TrustedProxies = b.strs("peers", "trusted_proxies")
 	parsePrefixes(p, "peers.trusted_proxies", c.Peers.TrustedProxies)
 	if h, ok := b.str("peers", "forwarded_header"); ok {
-		if _, err := limiter.ParseForwardedHeader(h); err != nil {
+		if _, err := peerid.ParseForwardedHeader(h); err != nil {
 			p.add("peers.forwarded_header", strings.TrimPrefix(err.Error(), "peers.forwarded_header: "))
 		}
 		c.Peers.ForwardedHeader = h
@@ -125,6 +149,7 @@ func build(p *problems, t tree) *Config {
 	// [http_api.limiter.*], before the routes that name the groups.
 	groups, names := b.groups()
 	c.Groups = groups
+	checkVersion(p, c.Arweave.Version, groups)
 
 	// [routes]
 	c.Routes.ExemptPaths = b.strs("routes", "exempt_paths")
@@ -136,6 +161,13 @@ func build(p *problems, t tree) *Config {
 	c.Routes.Rules = b.routeRules(names)
 
 	// [throttle]
+	if s, ok := b.str("throttle", "mode"); ok {
+		m, err := throttle.ParseMode(s)
+		if err != nil {
+			p.addErr("throttle.mode", err.Error(), err)
+		}
+		c.Throttle.Mode = m
+	}
 	c.Throttle.Period = b.millis("throttle", "period")
 	c.Throttle.RetryInterval = b.millis("throttle", "retry_interval")
 	c.Throttle.ExemptPeers = b.strs("throttle", "exempt_peers")
@@ -265,16 +297,30 @@ func (b *builder) groups() (map[string]limiter.GroupSettings, []string) {
 // against the core's validation, so that every bad key is reported.
 func partialGroup(p *problems, key, name string, g tree) limiter.PartialGroup {
 	var pg limiter.PartialGroup
-	// A known-good base: a key that fails Validate over it is the one bad.
+	if s, ok := g[limiter.KeyAlgorithm].(string); ok {
+		k, err := algo.Parse(s)
+		if err != nil {
+			p.addErr(key+"."+limiter.KeyAlgorithm, err.Error(), err)
+		} else {
+			pg.Algorithm = &k
+		}
+	}
+	// A known-good base: a key that fails over it is the one bad. Its
+	// algorithm is the table's, else one that takes every key (whether an
+	// inherited algorithm takes it is ResolveGroups' to say).
 	base := limiter.ArweaveGroups()[limiter.GroupGeneral]
+	base.Algorithm, base.Limit, base.Period = algo.TokenBucket, 1, 1000
+	if pg.Algorithm != nil {
+		base.Algorithm = *pg.Algorithm
+	}
 	for _, k := range limiter.GroupKeys {
 		n, ok := g[k].(int64)
 		if !ok {
-			continue // absent, or the bool and the mode
+			continue // absent, or the bool, the mode and the algorithm
 		}
 		var one limiter.PartialGroup
 		*fieldOf(&one, k) = &n
-		if err := one.Over(base).Validate(name); err != nil {
+		if _, err := one.Resolve(name, base); err != nil {
 			p.addCore(err)
 			continue
 		}
@@ -291,6 +337,7 @@ func partialGroup(p *problems, key, name string, g tree) limiter.PartialGroup {
 			pg.Mode = &m
 		}
 	}
+	partialShards(p, key, g, &pg)
 	return pg
 }
 
@@ -313,6 +360,12 @@ func fieldOf(pg *limiter.PartialGroup, k string) **int64 {
 		return &pg.LeakyTickReduction
 	case limiter.KeyConcurrencyLimit:
 		return &pg.ConcurrencyLimit
+	case limiter.KeyLimit:
+		return &pg.Limit
+	case limiter.KeyPeriod:
+		return &pg.Period
+	case limiter.KeyBurst:
+		return &pg.Burst
 	}
 	panic("config: not an integer group key: " + k)
 }

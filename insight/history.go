@@ -18,21 +18,22 @@ const HistorySeconds = 3600
 // the in-flight gauge at its end. A second never counts 4 billion of
 // anything; the fields saturate rather than wrap.
 type histSample struct {
-	requests, admitted, rejConc, rejRate, would, inflight uint32
+	requests, admitted, rejConc, rejRate, would, inflight, denied uint32
 }
 
 // histCounters are the cumulative limiter counters History follows.
 type histCounters struct {
-	requests, admitted, rejConc, rejRate, would uint64
+	requests, admitted, rejConc, rejRate, would, denied uint64
 }
 
 func countersOf(s *limiter.GroupStats) histCounters {
 	return histCounters{
 		requests: s.Requests,
-		admitted: s.AllowedSliding + s.AllowedLeaky + s.Unlimited,
+		admitted: s.AllowedSliding + s.AllowedLeaky + s.AllowedAlgorithm + s.Unlimited,
 		rejConc:  s.RejectedConcurrency,
 		rejRate:  s.RejectedRateLimit,
 		would:    s.WouldReject,
+		denied:   s.Denied,
 	}
 }
 
@@ -45,7 +46,7 @@ type groupHistory struct {
 
 // History keeps, per group, the last hour of per-second samples of the
 // limiter's counters (requests, admitted, rejected by reason,
-// would_reject) and of its in-flight gauge, for the overview's charts.
+// would_reject, denied) and of its in-flight gauge, for the overview's charts.
 // Server.Run feeds it once a second from Limiter.Stats; nothing on the
 // request path touches it. It is safe for concurrent use.
 type History struct {
@@ -100,6 +101,7 @@ func (h *History) Sample(now time.Time, stats map[string]limiter.GroupStats) {
 		s.rejConc = sat32(uint64(s.rejConc) + delta(cur.rejConc, g.prev.rejConc))
 		s.rejRate = sat32(uint64(s.rejRate) + delta(cur.rejRate, g.prev.rejRate))
 		s.would = sat32(uint64(s.would) + delta(cur.would, g.prev.would))
+		s.denied = sat32(uint64(s.denied) + delta(cur.denied, g.prev.denied))
 		s.inflight = sat32(uint64(max(st.ItemsConcurrency, 0)))
 		g.prev = cur
 	}
@@ -115,7 +117,9 @@ type Series struct {
 	RejectedConcurrency []uint64 `json:"rejected_concurrency"`
 	RejectedRateLimit   []uint64 `json:"rejected_rate_limit"`
 	WouldReject         []uint64 `json:"would_reject"`
-	Inflight            []uint64 `json:"inflight"`
+	// Denied counts the requests of denied peers (answered 403).
+	Denied   []uint64 `json:"denied"`
+	Inflight []uint64 `json:"inflight"`
 }
 
 // Series returns group's seconds from since (or from the first sample,
@@ -134,7 +138,7 @@ func (h *History) Series(group string, since time.Time) Series {
 	s.T = make([]int64, n)
 	s.Requests, s.Admitted = make([]uint64, n), make([]uint64, n)
 	s.RejectedConcurrency, s.RejectedRateLimit = make([]uint64, n), make([]uint64, n)
-	s.WouldReject, s.Inflight = make([]uint64, n), make([]uint64, n)
+	s.WouldReject, s.Inflight, s.Denied = make([]uint64, n), make([]uint64, n), make([]uint64, n)
 	var gs []*groupHistory
 	if group == "" {
 		gs = slices.Collect(maps.Values(h.groups))
@@ -151,6 +155,7 @@ func (h *History) Series(group string, since time.Time) Series {
 			s.RejectedConcurrency[k] += uint64(x.rejConc)
 			s.RejectedRateLimit[k] += uint64(x.rejRate)
 			s.WouldReject[k] += uint64(x.would)
+			s.Denied[k] += uint64(x.denied)
 			s.Inflight[k] += uint64(x.inflight)
 		}
 	}

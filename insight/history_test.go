@@ -76,12 +76,24 @@ func TestHistoryDeltas(t *testing.T) {
 	}
 }
 
+// TestHistoryDenied: the requests of denied peers (403) per second.
+func TestHistoryDenied(t *testing.T) {
+	h := insight.NewHistory()
+	h.Sample(hsec(0), map[string]limiter.GroupStats{"a": {Requests: 5, Denied: 5}})
+	h.Sample(hsec(1), map[string]limiter.GroupStats{"a": {Requests: 12, Denied: 9}})
+	h.Sample(hsec(2), map[string]limiter.GroupStats{"a": {Requests: 12, Denied: 9}})
+	s := h.Series("a", hsec(0))
+	if !slices.Equal(s.Denied, []uint64{0, 4, 0}) || !slices.Equal(s.Requests, []uint64{0, 7, 0}) {
+		t.Fatalf("denied %v, requests %v", s.Denied, s.Requests)
+	}
+}
+
 func TestHistoryEmpty(t *testing.T) {
 	b, err := json.Marshal(insight.NewHistory().Series("", h0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"t":[],"requests":[],"admitted":[],"rejected_concurrency":[],"rejected_rate_limit":[],"would_reject":[],"inflight":[]}`
+	const want = `{"t":[],"requests":[],"admitted":[],"rejected_concurrency":[],"rejected_rate_limit":[],"would_reject":[],"denied":[],"inflight":[]}`
 	if string(b) != want {
 		t.Fatalf("%s", b)
 	}
@@ -185,7 +197,11 @@ func checkHistSeries(t *testing.T, name string, got, want insight.Series) {
 		{"rejected_rate_limit", got.RejectedRateLimit, want.RejectedRateLimit},
 		{"would_reject", got.WouldReject, want.WouldReject},
 		{"inflight", got.Inflight, want.Inflight},
+		{"denied", got.Denied, want.Denied},
 	} {
+		if c.want == nil && c.field == "denied" {
+			continue
+		}
 		if !slices.Equal(c.got, c.want) {
 			t.Errorf("%s %s = %v, want %v", name, c.field, c.got, c.want)
 		}

@@ -2,6 +2,7 @@ package insight
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -80,7 +81,7 @@ func ParsePeerQuery(v map[string][]string) (PeerQuery, error) {
 	if s := strings.TrimSpace(get("q")); s != "" {
 		p, err := parseSearch(s)
 		if err != nil {
-			return q, &QueryError{Field: "q", Problem: err.Error()}
+			return q, &QueryError{Field: "q", Problem: fmt.Sprintf("%q is not an IP address or a CIDR: search for one such as 203.0.113.7, 203.0.113.0/24 or 2001:db8::/48", s)}
 		}
 		q.Prefix = p
 	}

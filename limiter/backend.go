@@ -1,6 +1,10 @@
 package limiter
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/limiterd/limiterd/limiter/algo"
+)
 
 // Backend is where the state of every (peer, group) lives: the local slab
 // of this package, or (cluster mode, SPEC §12) a shared store. A Limiter
@@ -18,7 +22,8 @@ import "encoding/binary"
 // type assertion and goes without when a Backend does not offer them.
 type Backend interface {
 	// Admit decides one request of peer k in group g at ms, on the group's
-	// algorithm (today the hybrid of SPEC §6, StepHybrid), updates the
+	// algorithm (the hybrid of SPEC §6, StepHybrid, or one of package algo:
+	// concurrency first, then algo.Decide; SPEC §6.2), updates the
 	// state as the decision says, and returns the outcome, the usage after
 	// it and, when admitted, the Handle of the request's in-flight slot,
 	// held until Release. A backend that cannot decide answers Reason
@@ -31,9 +36,10 @@ type Backend interface {
 	// Forget, eviction or Restore) releases nothing. It must not allocate.
 	Release(h Handle)
 	// Reduce is the manual reduction of SPEC §6 for peer k in group g at
-	// ms: Reduced when one token was given back, else ReduceNoop. It never
-	// creates state. The policy (is_manual_reduction_disabled) is the
-	// Limiter's.
+	// ms (of §6.2 for the other algorithms: algo.Reduce, or the sliding
+	// log's newest timestamp): Reduced when one admission was given back,
+	// else ReduceNoop. It never creates state. The policy
+	// (is_manual_reduction_disabled) is the Limiter's.
 	Reduce(ms int64, k Key, g *Group) ReduceResult
 	// Forget deletes the state of peer k in group g and reports whether
 	// there was any. Its requests in flight release nothing afterwards.
@@ -71,14 +77,19 @@ func (k Key) Peer() PeerKey {
 type Handle struct{ A, B uint64 }
 
 // Usage is what a (peer, group) has used right after a decision: what the
-// RateLimit fields are made of (see Decision.Quota).
+// RateLimit fields are made of (see Decision.Quota). Four words, which
+// stay in registers; their meaning is the group's algorithm's.
 type Usage struct {
-	// Tokens, Window and Oldest are those of the HybridState after the
-	// decision (a rejection changes nothing).
+	// Hybrid: Tokens, Window and Oldest are those of the HybridState after
+	// the decision (a rejection changes nothing). Token bucket, GCRA,
+	// fixed and sliding window: Tokens and Window are the words A and B of
+	// the algo.State after the decision. Sliding log: Window is the
+	// timestamps counted, Oldest the one that must expire before the next
+	// admission (when Window ≥ limit).
 	Tokens int64
 	Window int64
 	Oldest int64
-	// ResetAt is the time of the group's next leaky tick after the
+	// ResetAt is the time of the hybrid's next leaky tick after the
 	// decision, Unix ms.
 	ResetAt int64
 }
@@ -156,7 +167,16 @@ type Group struct {
 	// Leaky and Cleanup place the group's leaky and cleanup ticks.
 	Leaky   Schedule
 	Cleanup Schedule
+	// params are GroupSettings.Params(); stateVer changes when the
+	// algorithm or the limits its state is measured in change (see
+	// local.sync).
+	params   algo.Params
+	stateVer uint64
 }
+
+// Params returns the group's limits, burst resolved (the algorithms but
+// the hybrid).
+func (g *Group) Params() algo.Params { return g.params }
 
 // closed reports whether the group admits nothing: no window, no bucket.
 func (g *Group) closed() bool { return g.SlidingWindowLimit == 0 && g.LeakyLimit == 0 }

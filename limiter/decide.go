@@ -3,6 +3,8 @@ package limiter
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // Via says how a request was admitted.
@@ -14,9 +16,10 @@ const (
 	ViaSliding              // within the sliding window
 	ViaLeaky                // a leaky-bucket token
 	ViaUnlimited            // no limiting applied: exempt peer, mode off, switch off
+	ViaAlgorithm            // by the group's algorithm other than the hybrid (SPEC §6.2)
 )
 
-var viaNames = [...]string{"none", "sliding_window", "leaky_bucket", "no_limiting_applied"}
+var viaNames = [...]string{"none", "sliding_window", "leaky_bucket", "no_limiting_applied", "algorithm"}
 
 // String returns the name of v.
 func (v Via) String() string { return viaNames[v] }
@@ -87,6 +90,24 @@ func (d *Decision) Quota() Quota {
 	if g == nil {
 		return Quota{}
 	}
+	if g.Algorithm != algo.Hybrid {
+		// One policy, the algorithm's: q = L, w = P, r what is left, t
+		// until the next admission possible (SPEC §6.2).
+		var aq algo.Quota
+		if g.Algorithm == algo.SlidingLog {
+			aq = algo.LogQuota(g.params, q.u.Window, q.u.Oldest, q.ms)
+		} else {
+			aq = algo.QuotaOf(g.Algorithm, algo.State{A: q.u.Tokens, B: q.u.Window}, g.params, q.ms)
+		}
+		return Quota{
+			Algorithm:       g.Algorithm,
+			BucketLimit:     g.Limit,
+			BucketRemaining: aq.Remaining,
+			BucketWindow:    g.Period,
+			BucketReset:     aq.Reset,
+			ResetAmount:     aq.Amount,
+		}
+	}
 	out := Quota{
 		BucketLimit:     g.LeakyLimit,
 		BucketRemaining: max(0, g.LeakyLimit-q.u.Tokens),
@@ -105,17 +126,30 @@ func (d *Decision) Quota() Quota {
 }
 
 // Quota is the state of a (peer, group) after a decision, for the
-// RateLimit and RateLimit-Policy headers. Times are milliseconds.
+// RateLimit and RateLimit-Policy headers. Times are milliseconds. For a
+// group of another algorithm than the hybrid the Bucket fields are the
+// algorithm's one policy (SPEC §6.2: q = limit, w = period, r = what is
+// left, t = until the next admission possible) and there is no window.
 type Quota struct {
-	BucketLimit     int64 // leaky_limit
-	BucketRemaining int64 // leaky_limit - tokens, ≥ 0
-	BucketWindow    int64 // leaky_tick_interval
-	BucketReset     int64 // until the next leaky tick
+	// Algorithm is the group's; Hybrid for the zero Quota too.
+	Algorithm       algo.Kind
+	BucketLimit     int64 // leaky_limit; limit
+	BucketRemaining int64 // leaky_limit - tokens, ≥ 0; admissions left now
+	BucketWindow    int64 // leaky_tick_interval; period
+	BucketReset     int64 // until the next leaky tick; until the next admission possible (0: now)
 	WindowLimit     int64 // sliding_window_limit (0: no window)
 	WindowRemaining int64
 	WindowDuration  int64 // sliding_window_duration
 	WindowReset     int64 // until the oldest timestamp expires, 0 when none
+	// ResetAmount is what BucketReset restores, for the other algorithms
+	// (algo.Quota.Amount): 1, or the limit when a fixed window ends. 0 for
+	// the hybrid, whose tick restores leaky_tick_reduction tokens.
+	ResetAmount int64
 }
+
+// Holds reports whether d holds an in-flight slot (an admission not yet
+// released).
+func (d *Decision) Holds() bool { return d.b != nil }
 
 // Release gives back the in-flight slot of an admitted request. It is a
 // no-op on a rejected or unlimited decision, on a second call, and when the
@@ -144,8 +178,9 @@ type policyStats struct {
 // Decide decides one request of peer p in group g at now (SPEC §6). The
 // policy is here: the deny list, the exemption (→ local_peers), the global
 // switch and the group's mode; then the group's Backend takes the state
-// part (concurrency, sliding window, leaky bucket: StepHybrid), and a
-// dry_run group lets a rejection through. An admitted request must be
+// part (concurrency, then sliding window and leaky bucket, StepHybrid, or
+// the group's algorithm, package algo), and a dry_run group lets a
+// rejection through. An admitted request must be
 // released (Decision.Release).
 func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) (d Decision) {
 	st := l.set.Load()
@@ -228,8 +263,9 @@ func (r ReduceResult) String() string {
 	return [...]string{"reduced", "noop", "disabled"}[r]
 }
 
-// Reduce is the manual reduction of SPEC §6: tokens -= 1 if tokens > 0. It
-// never creates an entry.
+// Reduce is the manual reduction of SPEC §6: tokens -= 1 if tokens > 0
+// (for the other algorithms, §6.2: one admission given back). It never
+// creates an entry.
 func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || !st.groups[g].defined || g == LocalPeers {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // Mode says how a group applies its decision.
@@ -61,13 +63,19 @@ const (
 	KeyConcurrencyLimit      = "concurrency_limit"
 	KeyManualReductionOff    = "is_manual_reduction_disabled"
 	KeyMode                  = "mode"
+	// The keys of SPEC §6.2: the group's algorithm and, for all but the
+	// hybrid, its limits.
+	KeyAlgorithm = "algorithm"
+	KeyLimit     = "limit"
+	KeyPeriod    = "period"
+	KeyBurst     = "burst"
 )
 
 // GroupKeys lists every key of a group table in the order of SPEC §3.
 var GroupKeys = []string{
 	KeySlidingWindowLimit, KeySlidingWindowDuration, KeyCleanupInterval, KeyCleanupExpiry,
 	KeyLeakyLimit, KeyLeakyTickInterval, KeyLeakyTickReduction, KeyConcurrencyLimit,
-	KeyManualReductionOff, KeyMode,
+	KeyManualReductionOff, KeyMode, KeyAlgorithm, KeyLimit, KeyPeriod, KeyBurst,
 }
 
 // GroupSettings holds the limits of one route group. Durations and
@@ -83,7 +91,21 @@ type GroupSettings struct {
 	ConcurrencyLimit        int64 `json:"concurrency_limit"`
 	ManualReductionDisabled bool  `json:"is_manual_reduction_disabled"`
 	Mode                    Mode  `json:"-"`
+	// Algorithm decides the group's requests after the concurrency check
+	// (SPEC §6.2); the zero value is the hybrid, which uses the keys
+	// above. The others use Limit requests per Period ms and, the token
+	// bucket and GCRA, a Burst (0: the limit); for the hybrid Limit and
+	// Period are 0 (unset) or carried for groups that inherit them.
+	Algorithm algo.Kind `json:"algorithm"`
+	Limit     int64     `json:"limit"`
+	Period    int64     `json:"period"`
+	Burst     int64     `json:"burst"`
+	Shards
 }
+
+// Params returns the limits of a group whose algorithm is not the hybrid,
+// burst resolved.
+func (s *GroupSettings) Params() algo.Params { return algo.Resolve(s.Limit, s.Period, s.Burst) }
 
 // maxSetting bounds integer settings so that sums and products of them
 // cannot overflow: about 24 days in milliseconds, or two billion requests.
@@ -127,7 +149,22 @@ func (s GroupSettings) Validate(group string) error {
 	if s.Mode > ModeOff {
 		return &SettingError{Group: group, Key: KeyMode, Problem: fmt.Sprintf("unknown mode %d", s.Mode)}
 	}
-	return nil
+	if s.Algorithm == algo.Hybrid {
+		// Unset (0) or carried for the groups that inherit them: valid
+		// values either way.
+		for _, c := range []struct {
+			key string
+			v   int64
+		}{{KeyLimit, s.Limit}, {KeyPeriod, s.Period}} {
+			if c.v < 0 || c.v > algo.MaxValue {
+				return &SettingError{Group: group, Key: c.key, Problem: fmt.Sprintf("must be an integer from 1 to %d, got %d", algo.MaxValue, c.v)}
+			}
+		}
+	}
+	if key, problem := algo.Problem(s.Algorithm, s.Limit, s.Period, s.Burst); key != "" {
+		return &SettingError{Group: group, Key: key, Problem: problem}
+	}
+	return s.Shards.validate(group)
 }
 
 // SettingError is the error of an invalid group setting. It names the group
@@ -172,6 +209,11 @@ type PartialGroup struct {
 	ConcurrencyLimit        *int64
 	ManualReductionDisabled *bool
 	Mode                    *Mode
+	Algorithm               *algo.Kind
+	Limit                   *int64
+	Period                  *int64
+	Burst                   *int64
+	PartialShards
 }
 
 // Over returns base with every key p sets replaced by p's value.
@@ -195,7 +237,41 @@ func (p PartialGroup) Over(base GroupSettings) GroupSettings {
 	if p.Mode != nil {
 		base.Mode = *p.Mode
 	}
+	if p.Algorithm != nil {
+		base.Algorithm = *p.Algorithm
+	}
+	set(&base.Limit, p.Limit)
+	set(&base.Period, p.Period)
+	set(&base.Burst, p.Burst)
+	// A burst taken over from base (general, or the file's value under a
+	// live edit) means nothing to an algorithm without one: dropped. One
+	// set here is kept, for Validate to refuse.
+	if p.Burst == nil && !base.Algorithm.HasBurst() {
+		base.Burst = 0
+	}
+	p.PartialShards.over(&base.Shards)
 	return base
+}
+
+// Resolve returns base with p's keys over it (Over), validated. A limit or
+// period p sets must be > 0 and a burst ≥ 0 even where the algorithm
+// ignores them (SPEC §6.2: the keys are validated when present). The error
+// names the group and the key.
+func (p PartialGroup) Resolve(group string, base GroupSettings) (GroupSettings, error) {
+	for _, c := range []struct {
+		key string
+		v   *int64
+		min int64
+	}{{KeyLimit, p.Limit, 1}, {KeyPeriod, p.Period, 1}, {KeyBurst, p.Burst, 0}} {
+		if c.v != nil && (*c.v < c.min || *c.v > algo.MaxValue) {
+			return base, &SettingError{Group: group, Key: c.key, Problem: fmt.Sprintf("must be an integer from %d to %d, got %d", c.min, algo.MaxValue, *c.v)}
+		}
+	}
+	if p.Algorithm != nil && !p.Algorithm.Valid() {
+		return base, &SettingError{Group: group, Key: KeyAlgorithm, Problem: fmt.Sprintf("unknown algorithm %d", *p.Algorithm)}
+	}
+	s := p.Over(base)
+	return s, s.Validate(group)
 }
 
 // ResolveGroups turns the operator's tables into complete settings: general
@@ -210,8 +286,8 @@ func ResolveGroups(tables map[string]PartialGroup) (map[string]GroupSettings, er
 	if len(tables)+1 > MaxGroups {
 		return nil, fmt.Errorf("http_api.limiter: %w: %d groups, at most %d", ErrTooManyGroups, len(tables), MaxGroups-1)
 	}
-	general := tables[GroupGeneral].Over(ArweaveGroups()[GroupGeneral])
-	if err := general.Validate(GroupGeneral); err != nil {
+	general, err := tables[GroupGeneral].Resolve(GroupGeneral, ArweaveGroups()[GroupGeneral])
+	if err != nil {
 		return nil, err
 	}
 	out := map[string]GroupSettings{GroupGeneral: general}
@@ -227,8 +303,8 @@ func ResolveGroups(tables map[string]PartialGroup) (map[string]GroupSettings, er
 		if err := validGroupName(name); err != nil {
 			return nil, err
 		}
-		g := tables[name].Over(general)
-		if err := g.Validate(name); err != nil {
+		g, err := tables[name].Resolve(name, general)
+		if err != nil {
 			return nil, err
 		}
 		out[name] = g
@@ -261,6 +337,7 @@ func arweave(window, leaky, reduction, concurrency int64) GroupSettings {
 		LeakyTickInterval:     30000,
 		LeakyTickReduction:    reduction,
 		ConcurrencyLimit:      concurrency,
+		Shards:                Shards{NumberOfWorkers: 5},
 	}
 }
 
@@ -269,6 +346,7 @@ func arweave(window, leaky, reduction, concurrency int64) GroupSettings {
 func ArweaveGroups() map[string]GroupSettings {
 	metrics := arweave(0, 2, 2, 2)
 	metrics.LeakyTickInterval = 1000
+	metrics.NumberOfWorkers = 1
 	return map[string]GroupSettings{
 		"general":                  arweave(0, 450, 450, 150),
 		"chunk":                    arweave(100, 6000, 30, 200),

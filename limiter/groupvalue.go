@@ -23,6 +23,14 @@ func (s GroupSettings) Value(key string) (any, bool) {
 		return s.ManualReductionDisabled, true
 	case KeyMode:
 		return s.Mode.String(), true
+	case KeyAlgorithm:
+		return s.Algorithm.String(), true
+	case KeyLimit:
+		return s.Limit, true
+	case KeyPeriod:
+		return s.Period, true
+	case KeyBurst:
+		return s.Burst, true
 	}
 	return nil, false
 }

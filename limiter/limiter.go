@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peerid"
 )
 
 // GroupID is a group's index in a Limiter. IDs are stable for the
@@ -26,13 +29,16 @@ type Config struct {
 	ExemptPaths    []string
 	TrustedProxies []netip.Prefix
 	// ForwardedHeader is the header a trusted proxy's chain is read from.
-	ForwardedHeader ForwardedHeader
+	ForwardedHeader peerid.ForwardedHeader
 	IPv6Prefix      int
 	Exempt          []netip.Prefix
 	Deny            []netip.Prefix
 	// MaxTracked caps the (peer, group) entries of the local backend; 0
 	// means no cap.
 	MaxTracked int
+	// ArweaveVersion is arweave.version: with Arweave297 every group is
+	// also checked with GroupSettings.Validate297.
+	ArweaveVersion ArweaveVersion
 }
 
 // settings is one immutable version of a Limiter's configuration: the
@@ -45,7 +51,7 @@ type settings struct {
 	routeReduce [][]int
 	general     GroupID
 	exemptPaths []*Pattern
-	ident       *Identifier
+	ident       *peerid.Identifier
 	exempt      *PrefixSet
 	deny        *PrefixSet
 	maxTracked  int64
@@ -73,6 +79,8 @@ type Limiter struct {
 
 	leakyTicks [MaxGroups]atomic.Uint64
 	policy     [MaxGroups]policyStats
+
+	arrivalsPerShard int // WithArrivals
 }
 
 // Option configures a Limiter at New.
@@ -99,6 +107,9 @@ func New(now time.Time, cfg Config, opts ...Option) (*Limiter, error) {
 	if l.backend == nil {
 		l.local = newLocal()
 		l.backend = l.local
+		if l.arrivalsPerShard > 0 {
+			l.local.recordArrivals(l.arrivalsPerShard)
+		}
 	}
 	l.enabled.Store(true)
 	if err := l.Apply(now, cfg); err != nil {
@@ -118,17 +129,53 @@ func New(now time.Time, cfg Config, opts ...Option) (*Limiter, error) {
 // removed by the previous Apply, so a group defined again starts afresh on
 // a new schedule, with none left counting ticks on the old one.
 func (l *Limiter) Apply(now time.Time, cfg Config) error {
+	_, err := l.Reconfigure(now, cfg)
+	return err
+}
+
+// Reconfigure is Apply, and reports how many entries of each group were
+// dropped because the group's algorithm changed (SPEC §6.2: a change of
+// algorithm drops the group's state; a change of limit, period or burst
+// keeps it, converted to the new limits). Groups that dropped nothing are
+// not in the map.
+func (l *Limiter) Reconfigure(now time.Time, cfg Config) (map[string]int, error) {
 	if l.set.Load() != nil {
 		l.Tick(now)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st, err := l.build(now.UnixMilli(), cfg, l.set.Load(), nil)
+	prev := l.set.Load()
+	st, err := l.build(now.UnixMilli(), cfg, prev, nil)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	var switched []GroupID
+	for id := range st.groups {
+		if g := &st.groups[id]; g.defined && prev != nil && prev.groups[id].defined && prev.groups[id].stateVer != g.stateVer {
+			switched = append(switched, GroupID(id))
+		}
+	}
+	var before [MaxGroups]GroupStats
+	if l.local != nil && len(switched) > 0 {
+		l.local.AddStats(&before)
 	}
 	l.install(st)
-	return nil
+	if l.local == nil || len(switched) == 0 {
+		return nil, nil
+	}
+	// Entries of another algorithm go now, and those measured in the old
+	// limits are converted; a decision that meets one before this pass
+	// does the same (local.sync).
+	l.local.syncAll(&st.GroupTable)
+	var after [MaxGroups]GroupStats
+	l.local.AddStats(&after)
+	dropped := map[string]int{}
+	for _, id := range switched {
+		if n := after[id].StateDrops - before[id].StateDrops; n > 0 {
+			dropped[st.groups[id].Name] = int(n)
+		}
+	}
+	return dropped, nil
 }
 
 // install makes st the settings in force. l.mu must be held.
@@ -171,6 +218,9 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 		if err := gs.Validate(name); err != nil {
 			return nil, err
 		}
+		if err := validateVersion(cfg.ArweaveVersion, gs, name); err != nil {
+			return nil, err
+		}
 		id, ok := ids[name]
 		if !ok {
 			if int(next) >= MaxGroups {
@@ -180,7 +230,17 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 			ids[name] = id
 			next++
 		}
-		g := Group{ID: id, defined: true, backend: l.backend, Version: ver, Name: name, GroupSettings: gs}
+		g := Group{ID: id, defined: true, backend: l.backend, Version: ver, Name: name, GroupSettings: gs,
+			params: gs.Params(), stateVer: ver}
+		if prev != nil && prev.groups[id].defined {
+			// The state stays valid while the algorithm stays and, for the
+			// two whose units are made of the limits (and the sliding
+			// log's gate, see logGate), the limits too.
+			p := &prev.groups[id]
+			if p.Algorithm == gs.Algorithm && (p.params == g.params || !gs.Algorithm.Scaled() && gs.Algorithm != algo.SlidingLog) {
+				g.stateVer = p.stateVer
+			}
+		}
 		switch {
 		case saved[name][0].Valid():
 			g.Leaky = saved[name][0].Retimed(now, gs.LeakyTickInterval)
@@ -219,7 +279,7 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 		}
 		st.exemptPaths = append(st.exemptPaths, pat)
 	}
-	if st.ident, err = NewIdentifier(NewPrefixSet(cfg.TrustedProxies), cfg.IPv6Prefix, cfg.ForwardedHeader); err != nil {
+	if st.ident, err = peerid.New(NewPrefixSet(cfg.TrustedProxies), cfg.IPv6Prefix, cfg.ForwardedHeader); err != nil {
 		return nil, err
 	}
 	st.exempt = NewPrefixSet(cfg.Exempt)
@@ -329,7 +389,7 @@ func (l *Limiter) Classify(method, path string) Route {
 }
 
 // PeerOf identifies the peer of a request (SPEC §4).
-func (l *Limiter) PeerOf(remoteAddr string, h Header) Peer {
+func (l *Limiter) PeerOf(remoteAddr string, h peerid.Header) Peer {
 	return l.set.Load().ident.PeerOf(remoteAddr, h)
 }
 

@@ -3,6 +3,8 @@ package limiter
 import (
 	"math"
 	"sync/atomic"
+
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 const (
@@ -26,6 +28,11 @@ type local struct {
 	cands  [nShards]atomic.Uint32 // each shard's next eviction candidate
 
 	afterScan func() // tests: runs between SnapshotDelta's scan and its drain
+
+	// WithArrivals: which decisions are recorded (SetArrivalSampling), and
+	// the channel told when a shard's record is half full.
+	sampling atomic.Uint32
+	poke     chan struct{}
 }
 
 var (
@@ -54,14 +61,24 @@ func (b *local) shardOf(k *entryKey) (*shard, uint16, uint32) {
 // Admit runs the hybrid decision for (k, g) under the shard's lock: it
 // finds or creates the entry (evicting one at max_tracked), brings it up to
 // date with the ticks since it was last touched, reads its HybridState,
-// lets StepHybrid decide, and writes the outcome back.
+// lets StepHybrid decide, and writes the outcome back. The other
+// algorithms are admitAlgo's.
 func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle) {
+	if g.Algorithm != algo.Hybrid {
+		return b.admitAlgo(ms, k, g)
+	}
 	sec := uint32(ms / 1000)
 	var key entryKey
 	key.set(g.ID, k)
 	sh, si, tag := b.shardOf(&key)
 	sh.mu.Lock()
 	slot, _, ok := sh.find(&key, tag)
+	if ok && sh.at(slot).algo != algo.Hybrid {
+		// The group's algorithm changed to the hybrid: that state goes.
+		sh.drop(slot, tag)
+		b.total.Add(-1)
+		ok = false
+	}
 	// A new entry in a closed group (no window, no bucket) is rejected and
 	// deleted at once, below: it must not evict another peer's entry.
 	if !ok && !g.closed() {
@@ -88,6 +105,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	sh.touch(slot, sec)
 	stats.Requests++
 	satInc(&e.requests)
+	requests := e.requests
 
 	cut := ms - g.SlidingWindowDuration + 1 // timestamps < cut have expired
 	s := HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)}
@@ -97,7 +115,8 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 			s.Window, s.Oldest = int64(wn), w.at(w.n-wn)
 		}
 	}
-	s, out = StepHybrid(s, &g.GroupSettings, ms, lc.to)
+	resetAt := lc.to // read under the lock: another decision may move the span
+	s, out = StepHybrid(s, &g.GroupSettings, ms, resetAt)
 	switch out.Via {
 	case ViaLeaky:
 		if e.flags&flagTokens == 0 {
@@ -110,8 +129,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		stats.AllowedLeaky++
 	case ViaSliding:
 		if w == nil {
-			w = &window{ctick: uint32(sh.cleanupIndex(g, ms))}
-			sh.setWin(e, w)
+			w = sh.setWin(e, window{ctick: uint32(sh.cleanupIndex(g, ms))})
 		}
 		if w.n == 0 {
 			stats.PeersWindow++
@@ -142,10 +160,15 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 	}
-	// The span is the shard's, read under its lock.
-	resetAt := lc.to
+	if sh.arr.buf != nil { // the dashboard's record (WithArrivals)
+		s := b.sampling.Load()
+		if f := sampled(s, tag, requests); f != 0 {
+			sh.arr.put(k, g.ID, out.Reason, ms, tag, f, s, b.poke)
+		}
+	}
+	u = Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}
 	sh.mu.Unlock()
-	return out, Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}, h
+	return out, u, h
 }
 
 // localHandle packs an in-flight slot: the slot and its generation, the
@@ -182,17 +205,27 @@ func (b *local) Release(h Handle) {
 }
 
 // Reduce gives back one token of (k, g), ReduceHybrid on the entry with
-// its due ticks applied; it never creates an entry.
+// its due ticks applied (one admission of the other algorithms:
+// reduceAlgo); it never creates an entry.
 func (b *local) Reduce(ms int64, k Key, g *Group) ReduceResult {
 	key := makeEntryKey(g.ID, k)
 	sh, _, tag := b.shardOf(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	slot, pos, ok := sh.find(&key, tag)
-	if !ok {
+	slot, _, ok := sh.find(&key, tag)
+	if !ok || !b.current(sh, slot, g) {
 		return ReduceNoop
 	}
 	e := sh.at(slot)
+	if g.Algorithm != algo.Hybrid {
+		res := sh.reduceAlgo(e, g, ms)
+		if sh.expireAlgo(e, g, ms) {
+			sh.remove(slot, sh.posOf(slot, tag))
+			b.total.Add(-1)
+		}
+		return res
+	}
+	pos := sh.posOf(slot, tag)
 	sh.applyTicks(e, g, ms, &sh.stats[g.ID])
 	ns, res := ReduceHybrid(HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)})
 	if res == Reduced {
@@ -225,7 +258,7 @@ func (b *local) Forget(k Key, g *Group) bool {
 
 // dead reports whether e holds nothing: it can go.
 func (sh *shard) dead(e *entry) bool {
-	if e.inflight != 0 || e.flags&flagTokens != 0 {
+	if e.inflight != 0 || e.flags&(flagTokens|flagState) != 0 {
 		return false
 	}
 	w := sh.win(e)
@@ -244,6 +277,10 @@ func (sh *shard) account(e *entry, sign int64) {
 		st.ItemsTokens += sign * int64(e.tokens)
 	}
 	if w := sh.win(e); w != nil && w.n > 0 {
+		if e.algo != algo.Hybrid {
+			st.LogItems += sign * int64(w.n)
+			return
+		}
 		st.PeersWindow += sign
 		st.ItemsWindow += sign * int64(w.n)
 	}
@@ -259,6 +296,9 @@ func satInc(p *uint32) {
 // since it was last touched (LeakyTicks, CleanupCut), counting them as the
 // eager ticks of the Arweave node would, and keeping the gauges in step.
 func (sh *shard) applyTicks(e *entry, g *Group, ms int64, st *GroupStats) {
+	if e.algo != algo.Hybrid {
+		return // no ticks: expireAlgo
+	}
 	if e.flags&flagTokens != 0 {
 		k := sh.leakyIndex(g, ms)
 		if n := int64(int32(uint32(k) - e.tick)); n > 0 {

@@ -214,31 +214,12 @@ func stripQuery(path string) string {
 	return path
 }
 
-// SplitPath is a path split once for matching against many patterns with
-// Pattern.MatchSplit (the outbound throttle's rules). It lives on the
-// caller's stack.
-type SplitPath struct {
-	path string // the query string cut off
-	ps   pathSegments
-}
-
-// Split fills s from path without allocating, looking at no more segments
-// than the longest glob that will be matched against it needs: limit, the
-// largest Pattern.Segments of those patterns (at most MaxPatternSegments).
-func (s *SplitPath) Split(path string, limit int) {
-	s.path = stripQuery(path)
-	splitPath(&s.ps, s.path, min(limit, MaxPatternSegments))
-}
-
-// MatchSplit is Match for a path split by SplitPath.Split with a limit of
-// at least p.Segments().
-func (p *Pattern) MatchSplit(s *SplitPath) bool {
-	if p.re != nil {
-		return p.re.MatchString(s.path)
+// ThrottleMatcher compiles a pattern of the outbound throttle
+// (ParseThrottlePattern) as package throttle's Config.Compile takes it.
+func ThrottleMatcher(pattern string) (interface{ Match(path string) bool }, error) {
+	p, err := ParseThrottlePattern(pattern)
+	if err != nil {
+		return nil, err
 	}
-	return p.matchSegments(&s.ps)
+	return p, nil
 }
-
-// Segments returns how many segments a glob names (a trailing "**" not
-// counted); 0 for a "re:" pattern.
-func (p *Pattern) Segments() int { return len(p.segs) }

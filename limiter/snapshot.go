@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // Snapshot is all of a Limiter's state as plain values: what a restart
@@ -24,6 +26,11 @@ type GroupSnapshot struct {
 	Name    string   `json:"name"`
 	Leaky   Schedule `json:"leaky"`
 	Cleanup Schedule `json:"cleanup"`
+	// Algorithm and its limits, burst resolved (not the hybrid): what the
+	// entries' states are measured in, so that a restart under other
+	// limits converts them, and under another algorithm drops them.
+	Algorithm algo.Kind   `json:"algorithm"`
+	Params    algo.Params `json:"params,omitzero"`
 }
 
 // EntrySnapshot is the state of one (peer, group).
@@ -45,6 +52,12 @@ type EntrySnapshot struct {
 	RejectedRateLimit   uint64  `json:"rejected_rate_limit,omitempty"`
 	// LastSeen is the Unix second of the entry's last decision.
 	LastSeen int64 `json:"last_seen"`
+	// Algorithm is the algorithm the state is of (its group's when it was
+	// saved). For the token bucket, GCRA and the windows, State holds it
+	// (zero: nothing to remember); the sliding log keeps its timestamps in
+	// Window. InTokens, Tokens and the ticks are the hybrid's.
+	Algorithm algo.Kind  `json:"algorithm,omitempty"`
+	State     algo.State `json:"state,omitzero"`
 }
 
 // widen turns a stored low-32-bit tick index back into a full index, given
@@ -62,6 +75,9 @@ func (sh *shard) snapshotEntry(e *entry, gr *Group, ms int64) EntrySnapshot {
 		RejectedRateLimit:   uint64(e.rejRate),
 		LastSeen:            int64(e.lastSeen),
 	}
+	if es.Algorithm = e.algo; e.flags&flagState != 0 && e.algo != algo.SlidingLog {
+		es.State = e.words()
+	}
 	if e.flags&flagTokens != 0 {
 		es.InTokens = true
 		es.Tokens = int64(e.tokens)
@@ -72,7 +88,9 @@ func (sh *shard) snapshotEntry(e *entry, gr *Group, ms int64) EntrySnapshot {
 		for i := int32(0); i < w.n; i++ {
 			es.Window[i] = w.at(i)
 		}
-		es.CleanupTick = widen(w.ctick, sh.cleanupIndex(gr, ms))
+		if e.algo == algo.Hybrid {
+			es.CleanupTick = widen(w.ctick, sh.cleanupIndex(gr, ms))
+		}
 	}
 	return es
 }
@@ -97,7 +115,11 @@ func (st *settings) groupSnapshots(ms int64) []GroupSnapshot {
 	for g := range st.groups {
 		gr := &st.groups[g]
 		if gr.defined && g != int(LocalPeers) {
-			out = append(out, GroupSnapshot{Name: gr.Name, Leaky: gr.Leaky.settle(ms), Cleanup: gr.Cleanup.settle(ms)})
+			gs := GroupSnapshot{Name: gr.Name, Leaky: gr.Leaky.Settled(ms), Cleanup: gr.Cleanup.Settled(ms), Algorithm: gr.Algorithm}
+			if gr.Algorithm != algo.Hybrid {
+				gs.Params = gr.params
+			}
+			out = append(out, gs)
 		}
 	}
 	return out
@@ -107,8 +129,8 @@ func (st *settings) groupSnapshots(ms int64) []GroupSnapshot {
 // lock at a time.
 func (b *local) SnapshotEntries(ms int64, gt *GroupTable) []EntrySnapshot {
 	out := make([]EntrySnapshot, 0, b.Tracked())
-	b.scan(func(sh *shard, _ uint32, e *entry) {
-		if gr := &gt.groups[e.key.group()]; gr.defined {
+	b.scan(func(sh *shard, slot uint32, e *entry) {
+		if gr := &gt.groups[e.key.group()]; gr.defined && b.current(sh, slot, gr) {
 			out = append(out, sh.snapshotEntry(e, gr, ms))
 		}
 	}, nil, false)
@@ -124,6 +146,9 @@ type RestoreReport struct {
 	// Skipped entries belong to groups no longer configured, or carry an
 	// invalid peer key, or did not fit under max_tracked.
 	Skipped int
+	// Dropped entries were saved under another algorithm than their
+	// group's now (SPEC §6.2: a change of algorithm drops the state).
+	Dropped int
 	// Gap is the time between the snapshot and now; 0 when the clock went
 	// backwards (which counts as no gap).
 	Gap time.Duration
@@ -202,6 +227,7 @@ func (b *local) Restore(ms int64, gt *GroupTable, snap *Snapshot) RestoreReport 
 			s := &sh.stats[g]
 			s.PeersConcurrency, s.PeersTokens, s.PeersWindow = 0, 0, 0
 			s.ItemsConcurrency, s.ItemsTokens, s.ItemsWindow = 0, 0, 0
+			s.Entries, s.LogItems = 0, 0
 		}
 		sh.mu.Unlock()
 	}
@@ -213,13 +239,41 @@ func (b *local) Restore(ms int64, gt *GroupTable, snap *Snapshot) RestoreReport 
 			byName[gt.groups[g].Name] = GroupID(g)
 		}
 	}
+	// The limits each group's states were saved under: converted to
+	// today's (a snapshot of an older limiterd has none: hybrid).
+	savedParams := make(map[string]algo.Params, len(snap.Groups))
+	for _, gs := range snap.Groups {
+		if gs.Algorithm != algo.Hybrid && gs.Params.Limit > 0 && gs.Params.Period > 0 && gs.Params.Burst > 0 {
+			savedParams[gs.Name] = gs.Params
+		}
+	}
+	// The shards' entries are of today's limits once loaded.
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for g := range gt.groups {
+			sh.synced[g] = shardSync{ver: gt.groups[g].stateVer, p: gt.groups[g].params}
+		}
+		sh.mu.Unlock()
+	}
 	// The entries that can be restored, oldest first, so that max_tracked
 	// keeps the most recent of them.
 	order := make([]int, 0, len(snap.Entries))
 	for i := range snap.Entries {
 		es := &snap.Entries[i]
-		if _, ok := byName[es.Group]; !ok || !es.Peer.IsValid() || es.Tokens < 0 || es.Tokens > maxSetting {
+		g, ok := byName[es.Group]
+		if !ok || !es.Peer.IsValid() || es.Tokens < 0 || es.Tokens > maxSetting {
 			rep.Skipped++
+			continue
+		}
+		if es.Algorithm != gt.groups[g].Algorithm {
+			// Dropped for good: the next delta deletes it from the store.
+			rep.Dropped++
+			key := makeEntryKey(g, KeyOf(&es.Peer))
+			sh, _, _ := b.shardOf(&key)
+			sh.mu.Lock()
+			sh.deleted = append(sh.deleted, key)
+			sh.mu.Unlock()
 			continue
 		}
 		order = append(order, i)
@@ -253,6 +307,7 @@ func (b *local) Restore(ms int64, gt *GroupTable, snap *Snapshot) RestoreReport 
 		}
 		slot := sh.insert(&key, tag)
 		e := sh.at(slot)
+		e.algo = gr.Algorithm
 		e.lastSeen = uint32(max(0, es.LastSeen+shift/1000))
 		e.requests = sat32(es.Requests)
 		e.rejConc = sat32(es.RejectedConcurrency)
@@ -260,21 +315,36 @@ func (b *local) Restore(ms int64, gt *GroupTable, snap *Snapshot) RestoreReport 
 		// The entry came from the store: deleting it must be reported, and
 		// the ticks applied below changed it since.
 		e.flags |= flagPersisted | flagDirty
-		if es.InTokens {
-			e.flags |= flagTokens
-			e.tokens = int32(es.Tokens)
-			e.tick = tickSince(es.LeakyTick, gr.Leaky.IndexAt(ms))
+		limit := gr.SlidingWindowLimit
+		switch gr.Algorithm {
+		case algo.Hybrid:
+			if es.InTokens {
+				e.flags |= flagTokens
+				e.tokens = int32(es.Tokens)
+				e.tick = tickSince(es.LeakyTick, gr.Leaky.IndexAt(ms))
+			}
+		case algo.SlidingLog:
+			limit = gr.Limit
+		default:
+			if es.State != (algo.State{}) {
+				from, ok := savedParams[es.Group]
+				if !ok {
+					from = gr.params
+				}
+				e.setWords(algo.Rescale(gr.Algorithm, algo.Shift(gr.Algorithm, es.State, shift), from, gr.params))
+				e.flags |= flagState
+			}
 		}
-		if len(es.Window) > 0 {
-			w := &window{ctick: tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))}
+		if len(es.Window) > 0 && gr.Algorithm.Logged() {
+			w := window{ctick: tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))}
 			for _, t := range es.Window {
-				w.add(t+shift, int32(max(gr.SlidingWindowLimit, int64(len(es.Window)))))
+				w.add(t+shift, int32(max(limit, int64(len(es.Window)))))
 			}
 			sh.setWin(e, w)
 		}
 		sh.account(e, 1)
 		sh.applyTicks(e, gr, ms, &sh.stats[g])
-		if sh.dead(e) {
+		if (gr.Algorithm == algo.Hybrid && sh.dead(e)) || (gr.Algorithm != algo.Hybrid && sh.expireAlgo(e, gr, ms)) {
 			sh.remove(slot, sh.posOf(slot, tag))
 			rep.Expired++
 		} else {
@@ -337,11 +407,11 @@ func (b *local) SnapshotDelta(ms int64, gt *GroupTable, full bool) (changed []En
 		// growth for 69 MB of entries).
 		changed = make([]EntrySnapshot, 0, b.Tracked()+b.Tracked()/16+64)
 	}
-	b.scan(func(sh *shard, _ uint32, e *entry) {
+	b.scan(func(sh *shard, slot uint32, e *entry) {
 		if !full && e.flags&flagDirty == 0 {
 			return
 		}
-		if gr := &gt.groups[e.key.group()]; gr.defined {
+		if gr := &gt.groups[e.key.group()]; gr.defined && b.current(sh, slot, gr) {
 			changed = append(changed, sh.snapshotEntry(e, gr, ms))
 			e.flags = e.flags&^flagDirty | flagPersisted
 		}

@@ -2,6 +2,8 @@ package limiter
 
 import (
 	"time"
+
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // GroupStats are the counters and gauges of one group: the numbers behind
@@ -24,6 +26,8 @@ type GroupStats struct {
 	CleanupDeletePeer   uint64 // ar_limiter_cleanup_tick_expired_sliding_peers_deleted_total
 	Evictions           uint64 // entries evicted by max_tracked
 	LeakyTicks          uint64 // ar_limiter_leaky_ticks
+	AllowedAlgorithm    uint64 // admitted by an algorithm other than the hybrid
+	StateDrops          uint64 // entries dropped because the group's algorithm changed
 
 	// Gauges: ar_limiter_peers and ar_limiter_tracked_items_total.
 	PeersConcurrency int64
@@ -32,6 +36,10 @@ type GroupStats struct {
 	ItemsConcurrency int64
 	ItemsTokens      int64
 	ItemsWindow      int64
+	// Entries are the group's (peer, group) entries, LogItems the
+	// timestamps its sliding logs hold (limiterd's gauges).
+	Entries  int64
+	LogItems int64
 }
 
 func (s *GroupStats) add(o *GroupStats) {
@@ -50,6 +58,10 @@ func (s *GroupStats) add(o *GroupStats) {
 	s.TickDeletePeer += o.TickDeletePeer
 	s.CleanupDeletePeer += o.CleanupDeletePeer
 	s.Evictions += o.Evictions
+	s.AllowedAlgorithm += o.AllowedAlgorithm
+	s.StateDrops += o.StateDrops
+	s.Entries += o.Entries
+	s.LogItems += o.LogItems
 	s.PeersConcurrency += o.PeersConcurrency
 	s.PeersTokens += o.PeersTokens
 	s.PeersWindow += o.PeersWindow
@@ -153,6 +165,10 @@ type EntryView struct {
 	RejectedConcurrency uint64
 	RejectedRateLimit   uint64
 	LastSeen            time.Time
+	// Algorithm is the group's; for all but the hybrid, Algo is the state
+	// in its terms (Tokens and Window are then 0).
+	Algorithm algo.Kind
+	Algo      algo.View
 }
 
 func (sh *shard) view(e *entry, g *Group, ms int64) EntryView {
@@ -165,6 +181,10 @@ func (sh *shard) view(e *entry, g *Group, ms int64) EntryView {
 		RejectedConcurrency: uint64(e.rejConc),
 		RejectedRateLimit:   uint64(e.rejRate),
 		LastSeen:            time.Unix(int64(e.lastSeen), 0),
+	}
+	if v.Algorithm = g.Algorithm; v.Algorithm != algo.Hybrid {
+		v.Algo = sh.viewAlgo(e, g, ms)
+		return v
 	}
 	if e.flags&flagTokens != 0 {
 		v.Tokens = int64(e.tokens)
@@ -203,8 +223,8 @@ func (l *Limiter) Each(now time.Time, fn func(EntryView) bool) {
 // without it.
 func (b *local) Each(ms int64, gt *GroupTable, fn func(EntryView) bool) {
 	buf := make([]EntryView, 0, tickBatch)
-	b.scan(func(sh *shard, _ uint32, e *entry) {
-		if g := &gt.groups[e.key.group()]; g.defined {
+	b.scan(func(sh *shard, slot uint32, e *entry) {
+		if g := &gt.groups[e.key.group()]; g.defined && b.current(sh, slot, g) {
 			buf = append(buf, sh.view(e, g, ms))
 		}
 	}, func() bool {
@@ -255,14 +275,14 @@ func (b *local) Entry(ms int64, k Key, g *Group) (v EntryView, ok bool) {
 	sh, _, tag := b.shardOf(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	slot, pos, found := sh.find(&key, tag)
-	if !found {
+	slot, _, found := sh.find(&key, tag)
+	if !found || !b.current(sh, slot, g) {
 		return v, false
 	}
 	e := sh.at(slot)
 	sh.applyTicks(e, g, ms, &sh.stats[g.ID])
-	if sh.dead(e) {
-		sh.remove(slot, pos)
+	if (e.algo == algo.Hybrid && sh.dead(e)) || (e.algo != algo.Hybrid && sh.expireAlgo(e, g, ms)) {
+		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 		return v, false
 	}

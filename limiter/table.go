@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // entryKey is a (peer, group) pair: the PeerKey, then the group ID in the
@@ -49,29 +51,49 @@ const (
 	flagTokens    uint8 = 1 << iota // in the leaky-token register (tokens may be 0)
 	flagDirty                       // changed since the last incremental snapshot
 	flagPersisted                   // written by a snapshot: its deletion must be reported
+	flagState                       // holds an algo.State (the algorithms but the hybrid and the log)
 )
 
 // entry is the state of one (peer, group). Its size is what a tracked peer
 // costs, and one entry is one cache line: keep it at 64 bytes (checked by a
 // test; pages are allocated on their own, so entries stay line-aligned).
+//
+// Four fields are a union, read as algo holds the entry: the hybrid's
+// tokens, tick and window index (wi), the sliding log's window index, or
+// the two words of the other algorithms' algo.State: A in tokens and tick,
+// B in wi and aux (words, setWords). Code that reads them checks algo
+// first.
 type entry struct {
 	key      entryKey
 	flags    uint8
-	_        uint8
-	tokens   int32  // tokens consumed, counted upward
-	inflight int32  // requests admitted and not yet released
-	gen      uint32 // bumped whenever the slot is freed
-	next     uint32 // free-list link (slot+1) while the slot is free
-	tick     uint32 // low 32 bits of the index of the last leaky tick applied
-	lastSeen uint32 // Unix seconds of the last decision
-	requests uint32 // decisions for this entry (saturating)
-	rejConc  uint32 // rejections by concurrency (saturating)
-	rejRate  uint32 // rejections by rate limit (saturating)
+	algo     algo.Kind // the algorithm of the state held
+	tokens   int32     // tokens consumed, counted upward
+	inflight int32     // requests admitted and not yet released
+	gen      uint32    // bumped whenever the slot is freed
+	next     uint32    // free-list link (slot+1) while the slot is free
+	tick     uint32    // low 32 bits of the index of the last leaky tick applied
+	lastSeen uint32    // Unix seconds of the last decision
+	requests uint32    // decisions for this entry (saturating)
+	rejConc  uint32    // rejections by concurrency (saturating)
+	rejRate  uint32    // rejections by rate limit (saturating)
 	// wi is the entry's sliding window, index+1 in its shard's wins (0:
 	// none). An index, not a pointer: entries then hold no pointer, so the
 	// garbage collector never scans the slab (64 MB at a million entries).
-	wi uint32
-	_  [4]byte // one cache line
+	wi  uint32
+	aux uint32 // the high half of an algo.State's B
+}
+
+// words returns the algo.State of an entry that holds one (flagState).
+func (e *entry) words() algo.State {
+	return algo.State{
+		A: int64(uint64(uint32(e.tokens)) | uint64(e.tick)<<32),
+		B: int64(uint64(e.wi) | uint64(e.aux)<<32),
+	}
+}
+
+func (e *entry) setWords(s algo.State) {
+	e.tokens, e.tick = int32(uint32(s.A)), uint32(uint64(s.A)>>32)
+	e.wi, e.aux = uint32(s.B), uint32(uint64(s.B)>>32)
 }
 
 const (
@@ -95,9 +117,9 @@ type shard struct {
 	epoch uint32 // bumped when Restore replaces the tables
 	stats [MaxGroups]GroupStats
 
-	// wins holds the entries' sliding windows (see entry.wi); winFree the
-	// free indexes in it.
-	wins    []*window
+	// wins holds the entries' sliding windows (see entry.wi), by value (a
+	// pointer less to follow per decision); winFree the free indexes in it.
+	wins    []window
 	winFree []uint32
 
 	// victims are the entries idle longest when the shard was last
@@ -114,7 +136,17 @@ type shard struct {
 
 	leakyCache   [MaxGroups]tickSpan
 	cleanupCache [MaxGroups]tickSpan
-	_            [64]byte // keep the next shard's lock off this cache line
+	// synced is, per group, the Group.stateVer the shard's entries are
+	// kept for, with the limits they are measured in (see sync).
+	synced [MaxGroups]shardSync
+	// arr records the shard's decisions for the dashboard (WithArrivals).
+	arr arrivalRing
+	_   [64]byte // keep the next shard's lock off this cache line
+}
+
+type shardSync struct {
+	ver uint64
+	p   algo.Params
 }
 
 func (s *shard) at(slot uint32) *entry { return &s.pages[slot>>pageBits][slot&(pageSize-1)] }
@@ -161,6 +193,7 @@ func (s *shard) insert(k *entryKey, tag uint32) uint32 {
 	e := s.at(slot)
 	gen := e.gen
 	*e = entry{key: *k, gen: gen}
+	s.stats[k.group()].Entries++
 	pos := tag & s.mask
 	for s.idx[pos] != 0 {
 		pos = (pos + 1) & s.mask
@@ -211,6 +244,7 @@ func (s *shard) remove(slot, pos uint32) {
 	s.idx[i] = 0
 	e := s.at(slot)
 	s.dropWin(e)
+	s.stats[e.key.group()].Entries--
 	if e.flags&flagPersisted != 0 {
 		s.deleted = append(s.deleted, e.key)
 	}
@@ -266,33 +300,36 @@ func (h *hasher) sum(k *entryKey) uint64 {
 	return mix(mix(a, b)^c, h.s[3])
 }
 
-// win returns e's sliding window, nil when it has none.
+// win returns e's sliding window (the hybrid's, the sliding log's), nil
+// when it has none. The pointer is valid until the next setWin.
 func (s *shard) win(e *entry) *window {
-	if e.wi == 0 {
+	if e.wi == 0 || !e.algo.Logged() {
 		return nil
 	}
-	return s.wins[e.wi-1]
+	return &s.wins[e.wi-1]
 }
 
-// setWin gives e (which has none) the window w.
-func (s *shard) setWin(e *entry, w *window) {
+// setWin gives e (which has none) the window w and returns where it is
+// kept (valid until the next setWin).
+func (s *shard) setWin(e *entry, w window) *window {
 	if n := len(s.winFree); n > 0 {
 		i := s.winFree[n-1]
 		s.winFree = s.winFree[:n-1]
 		s.wins[i] = w
 		e.wi = i + 1
-		return
+		return &s.wins[i]
 	}
 	s.wins = append(s.wins, w)
 	e.wi = uint32(len(s.wins))
+	return &s.wins[e.wi-1]
 }
 
 // dropWin takes e's window away, if it has one.
 func (s *shard) dropWin(e *entry) {
-	if e.wi == 0 {
+	if e.wi == 0 || !e.algo.Logged() {
 		return
 	}
-	s.wins[e.wi-1] = nil
+	s.wins[e.wi-1] = window{}
 	s.winFree = append(s.winFree, e.wi-1)
 	e.wi = 0
 }

@@ -1,6 +1,10 @@
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/limiterd/limiterd/limiter/algo"
+)
 
 // tickBatch bounds how many entries a scan visits under one lock hold, so
 // that a decision never waits long behind it.
@@ -34,16 +38,23 @@ func (l *Limiter) Tick(now time.Time) {
 	}
 }
 
-// Sweep applies the ticks due at ms to every entry, interleaving the
-// shards (see scan), and deletes the empty ones and those of groups gt no
-// longer defines.
+// Sweep applies the ticks due at ms to every entry (expires the other
+// algorithms' state: expireAlgo), interleaving the shards (see scan), and
+// deletes the empty ones, those of groups gt no longer defines and those
+// of another algorithm than their group's.
 func (b *local) Sweep(ms int64, gt *GroupTable) {
 	b.scan(func(sh *shard, slot uint32, e *entry) {
 		g := e.key.group()
 		gr := &gt.groups[g]
 		if gr.defined {
-			sh.applyTicks(e, gr, ms, &sh.stats[g])
-			if !sh.dead(e) {
+			if !b.current(sh, slot, gr) {
+				return // of another algorithm: dropped
+			}
+			if e.algo != algo.Hybrid {
+				if !sh.expireAlgo(e, gr, ms) {
+					return
+				}
+			} else if sh.applyTicks(e, gr, ms, &sh.stats[g]); !sh.dead(e) {
 				return
 			}
 		} else {

@@ -11,7 +11,15 @@ type window struct {
 	ctick uint32 // index of the last cleanup tick applied
 }
 
-func (w *window) at(i int32) int64 { return w.ts[(w.head+i)%int32(len(w.ts))] }
+// at returns the i-th oldest timestamp, 0 ≤ i < n (without a division:
+// head + i < 2·len).
+func (w *window) at(i int32) int64 {
+	j := w.head + i
+	if j >= int32(len(w.ts)) {
+		j -= int32(len(w.ts))
+	}
+	return w.ts[j]
+}
 
 // dropBefore removes every timestamp t with t < cut and returns how many.
 func (w *window) dropBefore(cut int64) int32 {
@@ -29,7 +37,10 @@ func (w *window) dropBefore(cut int64) int32 {
 
 // countFrom returns how many timestamps are ≥ cut (the unexpired ones).
 func (w *window) countFrom(cut int64) int32 {
-	// Timestamps are sorted: count the expired prefix.
+	// Timestamps are sorted: count the expired prefix (most often none).
+	if w.n == 0 || w.ts[w.head] >= cut {
+		return w.n
+	}
 	var i int32
 	for i < w.n && w.at(i) < cut {
 		i++

@@ -107,8 +107,8 @@ func (c *Live) effective(base limiter.Config, st LiveState) (limiter.Config, err
 		if err != nil {
 			return cfg, fmt.Errorf("override of %s: %w", g, err)
 		}
-		gs := p.Over(file)
-		if err := gs.Validate(g); err != nil {
+		gs, err := p.Resolve(g, file)
+		if err != nil {
 			return cfg, err
 		}
 		cfg.Groups[g] = gs
@@ -136,8 +136,9 @@ func (c *Live) effective(base limiter.Config, st LiveState) (limiter.Config, err
 }
 
 // commit validates next, runs store (which makes it durable), then applies
-// it. c.mu must be held.
-func (c *Live) commit(next LiveState, store func() error) error {
+// it, auditing as actor the state a change of algorithm dropped. c.mu must
+// be held.
+func (c *Live) commit(ctx context.Context, actor string, next LiveState, store func() error) error {
 	cfg, err := c.effective(c.base, next)
 	if err != nil {
 		return err
@@ -149,15 +150,13 @@ func (c *Live) commit(next LiveState, store func() error) error {
 	if err := store(); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	if err := c.lim.Apply(c.now(), cfg); err != nil {
-		return err
-	}
-	c.lim.SetEnabled(!next.Disabled)
-	for _, sw := range c.follow {
-		sw.SetEnabled(!next.Disabled)
-	}
-	c.state = next
-	return nil
+	return c.apply(ctx, actor, cfg, func() {
+		c.lim.SetEnabled(!next.Disabled)
+		for _, sw := range c.follow {
+			sw.SetEnabled(!next.Disabled)
+		}
+		c.state = next
+	})
 }
 
 func (c *Live) clone() LiveState {
@@ -172,6 +171,36 @@ func (c *Live) audit(actor, action, target string, old, new any) AuditEntry {
 	return AuditEntry{Time: c.now().UTC(), Actor: actor, Action: action, Target: target, Old: old, New: new}
 }
 
+// apply installs cfg, calls applied (if not nil) once it is in force, and
+// records, for each group whose change of algorithm dropped its peers'
+// state, an audit entry "group.state_dropped" (SPEC §6.2): the old
+// algorithm and the entries dropped, the new one. A failure to record is
+// returned after the change took effect.
+func (c *Live) apply(ctx context.Context, actor string, cfg limiter.Config, applied func()) error {
+	old := c.lim.Config().Groups
+	dropped, err := c.lim.Reconfigure(c.now(), cfg)
+	if err != nil {
+		return err
+	}
+	if applied != nil {
+		applied()
+	}
+	var errs []error
+	for _, g := range slices.Sorted(maps.Keys(dropped)) {
+		a := c.audit(actor, "group.state_dropped", g,
+			map[string]any{limiter.KeyAlgorithm: old[g].Algorithm.String(), "entries": dropped[g]},
+			map[string]any{limiter.KeyAlgorithm: cfg.Groups[g].Algorithm.String()})
+		if err := c.store.Record(ctx, a); err != nil {
+			errs = append(errs, fmt.Errorf("audit the state dropped from %s: %w", g, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReloadActor is the actor of the audit entries a reload of the file
+// configuration makes (SetBase).
+const ReloadActor = "config reload"
+
 // SetBase replaces the file configuration (a SIGHUP reload), keeping the
 // live edits. On error nothing changes.
 func (c *Live) SetBase(base limiter.Config) error {
@@ -181,11 +210,7 @@ func (c *Live) SetBase(base limiter.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := c.lim.Apply(c.now(), cfg); err != nil {
-		return err
-	}
-	c.base = base
-	return nil
+	return c.apply(context.Background(), ReloadActor, cfg, func() { c.base = base })
 }
 
 // GroupView is one group's settings: effective, from the file, and the
@@ -272,7 +297,7 @@ func (c *Live) PatchGroup(ctx context.Context, actor, group string, body []byte)
 		oldVals[k] = cur[k]
 	}
 	a := c.audit(actor, "group.patch", group, oldVals, map[string]any(patch))
-	err = c.commit(next, func() error { return c.store.SetOverride(ctx, group, merged, a) })
+	err = c.commit(ctx, actor, next, func() error { return c.store.SetOverride(ctx, group, merged, a) })
 	if err != nil {
 		return GroupView{}, err
 	}
@@ -293,7 +318,7 @@ func (c *Live) DeleteOverrides(ctx context.Context, actor, group string) (GroupV
 	next := c.clone()
 	delete(next.Overrides, group)
 	a := c.audit(actor, "group.reset", group, map[string]any(old), nil)
-	if err := c.commit(next, func() error { return c.store.SetOverride(ctx, group, nil, a) }); err != nil {
+	if err := c.commit(ctx, actor, next, func() error { return c.store.SetOverride(ctx, group, nil, a) }); err != nil {
 		return GroupView{}, err
 	}
 	return c.groupLocked(group), nil
@@ -330,10 +355,17 @@ func (c *Live) AddExemption(ctx context.Context, actor string, e Exemption) (Exe
 			return e, fmt.Errorf("%s %q: %w", e.Kind, e.Value, ErrExists)
 		}
 	}
+	if !e.Expires.IsZero() {
+		if !e.Expires.After(c.now()) {
+			return e, &FieldError{Field: "expires", Problem: fmt.Sprintf("%s is not in the future", e.Expires.UTC().Format(time.RFC3339))}
+		}
+		e.Expires = e.Expires.UTC().Truncate(time.Second)
+	}
 	next := c.clone()
 	next.Exemptions = append(next.Exemptions, e)
 	a := c.audit(actor, "exemption.add", string(e.Kind), nil, e.Value)
-	return e, c.commit(next, func() error { return c.store.AddExemption(ctx, e, a) })
+	a.Note, a.Expires = e.Note, e.Expires
+	return e, c.commit(ctx, actor, next, func() error { return c.store.AddExemption(ctx, e, a) })
 }
 
 // RemoveExemption removes a live exemption or deny entry.
@@ -349,9 +381,11 @@ func (c *Live) RemoveExemption(ctx context.Context, actor string, e Exemption) e
 	if i < 0 {
 		return fmt.Errorf("%s %q: %w", e.Kind, e.Value, ErrNotFound)
 	}
+	gone := next.Exemptions[i]
 	next.Exemptions = slices.Delete(next.Exemptions, i, i+1)
 	a := c.audit(actor, "exemption.remove", string(e.Kind), e.Value, nil)
-	return c.commit(next, func() error { return c.store.RemoveExemption(ctx, e, a) })
+	a.Note, a.Expires = gone.Note, gone.Expires
+	return c.commit(ctx, actor, next, func() error { return c.store.RemoveExemption(ctx, e, a) })
 }
 
 // Enabled reports the global switch as last stored.
@@ -371,7 +405,7 @@ func (c *Live) SetEnabled(ctx context.Context, actor string, on bool) error {
 	next := c.clone()
 	next.Disabled = !on
 	a := c.audit(actor, "limiter.switch", "global", onOff(!c.state.Disabled), onOff(on))
-	return c.commit(next, func() error { return c.store.SetDisabled(ctx, !on, a) })
+	return c.commit(ctx, actor, next, func() error { return c.store.SetDisabled(ctx, !on, a) })
 }
 
 func onOff(on bool) string {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // ExemptionKind names a list of live exemptions.
@@ -31,6 +32,9 @@ type Exemption struct {
 	Value string        `json:"value"`
 	// Note is the operator's reason, free text.
 	Note string `json:"note,omitempty"`
+	// Expires is when the entry removes itself (Live.Expire, audited as
+	// exemption.expire); zero: never.
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // Normalize validates e and returns it in canonical form (a CIDR masked,
@@ -77,7 +81,8 @@ func (e *FieldError) Error() string {
 }
 
 // Override is a live edit of one group: the keys it sets, by their SPEC §3
-// names, with JSON values (integers, a boolean, a mode string).
+// names, with JSON values (integers, a boolean, a mode or algorithm
+// string).
 type Override map[string]any
 
 // ParseOverride reads a JSON object of group keys, rejecting unknown keys
@@ -105,12 +110,12 @@ func ParseOverride(body []byte) (limiter.PartialGroup, Override, error) {
 				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be true or false, got " + lit}
 			}
 			val = lit == "true"
-		case limiter.KeyMode:
+		case limiter.KeyMode, limiter.KeyAlgorithm:
 			var s string
-			if err := json.Unmarshal(v, &s); err != nil {
+			if err := json.Unmarshal(v, &s); err != nil || lit == "null" {
 				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be a string"}
 			}
-			if _, err := limiter.ParseMode(s); err != nil {
+			if err := checkWord(k, s); err != nil {
 				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: err.Error()}
 			}
 			val = s
@@ -142,10 +147,22 @@ func ParseOverride(body []byte) (limiter.PartialGroup, Override, error) {
 func isIntKey(k string) bool {
 	switch k {
 	case limiter.KeySlidingWindowLimit, limiter.KeySlidingWindowDuration, limiter.KeyCleanupInterval, limiter.KeyCleanupExpiry,
-		limiter.KeyLeakyLimit, limiter.KeyLeakyTickInterval, limiter.KeyLeakyTickReduction, limiter.KeyConcurrencyLimit:
+		limiter.KeyLeakyLimit, limiter.KeyLeakyTickInterval, limiter.KeyLeakyTickReduction, limiter.KeyConcurrencyLimit,
+		limiter.KeyLimit, limiter.KeyPeriod, limiter.KeyBurst:
 		return true
 	}
 	return false
+}
+
+// checkWord checks the value of a key that takes a word: the mode, the
+// algorithm.
+func checkWord(k, s string) error {
+	if k == limiter.KeyAlgorithm {
+		_, err := algo.Parse(s)
+		return err
+	}
+	_, err := limiter.ParseMode(s)
+	return err
 }
 
 // Partial converts o to a limiter.PartialGroup. Numbers may be int64, int or
@@ -168,6 +185,13 @@ func (o Override) Partial() (limiter.PartialGroup, error) {
 				return p, &FieldError{Field: k, Problem: err.Error()}
 			}
 			p.Mode = &m
+		case limiter.KeyAlgorithm:
+			s, _ := v.(string)
+			a, err := algo.Parse(s)
+			if err != nil {
+				return p, &FieldError{Field: k, Problem: err.Error()}
+			}
+			p.Algorithm = &a
 		default:
 			var i int64
 			switch n := v.(type) {
@@ -188,6 +212,7 @@ func (o Override) Partial() (limiter.PartialGroup, error) {
 				limiter.KeyCleanupInterval: &p.CleanupInterval, limiter.KeyCleanupExpiry: &p.CleanupExpiry,
 				limiter.KeyLeakyLimit: &p.LeakyLimit, limiter.KeyLeakyTickInterval: &p.LeakyTickInterval,
 				limiter.KeyLeakyTickReduction: &p.LeakyTickReduction, limiter.KeyConcurrencyLimit: &p.ConcurrencyLimit,
+				limiter.KeyLimit: &p.Limit, limiter.KeyPeriod: &p.Period, limiter.KeyBurst: &p.Burst,
 			}[k]
 			if dst == nil {
 				return p, &FieldError{Field: k, Problem: "unknown key"}
@@ -232,6 +257,12 @@ type AuditEntry struct {
 	Target string    `json:"target"`
 	Old    any       `json:"old,omitempty"`
 	New    any       `json:"new,omitempty"`
+	// Note is the operator's note of the entry concerned (an exemption's
+	// reason), kept with its addition, removal and expiry.
+	Note string `json:"note,omitempty"`
+	// Expires is when the entry concerned expires (an exemption added with
+	// an expiry).
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // LiveState is everything operators changed at run time: what the store

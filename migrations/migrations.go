@@ -34,6 +34,114 @@ var All = []Migration{
 	{Name: "split the live state into one key per override and exemption", Up: v2SplitLive},
 	{Name: "pack the snapshot entries into a base of blobs and a log", Up: v3PackEntries},
 	{Name: "create the dashboard sessions bucket", Up: v4CreateSessions},
+	{Name: "create the offenders bucket", Up: v5CreateOffenders},
+	{Name: "entry values to encoding 2, which carries an algorithm and its state", Up: v6EntryEncoding},
+}
+
+// v6EntryEncoding brings every entry value in the blobs of entry_base and
+// entry_log from encoding 1 to encoding 2. Encoding 2 (the algorithms of
+// SPEC §6.2) appends an algorithm byte and its state after the fields of
+// encoding 1, under two new flags (0x20, 0x40): a value of encoding 1 is
+// one of encoding 2 with its first byte 2 instead of 1. Records are framed
+// as version 3 wrote them (see v3PackEntries); a blob whose framing does
+// not add up (which a load skips whole anyway) and a value of any other
+// encoding are left as they are. The schema version it adds is also what
+// makes an older limiterd, which cannot read encoding 2, refuse the file.
+func v6EntryEncoding(tx *bbolt.Tx) error {
+	for _, name := range []string{"entry_base", "entry_log"} {
+		b := tx.Bucket([]byte(name))
+		if b == nil {
+			return fmt.Errorf("bucket %s is missing", name)
+		}
+		type put struct{ k, v []byte }
+		var puts []put
+		err := b.ForEach(func(k, v []byte) error {
+			if nv, ok := v6Blob(v); ok {
+				puts = append(puts, put{bytes.Clone(k), nv})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range puts {
+			if err := b.Put(p.k, p.v); err != nil {
+				return fmt.Errorf("%s/%x: %w", name, p.k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// v6Blob returns a copy of the blob v with its records' values of encoding
+// 1 made encoding 2, and whether there were any (false for a blob whose
+// framing is broken).
+func v6Blob(v []byte) ([]byte, bool) {
+	if len(v) == 0 || v[0] != 1 {
+		return nil, false
+	}
+	uv := func(b []byte) (uint64, []byte, bool) {
+		x, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, nil, false
+		}
+		return x, b[n:], true
+	}
+	rest := v[1:]
+	count, rest, ok := uv(rest)
+	if !ok {
+		return nil, false
+	}
+	names, rest, ok := uv(rest)
+	for i := uint64(0); ok && i < names; i++ {
+		var l uint64
+		if l, rest, ok = uv(rest); ok && l > uint64(len(rest)) {
+			ok = false
+		}
+		if ok {
+			rest = rest[l:]
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	var at []int // offsets in v of the version bytes to change
+	n := uint64(0)
+	for ; len(rest) > 0; n++ {
+		l, r, ok := uv(rest)
+		if !ok || l > uint64(len(r)) {
+			return nil, false
+		}
+		rec := r[:l]
+		rest = r[l:]
+		g, rec, ok := uv(rec)
+		if !ok || len(rec) < 2 || rec[0] > 16 || len(rec) < 2+int(rec[0]) {
+			return nil, false
+		}
+		val := rec[2+int(rec[0]):]
+		if g&1 == 0 && len(val) > 0 && val[0] == 1 {
+			at = append(at, len(v)-len(rest)-len(val))
+		}
+	}
+	if n != count || len(at) == 0 {
+		return nil, false
+	}
+	out := bytes.Clone(v)
+	for _, i := range at {
+		out[i] = 2
+	}
+	return out, true
+}
+
+// v5CreateOffenders creates "offenders": the forensic record of the peers
+// the limiter rejected in the last 24 hours, keyed by the 17-byte peer key
+// then the group name, so that an attack can be reviewed after the
+// limiter's entries are gone. Values are the store's own (store/offenses.go).
+func v5CreateOffenders(tx *bbolt.Tx) error {
+	if _, err := tx.CreateBucket([]byte("offenders")); err != nil {
+		return fmt.Errorf("bucket offenders: %w", err)
+	}
+	return nil
 }
 
 // v4CreateSessions creates "sessions": the dashboard's logins, keyed by the

@@ -343,3 +343,111 @@ func TestV4CreatesSessions(t *testing.T) {
 		t.Error("creating the sessions bucket again succeeded")
 	}
 }
+
+func TestV5CreatesOffenders(t *testing.T) {
+	b := openBolt(t)
+	if err := run(t, b, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	b.View(func(tx *bbolt.Tx) error {
+		if bk := tx.Bucket([]byte("offenders")); bk == nil || bk.Stats().KeyN != 0 {
+			t.Error("bucket offenders missing or not empty")
+		}
+		return nil
+	})
+	// Run twice, it refuses: a step runs once, with its version bump.
+	if err := b.Update(migrations.All[4].Up); err == nil {
+		t.Error("creating the offenders bucket again succeeded")
+	}
+}
+
+// blobRecord builds a record of a version 3 blob: group index, deletion bit,
+// a short peer key, the value.
+func blobRecord(g uint64, del bool, value []byte) []byte {
+	gi := g << 1
+	if del {
+		gi |= 1
+	}
+	rec := binary.AppendUvarint(nil, gi)
+	rec = append(rec, 4, 1, 10, 0, 1, 0) // n = 4: 1.10.0.1, then the last byte
+	rec = append(rec, value...)
+	return append(binary.AppendUvarint(nil, uint64(len(rec))), rec...)
+}
+
+// blob3 builds a version 3 blob of the groups names and the records.
+func blob3(names []string, records ...[]byte) []byte {
+	b := []byte{1}
+	b = binary.AppendUvarint(b, uint64(len(records)))
+	b = binary.AppendUvarint(b, uint64(len(names)))
+	for _, n := range names {
+		b = binary.AppendUvarint(b, uint64(len(n)))
+		b = append(b, n...)
+	}
+	for _, r := range records {
+		b = append(b, r...)
+	}
+	return b
+}
+
+func TestV6EntryEncoding(t *testing.T) {
+	b := openBolt(t)
+	if err := run(t, b, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	v1 := []byte{1, 3, 0x80, 0xd0, 0x9a, 0x8d, 0x06, 5, 7, 0} // encoding 1: tokens, a tick
+	blob := blob3([]string{"chunk", "general"},
+		blobRecord(0, false, v1),
+		blobRecord(1, true, nil),              // a deletion: no value
+		blobRecord(1, false, []byte{7, 0, 0}), // not encoding 1: left alone
+		blobRecord(1, false, v1),
+	)
+	broken := append(blob3([]string{"general"}, blobRecord(0, false, v1)), 0xff) // framing off
+	other := blob3([]string{"general"}, blobRecord(0, false, []byte{2, 0, 0, 0}))
+	err := b.Update(func(tx *bbolt.Tx) error {
+		base, log := tx.Bucket([]byte("entry_base")), tx.Bucket([]byte("entry_log"))
+		if err := base.Put([]byte{0, 0, 0, 0, 0, 0, 0, 1}, blob); err != nil {
+			return err
+		}
+		if err := base.Put([]byte{0, 0, 0, 0, 0, 0, 0, 2}, broken); err != nil {
+			return err
+		}
+		if err := log.Put([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, blob); err != nil {
+			return err
+		}
+		return log.Put([]byte{0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0}, other)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(t, b, 5, 6); err != nil {
+		t.Fatal(err)
+	}
+	v2 := append([]byte{2}, v1[1:]...)
+	want := blob3([]string{"chunk", "general"},
+		blobRecord(0, false, v2), blobRecord(1, true, nil), blobRecord(1, false, []byte{7, 0, 0}), blobRecord(1, false, v2))
+	b.View(func(tx *bbolt.Tx) error {
+		base, log := tx.Bucket([]byte("entry_base")), tx.Bucket([]byte("entry_log"))
+		if got := base.Get([]byte{0, 0, 0, 0, 0, 0, 0, 1}); !bytes.Equal(got, want) {
+			t.Errorf("base blob:\n got %x\nwant %x", got, want)
+		}
+		if got := base.Get([]byte{0, 0, 0, 0, 0, 0, 0, 2}); !bytes.Equal(got, broken) {
+			t.Errorf("a broken blob changed: %x", got)
+		}
+		if got := log.Get([]byte{0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}); !bytes.Equal(got, want) {
+			t.Errorf("log blob:\n got %x\nwant %x", got, want)
+		}
+		if got := log.Get([]byte{0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0}); !bytes.Equal(got, other) {
+			t.Errorf("a blob of encoding 2 changed: %x", got)
+		}
+		return nil
+	})
+	// Without its buckets the step refuses, and leaves nothing.
+	b2 := openBolt(t)
+	if err := run(t, b2, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	b2.Update(func(tx *bbolt.Tx) error { return tx.DeleteBucket([]byte("entry_log")) })
+	if err := run(t, b2, 5, 6); err == nil {
+		t.Error("v6 without entry_log: no error")
+	}
+}

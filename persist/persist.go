@@ -39,8 +39,10 @@ func (s *Snapshotter) LastWritten() int64 { return s.lastWritten.Load() }
 // Throttle is what the Snapshotter saves and restores of the outbound
 // throttle (package throttle's Throttle).
 type Throttle interface {
-	Snapshot(now time.Time) limiter.ThrottleSnapshot
-	Restore(now time.Time, s limiter.ThrottleSnapshot)
+	// MarshalSnapshot returns the throttle's state as of now, as JSON.
+	MarshalSnapshot(now time.Time) ([]byte, error)
+	// RestoreSnapshot restores a state MarshalSnapshot wrote.
+	RestoreSnapshot(now time.Time, state []byte) error
 }
 
 // Options configure a Snapshotter.
@@ -102,7 +104,9 @@ func (s *Snapshotter) Restore(ctx context.Context) error {
 		if ts, ok, err := s.db.LoadThrottle(ctx); err != nil {
 			s.log.Warn("the outbound throttle's saved state is unreadable: starting it empty", "err", err)
 		} else if ok {
-			s.th.Restore(s.now(), ts)
+			if err := s.th.RestoreSnapshot(s.now(), ts); err != nil {
+				s.log.Warn("the outbound throttle's saved state does not decode: starting it empty", "err", err)
+			}
 		}
 	}
 	if snap.TakenAt == 0 {
@@ -118,7 +122,7 @@ func (s *Snapshotter) Restore(ctx context.Context) error {
 		// The switch as stored at its last change, not as of the snapshot.
 		s.lim.SetEnabled(s.enabled())
 	}
-	s.log.Info("restored peer state", "loaded", r.Loaded, "expired", r.Expired, "skipped", r.Skipped, "gap", r.Gap.Round(time.Millisecond), "switch_on", s.lim.Enabled())
+	s.log.Info("restored peer state", "loaded", r.Loaded, "expired", r.Expired, "skipped", r.Skipped, "dropped_other_algorithm", r.Dropped, "gap", r.Gap.Round(time.Millisecond), "switch_on", s.lim.Enabled())
 	s.needFull = false
 	return nil
 }
@@ -140,7 +144,11 @@ func (s *Snapshotter) Save(ctx context.Context) error {
 	}
 	s.needFull = false
 	if s.th != nil {
-		if err := s.db.SaveThrottle(ctx, s.th.Snapshot(s.now())); err != nil {
+		state, err := s.th.MarshalSnapshot(s.now())
+		if err == nil {
+			err = s.db.SaveThrottle(ctx, state)
+		}
+		if err != nil {
 			s.errors.Add(1)
 			return fmt.Errorf("save the throttle: %w", err)
 		}
@@ -189,7 +197,7 @@ var (
 	descSnapCompact  = prometheus.NewDesc("limiterd_snapshot_compactions_total", "Times the log of incremental snapshots was folded into the stored base.", nil, nil)
 )
 
-// Collect sends the snapshot metrics (an extra of web.NewCollector),
+// Collect sends the snapshot metrics (an extra of metrics.NewCollector),
 // read from plain counters at scrape time.
 func (s *Snapshotter) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descSnapDuration, prometheus.GaugeValue, time.Duration(s.lastDuration.Load()).Seconds())

@@ -69,6 +69,7 @@ func (h *Handler) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cache-Control", "no-store")
 	route := h.lim.Classify(method, path)
 	if route.Exempt && h.lim.DenyExempt(peer) {
+		h.noteDenied(h.now(), peer.Key)
 		hd.Set(hdrLimiterdStatus, "403")
 		w.WriteHeader(http.StatusForbidden)
 		return
@@ -82,6 +83,7 @@ func (h *Handler) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 	d := h.lim.Decide(now, peer, route.Group)
 	h.Lat.Observe(d.Group, h.now().Sub(now))
 	d.Release()
+	h.noteDecision(now, peer.Key, &d)
 
 	if d.Limited {
 		q := d.Quota()

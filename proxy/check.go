@@ -165,6 +165,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	route := h.lim.Classify(req.Method, req.Path)
 	if route.Exempt && h.lim.DenyExempt(peer) {
+		h.noteDenied(h.now(), peer.Key)
 		jsonbody.Write(w, http.StatusForbidden, checkResponse{Status: http.StatusForbidden, Reason: limiter.ReasonDenied.String()})
 		return
 	}
@@ -176,6 +177,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	now := h.now()
 	d := h.lim.Decide(now, peer, route.Group)
 	h.Lat.Observe(d.Group, h.now().Sub(now))
+	h.noteDecision(now, peer.Key, &d)
 	resp := checkResponse{
 		Allowed: d.Allowed, Group: h.lim.GroupName(d.Group), WouldReject: d.WouldReject,
 		Status: http.StatusOK,
@@ -205,7 +207,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 		resp.RetryAfter = d.RetryAfter
 		w.Header().Set("Retry-After", fmt.Sprint(d.RetryAfter))
 	}
-	if d.Via == limiter.ViaSliding || d.Via == limiter.ViaLeaky {
+	if d.Holds() {
 		resp.ID = h.leases.add(d, now.Add(h.opts.CheckLease))
 		resp.LeaseSeconds = int64(h.opts.CheckLease / time.Second)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peerid"
 	"github.com/limiterd/limiterd/proxy"
 )
 
@@ -273,7 +274,7 @@ func TestConnectionCaps(t *testing.T) {
 
 	trusted := newPlane(t, nil, func(o *proxy.Options) { o.MaxConnsPerIP = 1 }, func(c *limiter.Config) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-		c.ForwardedHeader = limiter.ForwardedXFF
+		c.ForwardedHeader = peerid.ForwardedXFF
 	})
 	for i := range 3 {
 		_, br := open(trusted)

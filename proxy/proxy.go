@@ -102,6 +102,9 @@ type Options struct {
 	// Now is the clock of decisions; nil means time.Now. Timeouts run on
 	// the real clock.
 	Now func() time.Time
+	// RejectLog logs refusals and upstream errors ([log].rejections);
+	// nil logs none.
+	RejectLog *insight.RejectLog
 
 	// hook, set by tests only, runs at the named points of an exchange.
 	hook func(point string)
@@ -129,7 +132,10 @@ type Handler struct {
 	// own counters; the metrics collector reads both at scrape time.
 	Lat    insight.Latencies
 	Counts insight.ProxyCounters
-	leases *leases
+	// Exchanges times the public listener's exchanges per group and
+	// status class, read at scrape time.
+	Exchanges insight.Exchanges
+	leases    *leases
 
 	exchanges sync.Pool // of *exchange
 	// draining is set by Shutdown: answers say Connection: close.

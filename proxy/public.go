@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 )
 
@@ -95,12 +96,14 @@ func (h *Handler) expect(ctx *fasthttp.RequestCtx) int {
 // it, identify the peer, decide, proxy, and release the in-flight slot
 // once the exchange has ended (see exchange.finish).
 func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
+	start := h.now()
 	x := h.newExchange(ctx)
 	defer func() {
 		if v := recover(); v != nil {
 			h.internalError(ctx, v)
 		}
 		if !x.handedOff {
+			x.answered()
 			x.finish(nil)
 		}
 		x.unref()
@@ -142,6 +145,8 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 
 	method := b2s(req.Method())
 	route := h.lim.Classify(method, b2s(path))
+	// Timed from here on (noteExchange): the request has a group.
+	x.start, x.group = start, insight.ExemptPathGroup
 	x.peer.h = req
 	if lc, ok := ctx.Conn().(conn); ok {
 		x.peerAddr, x.peerIP = lc.peerText()
@@ -153,6 +158,7 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 	x.peerKey = peer.Key
 	if route.Exempt {
 		if h.lim.DenyExempt(peer) {
+			h.noteDenied(start, peer.Key)
 			fail(ctx, http.StatusForbidden)
 			return
 		}
@@ -160,10 +166,12 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 		h.forward(ctx, x, &t, nil)
 		return
 	}
+	x.group = route.Group
 	now := h.now()
 	x.d = h.lim.Decide(now, peer, route.Group)
 	h.Lat.Observe(x.d.Group, h.since(now))
 	d := &x.d
+	h.noteDecision(now, peer.Key, d)
 	if d.Reason == limiter.ReasonDenied && !d.Allowed {
 		fail(ctx, http.StatusForbidden)
 		return
@@ -259,6 +267,7 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, rout
 	if status == http.StatusSwitchingProtocols {
 		// Upgrade is never forwarded: a node answering 101 is broken.
 		h.Counts.UpstreamErrors.Add(1)
+		h.noteUpstreamError(false, errSwitchingProtocols)
 		ctx.Response.Reset()
 		fail(ctx, http.StatusBadGateway)
 		return
@@ -274,6 +283,7 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, rout
 		return
 	}
 	size := hd.ContentLength()
+	x.status = status
 	x.handedOff = true
 	if size < 0 && !http11 {
 		h.streamHTTP10(ctx, x)
@@ -301,6 +311,7 @@ func (h *Handler) upstreamFailed(ctx *fasthttp.RequestCtx, x *exchange, err erro
 		h.log.Debug("client went away before the node answered")
 		failClose(ctx, http.StatusBadGateway)
 	case errors.Is(x.bodyErr, errBodyTooLarge):
+		x.status = http.StatusRequestEntityTooLarge // written on the hijacked connection
 		h.tooLarge(ctx)
 	case x.bodyErr != nil && isTimeout(x.bodyErr):
 		failClose(ctx, http.StatusRequestTimeout)
@@ -309,11 +320,11 @@ func (h *Handler) upstreamFailed(ctx *fasthttp.RequestCtx, x *exchange, err erro
 		failClose(ctx, http.StatusBadRequest)
 	case isTimeout(err):
 		h.Counts.UpstreamTimeouts.Add(1)
-		h.log.Debug("upstream timeout", "err", err)
+		h.noteUpstreamError(true, err)
 		fail(ctx, http.StatusGatewayTimeout)
 	default:
 		h.Counts.UpstreamErrors.Add(1)
-		h.log.Debug("upstream", "err", err)
+		h.noteUpstreamError(false, err)
 		fail(ctx, http.StatusBadGateway)
 	}
 }

@@ -57,6 +57,15 @@ type exchange struct {
 	// up; 1 once it runs; 2 once the watchdog ended the exchange instead.
 	hijack atomic.Int32
 
+	// start is when the handler began, group the exchange's (or
+	// insight.ExemptPathGroup), status the answer's: what noteExchange
+	// records. start is zero until the request is classified; status is
+	// zero until it is answered, and stays so when the client went away
+	// first.
+	start  time.Time
+	group  limiter.GroupID
+	status int
+
 	framing framing
 	peer    peerHeaders
 	peerKey limiter.PeerKey
@@ -78,6 +87,9 @@ var (
 	errHijackLost = errors.New("the connection failed before its answer was written")
 	// errInternal: a panic of limiterd's own cut an answer short.
 	errInternal = errors.New("internal error")
+	// errSwitchingProtocols: the node answered 101, which limiterd never
+	// asks for (Upgrade is not forwarded).
+	errSwitchingProtocols = errors.New("the node answered 101 Switching Protocols to a request without Upgrade")
 )
 
 // newExchange returns an exchange for a request of ctx, from the pool.
@@ -117,6 +129,7 @@ func (x *exchange) finish(err error) {
 		x.answerBody = false
 	}
 	x.d.Release()
+	x.h.noteExchange(x)
 	if err == nil {
 		return
 	}
@@ -134,6 +147,15 @@ func (x *exchange) finish(err error) {
 	default:
 		// The client went away or stopped reading (send_timeout).
 		x.h.log.Debug("client broke off an answer", "err", err)
+	}
+}
+
+// answered notes the status of the answer for noteExchange, unless it is
+// noted already, the request was never classified, or the client went
+// away before its answer.
+func (x *exchange) answered() {
+	if x.status == 0 && !x.start.IsZero() && !x.clientGone {
+		x.status = x.ctx.Response.StatusCode()
 	}
 }
 

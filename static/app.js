@@ -1,5 +1,6 @@
 // limiterd dashboard: behaviour that needs no inline script. htmx does the
-// polling and the form posts; this file only adds small touches.
+// polling and the form posts; this file adds the charts and small touches.
+// Every time is UTC; the browser's local time shows on hover.
 (function () {
   "use strict";
   // Confirm destructive buttons (data-confirm) before their form posts.
@@ -11,101 +12,269 @@
       ev.stopImmediatePropagation();
     }
   }, true);
-  // Mark the time of the last live refresh.
+
+  // <time datetime> in UTC: the local time as its title.
+  function localTimes(root) {
+    var els = (root || document).querySelectorAll("time[datetime]");
+    for (var i = 0; i < els.length; i++) {
+      var d = new Date(els[i].getAttribute("datetime"));
+      if (!isNaN(d)) {
+        els[i].title = "your time: " + d.toLocaleString();
+      }
+    }
+  }
+
+  // The menu folds on narrow screens (its summary shows there).
+  var narrow = window.matchMedia("(max-width: 720px)");
+  function fitMenu() {
+    var menu = document.getElementById("menu");
+    if (menu) {
+      menu.open = !narrow.matches;
+    }
+  }
+  if (narrow.addEventListener) {
+    narrow.addEventListener("change", fitMenu);
+  }
+
   document.addEventListener("htmx:afterSwap", function (ev) {
+    var target = ev.detail && ev.detail.target;
+    localTimes(target);
     var el = document.getElementById("refreshed");
-    if (el && ev.detail && ev.detail.target && ev.detail.target.id === "stats") {
-      el.textContent = "updated " + new Date().toLocaleTimeString();
+    if (el && target && target.id === "stats") {
+      el.textContent = "updated " + utcClock(new Date());
     }
   });
-  // Charts of the last hour (uPlot) from the JSON at data-history-url:
-  // requests, admitted and rejections per second, and the in-flight
-  // gauge, for the group chosen in #history-group; refreshed every 5 s.
-  // Once drawn they replace the server-rendered table of totals.
+
+  function utcClock(d) {
+    return d.toISOString().slice(11, 19) + " UTC";
+  }
+  function utcDate(ts) {
+    return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC");
+  }
+  // Time axis ticks in UTC, 24 h: seconds when the ticks are closer than
+  // a minute.
+  function timeTicks(u, splits, ax, space, incr) {
+    return splits.map(function (ts) {
+      var s = new Date(ts * 1e3).toISOString();
+      return incr < 60 ? s.slice(11, 19) : s.slice(11, 16);
+    });
+  }
+  function timeValue(u, ts) {
+    return ts == null ? "–" : new Date(ts * 1e3).toISOString().slice(0, 19).replace("T", " ");
+  }
+  function fmt(v, unit) {
+    if (v == null) {
+      return "–";
+    }
+    var s = Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
+    return s.replace(/\.?0+$/, "") + (unit || "");
+  }
+  function getJSON(url) {
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (res) {
+        var type = res.headers.get("Content-Type") || "";
+        if (!res.ok || type.indexOf("application/json") !== 0) {
+          throw new Error("HTTP " + res.status);
+        }
+        return res.json();
+      });
+  }
+  // legendAtEnd keeps a chart's legend on the newest values while the
+  // cursor is not over it (uPlot shows "--" otherwise).
+  function legendAtEnd(u) {
+    if (u.cursor.idx == null && u.data[0].length > 0) {
+      u.setLegend({ idx: u.data[0].length - 1 }, false);
+    }
+  }
+  // scaleRange returns the y range for mode: linear from 0, clipped at
+  // 1.2 × the 95th percentile of top, or logarithmic.
+  function scaleRange(mode, top) {
+    if (mode === "clip") {
+      var s = top.filter(function (v) { return v > 0; }).sort(function (a, b) { return a - b; });
+      var p = s.length ? s[Math.min(s.length - 1, Math.floor(s.length * 0.95))] : 1;
+      return function () { return [0, Math.max(1, p * 1.2)]; };
+    }
+    return function (u, lo, hi) { return [0, Math.max(1, hi)]; };
+  }
+  function yScale(mode, top) {
+    if (mode === "log") {
+      return { distr: 3, log: 10 };
+    }
+    return { range: scaleRange(mode, top) };
+  }
+  function logSafe(mode, arr) {
+    if (mode !== "log") {
+      return arr;
+    }
+    return arr.map(function (v) { return v > 0 ? v : null; });
+  }
+  var palette = ["#b3261e", "#d9730d", "#7b3fb3", "#2456c7", "#1e7b34", "#8a6d00", "#00838f", "#c2185b", "#5d4037", "#455a64"];
+
+  // The overview's charts of the last hour: the rejections of every group
+  // stacked (#rejections-chart) and one group's requests by outcome and
+  // its in-flight requests (#history-charts), in the scale chosen,
+  // refreshed every 5 s. Once drawn they replace the table of totals.
   function initCharts() {
     var box = document.getElementById("history-charts");
+    var rbox = document.getElementById("rejections-chart");
     if (!box || typeof uPlot !== "function") {
       return;
     }
     var base = box.getAttribute("data-history-url");
+    var rurl = rbox && rbox.getAttribute("data-rejections-url");
     var select = document.getElementById("history-group");
+    var scale = document.getElementById("history-scale");
     var status = document.getElementById("history-status");
     var controls = document.getElementById("history-controls");
     var table = document.getElementById("history-table");
-    var rates = null;
-    var inflight = null;
+    var charts = { rates: null, inflight: null, stack: null };
+    var stackKey = "";
     var rateSeries = [
-      ["requests", "Requests/s", "#2456c7"],
+      ["requests", "Requests", "#2456c7"],
       ["admitted", "Admitted", "#1e7b34"],
       ["rejected_concurrency", "Rejected: concurrency", "#b3261e"],
       ["rejected_rate_limit", "Rejected: rate limit", "#d9730d"],
-      ["would_reject", "Would reject", "#7b3fb3"]
+      ["would_reject", "Would reject", "#7b3fb3"],
+      ["denied", "Denied (403)", "#5d4037"]
     ];
     function width() {
-      return Math.max(300, box.clientWidth);
+      return Math.max(280, box.clientWidth);
     }
-    function opts(title, series, height) {
+    function mode() {
+      return scale ? scale.value : "linear";
+    }
+    function axes(unit) {
+      return [
+        { label: "time (UTC)", incrs: [1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600], values: timeTicks },
+        { label: unit, size: 60, values: function (u, vals) { return vals.map(function (v) { return fmt(v); }); } }
+      ];
+    }
+    function lineOpts(title, series, unit, height, top, m) {
       return {
         title: title,
         width: width(),
         height: height,
-        scales: { y: { range: function (u, lo, hi) { return [0, Math.max(1, hi)]; } } },
-        // Whole seconds on the time axis, never fractions.
-        axes: [{ incrs: [1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600] }, {}],
-        series: [{}].concat(series.map(function (s) {
-          return { label: s[1], stroke: s[2], width: 1.5, points: { show: false } };
+        tzDate: utcDate,
+        scales: { y: yScale(m, top) },
+        axes: axes(unit),
+        hooks: { setLegend: [legendAtEnd], setData: [legendAtEnd] },
+        series: [{ label: "Time (UTC)", value: timeValue }].concat(series.map(function (s) {
+          return { label: s[1], stroke: s[2], width: 1.5, points: { show: false }, value: function (u, v) { return fmt(v, unit === "requests" ? "" : "/s"); } };
         }))
       };
     }
-    function draw(j) {
-      var data = [j.t].concat(rateSeries.map(function (s) { return j[s[0]]; }));
+    function drawRates(j) {
+      var top = j.requests;
+      var data = [j.t].concat(rateSeries.map(function (s) { return logSafe(mode(), j[s[0]] || []); }));
       var flight = [j.t, j.inflight];
-      if (!rates) {
-        rates = new uPlot(opts("Per second", rateSeries, 260), data, box);
-        inflight = new uPlot(opts("In flight", [["inflight", "In flight", "#5b6475"]], 160), flight, box);
+      if (!charts.rates) {
+        charts.rates = new uPlot(lineOpts("Requests of " + (select && select.value ? select.value : "all groups"), rateSeries, "requests/s", 240, top, mode()), data, box);
+        charts.inflight = new uPlot(lineOpts("In flight", [["inflight", "In flight", "#5b6475"]], "requests", 140, j.inflight, "linear"), flight, box);
         if (table) {
           table.hidden = true;
         }
       } else {
-        rates.setData(data);
-        inflight.setData(flight);
+        charts.rates.setData(data);
+        charts.inflight.setData(flight);
       }
+      box.setAttribute("data-seconds", String(j.t.length));
+      box.setAttribute("data-requests", String(j.requests.reduce(function (a, b) { return a + b; }, 0)));
+    }
+    // The stacked chart: series i is the sum of groups 0..i, drawn from
+    // the largest down so that each band shows its group; the legend and
+    // the hover show each group's own value.
+    function drawStack(j) {
+      var groups = j.groups || [];
+      var key = groups.map(function (g) { return g.group; }).join(",") + "|" + mode();
+      var sums = [];
+      var acc = j.t.map(function () { return 0; });
+      groups.forEach(function (g) {
+        acc = acc.map(function (v, i) { return v + (g.rejected[i] || 0); });
+        sums.push(acc.slice());
+      });
+      var order = groups.map(function (g, i) { return i; }).reverse();
+      var data = [j.t].concat(order.map(function (i) { return logSafe(mode(), sums[i]); }));
+      rbox.setAttribute("data-groups", groups.map(function (g) { return g.group; }).join(","));
+      if (groups.length === 0) {
+        if (charts.stack) {
+          charts.stack.destroy();
+          charts.stack = null;
+        }
+        rbox.textContent = "No rejections in the last hour.";
+        stackKey = "";
+        return;
+      }
+      if (charts.stack && key === stackKey) {
+        charts.stack.setData(data);
+        return;
+      }
+      if (charts.stack) {
+        charts.stack.destroy();
+      }
+      rbox.textContent = "";
+      stackKey = key;
+      var top = sums[sums.length - 1];
+      charts.stack = new uPlot({
+        title: "Rejections by group, stacked",
+        width: width(),
+        height: 240,
+        tzDate: utcDate,
+        scales: { y: yScale(mode(), top) },
+        axes: axes("rejections/s"),
+        hooks: { setLegend: [legendAtEnd], setData: [legendAtEnd] },
+        series: [{ label: "Time (UTC)", value: timeValue }].concat(order.map(function (i) {
+          var c = palette[i % palette.length];
+          return {
+            label: groups[i].group, stroke: c, fill: c + "55", width: 1, points: { show: false },
+            value: function (u, v, si, di) {
+              return di == null ? "–" : fmt(groups[i].rejected[di] || 0, "/s");
+            }
+          };
+        }))
+      }, data, rbox);
     }
     function load() {
       var url = base + (base.indexOf("?") < 0 ? "?" : "&") + "group=" + encodeURIComponent(select ? select.value : "");
-      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-        .then(function (res) {
-          var type = res.headers.get("Content-Type") || "";
-          if (!res.ok || type.indexOf("application/json") !== 0) {
-            throw new Error("history: HTTP " + res.status);
-          }
-          return res.json();
-        })
-        .then(function (j) {
-          draw(j);
-          // For tests and the curious: what the charts show.
-          box.setAttribute("data-seconds", String(j.t.length));
-          box.setAttribute("data-requests", String(j.requests.reduce(function (a, b) { return a + b; }, 0)));
-          if (status) {
-            status.textContent = "updated " + new Date().toLocaleTimeString();
-          }
-        })
-        .catch(function (err) {
-          if (status) {
-            status.textContent = String(err.message || err);
-          }
-        });
+      var jobs = [getJSON(url).then(drawRates)];
+      if (rurl) {
+        jobs.push(getJSON(rurl).then(drawStack));
+      }
+      Promise.all(jobs).then(function () {
+        if (status) {
+          status.textContent = "updated " + utcClock(new Date());
+        }
+      }).catch(function (err) {
+        if (status) {
+          status.textContent = "the charts could not be loaded (" + String(err.message || err) + ")";
+        }
+      });
+    }
+    function redraw() {
+      ["rates", "inflight", "stack"].forEach(function (k) {
+        if (charts[k]) {
+          charts[k].destroy();
+          charts[k] = null;
+        }
+      });
+      stackKey = "";
+      load();
     }
     if (controls) {
       controls.hidden = false;
     }
     if (select) {
-      select.addEventListener("change", load);
+      select.addEventListener("change", redraw);
+    }
+    if (scale) {
+      scale.addEventListener("change", redraw);
     }
     window.addEventListener("resize", function () {
-      if (rates) {
-        rates.setSize({ width: width(), height: 260 });
-        inflight.setSize({ width: width(), height: 160 });
+      if (charts.rates) {
+        charts.rates.setSize({ width: width(), height: 240 });
+        charts.inflight.setSize({ width: width(), height: 140 });
+      }
+      if (charts.stack) {
+        charts.stack.setSize({ width: width(), height: 240 });
       }
     });
     load();
@@ -115,6 +284,7 @@
       }
     }, 5000);
   }
+
   // A peer's history (uPlot) from the JSON at data-peer-history-url: its
   // requests and rejections per 10 s and its in-flight requests over the
   // last hour; refreshed every 5 s (which also keeps the peer recorded
@@ -135,7 +305,7 @@
       ["rejected_rate_limit", "Rejected: rate limit", "#d9730d"]
     ];
     function width() {
-      return Math.max(300, box.clientWidth);
+      return Math.max(280, box.clientWidth);
     }
     // The time axis spans from the start of the recording (at most an
     // hour back) to the newest point, and at least 5 minutes, so that a
@@ -147,17 +317,19 @@
       var lo = Math.max(j.since || hi - 3600, hi - 3600);
       xr = [Math.min(lo, hi - 300), hi];
     }
-    function opts(title, series, height) {
+    function opts(title, series, unit, height) {
       return {
         title: title,
         width: width(),
         height: height,
+        tzDate: utcDate,
         scales: {
           x: { time: true, range: function () { return xr; } },
           y: { range: function (u, lo, hi) { return [0, Math.max(1, hi)]; } }
         },
-        axes: [{ incrs: [10, 30, 60, 120, 300, 600, 900, 1800, 3600] }, {}],
-        series: [{}].concat(series.map(function (s) {
+        axes: [{ label: "time (UTC)", incrs: [10, 30, 60, 120, 300, 600, 900, 1800, 3600], values: timeTicks }, { label: unit, size: 60 }],
+        hooks: { setLegend: [legendAtEnd], setData: [legendAtEnd] },
+        series: [{ label: "Time (UTC)", value: timeValue }].concat(series.map(function (s) {
           return { label: s[1], stroke: s[2], width: 1.5, points: { show: true, size: 4 } };
         }))
       };
@@ -167,8 +339,8 @@
       var flight = [j.t, j.inflight];
       span(j);
       if (!counts) {
-        counts = new uPlot(opts("Per " + j.step + " s", countSeries, 240), data, box);
-        inflight = new uPlot(opts("In flight", [["inflight", "In flight", "#5b6475"]], 140), flight, box);
+        counts = new uPlot(opts("Per " + j.step + " s", countSeries, "requests per " + j.step + " s", 240), data, box);
+        inflight = new uPlot(opts("In flight", [["inflight", "In flight", "#5b6475"]], "requests", 140), flight, box);
         if (table) {
           table.hidden = true;
         }
@@ -181,14 +353,7 @@
       return a.reduce(function (x, y) { return x + y; }, 0);
     }
     function load() {
-      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-        .then(function (res) {
-          var type = res.headers.get("Content-Type") || "";
-          if (!res.ok || type.indexOf("application/json") !== 0) {
-            throw new Error("peer history: HTTP " + res.status);
-          }
-          return res.json();
-        })
+      getJSON(url)
         .then(function (j) {
           draw(j);
           // For tests and the curious: what the charts show.
@@ -196,12 +361,12 @@
           box.setAttribute("data-requests", String(sum(j.requests)));
           box.setAttribute("data-rejections", String(sum(j.rejected_concurrency) + sum(j.rejected_rate_limit)));
           if (status) {
-            status.textContent = (j.t.length === 1 ? "1 point" : j.t.length + " points") + ", updated " + new Date().toLocaleTimeString();
+            status.textContent = (j.t.length === 1 ? "1 point" : j.t.length + " points") + ", updated " + utcClock(new Date());
           }
         })
         .catch(function (err) {
           if (status) {
-            status.textContent = String(err.message || err);
+            status.textContent = "the chart could not be loaded (" + String(err.message || err) + ")";
           }
         });
     }
@@ -219,6 +384,8 @@
     }, 5000);
   }
   function init() {
+    fitMenu();
+    localTimes(document);
     initCharts();
     initPeerChart();
   }

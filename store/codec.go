@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/live"
 )
 
@@ -32,10 +33,12 @@ func checkGroupName(g string) error {
 
 // ---- entries: value ----
 
-// entryV1 is the first (and current) version of the entry encoding:
+// entryV2 is the current version of the entry encoding (version 1 was the
+// same without the algorithm; migration 6 turned every stored value into
+// version 2):
 //
-//	byte     version (1)
-//	byte     flags (entryTokens, entryTokenFields, entryWindow, entryRejConc, entryRejRate)
+//	byte     version (2)
+//	byte     flags (entryTokens, entryTokenFields, entryWindow, entryRejConc, entryRejRate, entryAlgo, entryState)
 //	varint   LastSeen (Unix s)
 //	uvarint  Requests
 //	uvarint  RejectedConcurrency        if entryRejConc
@@ -43,10 +46,14 @@ func checkGroupName(g string) error {
 //	varint   Tokens, varint LeakyTick   if entryTokenFields
 //	uvarint  n, varint CleanupTick      if entryWindow
 //	varint   Window[0] − LastSeen·1000, then Window[i] − Window[i−1]: n values
+//	byte     Algorithm                  if entryAlgo (not the hybrid)
+//	varint   State.A, varint State.B    if entryState; the one of them
+//	         that is a time (the token bucket's B, the others' A) as
+//	         its difference to LastSeen·1000
 //
 // (varint is zig-zag.) A token-only entry, the common case, is 10 to 14
-// bytes; each window timestamp adds 1 to 3.
-const entryV1 = 1
+// bytes; each window timestamp adds 1 to 3; an algorithm's state 4 to 12.
+const entryV2 = 2
 
 const (
 	entryTokens      = 1 << iota // InTokens
@@ -54,8 +61,14 @@ const (
 	entryWindow                  // the window follows
 	entryRejConc
 	entryRejRate
-	entryFlags = entryTokens | entryTokenFields | entryWindow | entryRejConc | entryRejRate
+	entryAlgo  // the algorithm follows
+	entryState // the algorithm's state follows
+	entryFlags = entryTokens | entryTokenFields | entryWindow | entryRejConc | entryRejRate | entryAlgo | entryState
 )
+
+// stateTime reports which word of an algorithm's state is a time: true
+// for A, false for B (the token bucket's last refill).
+func stateTime(k algo.Kind) bool { return k != algo.TokenBucket }
 
 // appendEntry appends the encoding of e but its Peer and Group (which a
 // record of a blob holds).
@@ -76,7 +89,13 @@ func appendEntry(dst []byte, e *limiter.EntrySnapshot) []byte {
 	if e.RejectedRateLimit != 0 {
 		flags |= entryRejRate
 	}
-	dst = append(dst, entryV1, flags)
+	if e.Algorithm != algo.Hybrid {
+		flags |= entryAlgo
+	}
+	if e.State != (algo.State{}) {
+		flags |= entryState
+	}
+	dst = append(dst, entryV2, flags)
 	dst = binary.AppendVarint(dst, e.LastSeen)
 	dst = binary.AppendUvarint(dst, e.Requests)
 	if flags&entryRejConc != 0 {
@@ -97,6 +116,19 @@ func appendEntry(dst []byte, e *limiter.EntrySnapshot) []byte {
 			dst = binary.AppendVarint(dst, t-prev)
 			prev = t
 		}
+	}
+	if flags&entryAlgo != 0 {
+		dst = append(dst, byte(e.Algorithm))
+	}
+	if flags&entryState != 0 {
+		a, b := e.State.A, e.State.B
+		if stateTime(e.Algorithm) {
+			a -= e.LastSeen * 1000
+		} else {
+			b -= e.LastSeen * 1000
+		}
+		dst = binary.AppendVarint(dst, a)
+		dst = binary.AppendVarint(dst, b)
 	}
 	return dst
 }
@@ -138,7 +170,7 @@ func decodeEntry(v []byte, e *limiter.EntrySnapshot) error {
 	if len(v) < 2 {
 		return fmt.Errorf("entry of %d bytes", len(v))
 	}
-	if v[0] != entryV1 {
+	if v[0] != entryV2 {
 		return fmt.Errorf("unknown entry encoding version %d", v[0])
 	}
 	flags := v[1]
@@ -173,6 +205,27 @@ func decodeEntry(v []byte, e *limiter.EntrySnapshot) error {
 				prev += r.varint()
 				e.Window[i] = prev
 			}
+		}
+	}
+	if flags&entryAlgo != 0 && r.err == nil {
+		if len(r.b) == 0 {
+			return errors.New("truncated: no algorithm")
+		}
+		e.Algorithm = algo.Kind(r.b[0])
+		r.b = r.b[1:]
+		if e.Algorithm == algo.Hybrid || !e.Algorithm.Valid() {
+			return fmt.Errorf("unknown algorithm %d", e.Algorithm)
+		}
+	}
+	if flags&entryState != 0 {
+		e.State.A, e.State.B = r.varint(), r.varint()
+		if stateTime(e.Algorithm) {
+			e.State.A += e.LastSeen * 1000
+		} else {
+			e.State.B += e.LastSeen * 1000
+		}
+		if r.err == nil && e.State == (algo.State{}) {
+			return errors.New("an empty algorithm state written as one")
 		}
 	}
 	if r.err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 var codecCases = []limiter.EntrySnapshot{
@@ -23,6 +24,14 @@ var codecCases = []limiter.EntrySnapshot{
 	{CleanupTick: 5},
 	{Window: []int64{math.MaxInt64, math.MinInt64, 0}, LastSeen: math.MaxInt64, Tokens: math.MinInt64, LeakyTick: math.MaxInt64},
 	{Window: []int64{5, 3, 1}, LastSeen: 0}, // a clock that went backwards
+	// The algorithms of SPEC §6.2.
+	{Algorithm: algo.TokenBucket, State: algo.State{A: 450 * 60_000, B: 1_772_366_399_999}, LastSeen: 1_772_366_400, Requests: 3},
+	{Algorithm: algo.GCRA, State: algo.State{A: 1_772_366_400_123, B: 7}, LastSeen: 1_772_366_400},
+	{Algorithm: algo.FixedWindow, State: algo.State{A: 1_772_366_460_000, B: 99}, LastSeen: 1_772_366_400, RejectedRateLimit: 4},
+	{Algorithm: algo.SlidingWindow, State: algo.State{A: 1_772_366_460_000, B: 5 | 7<<32}, LastSeen: 1_772_366_400},
+	{Algorithm: algo.SlidingLog, Window: []int64{1_772_366_399_100, 1_772_366_400_000}, LastSeen: 1_772_366_400},
+	{Algorithm: algo.FixedWindow, LastSeen: 9}, // in flight only: no state
+	{Algorithm: algo.GCRA, State: algo.State{A: math.MinInt64, B: math.MaxInt64}, LastSeen: math.MaxInt64},
 }
 
 func TestEntryCodecRoundTrip(t *testing.T) {
@@ -53,10 +62,16 @@ func TestEntryCodecRefuses(t *testing.T) {
 	for _, v := range [][]byte{
 		nil,
 		{1},
-		{2, 0, 0, 0},                      // unknown version
-		{1, 0x80, 0, 0},                   // unknown flag
-		{1, entryWindow, 0, 0, 200, 1, 0}, // window longer than the bytes left
-		{1, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}, // overlong varint
+		{3, 0, 0, 0},                      // unknown version
+		{1, 0, 0, 0},                      // encoding 1: migration 6 turned every one into 2
+		{2, 0x80, 0, 0},                   // unknown flag
+		{2, entryWindow, 0, 0, 200, 1, 0}, // window longer than the bytes left
+		{2, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}, // overlong varint
+		{2, entryAlgo, 0, 0},                       // no algorithm byte
+		{2, entryAlgo, 0, 0, 0},                    // the hybrid written as an algorithm
+		{2, entryAlgo, 0, 0, 9},                    // no such algorithm
+		{2, entryAlgo | entryState, 0, 0, 1, 0, 0}, // an empty state written as one
+		{2, entryAlgo | entryState, 0, 0, 1, 4},    // a state cut short
 	} {
 		if err := decodeEntry(v, &e); err == nil {
 			t.Errorf("decodeEntry(%x): no error", v)

@@ -30,7 +30,8 @@ type Document struct {
 	Audit         []live.AuditEntry `json:"audit"` // oldest first
 	Snapshot      limiter.Snapshot  `json:"snapshot"`
 	// Throttle is the outbound throttle's state, when one was saved.
-	Throttle *limiter.ThrottleSnapshot `json:"throttle,omitempty"`
+	// It is the throttle's own JSON (package throttle's Snapshot).
+	Throttle json.RawMessage `json:"throttle,omitempty"`
 }
 
 // Export writes the whole database as one JSON Document, read in one
@@ -66,11 +67,10 @@ func (db *DB) Export(ctx context.Context, w io.Writer) error {
 			return err
 		}
 		if v := tx.Bucket(bucketSnapshot).Get(keyThrottle); v != nil {
-			var th limiter.ThrottleSnapshot
-			if err := json.Unmarshal(v, &th); err != nil {
-				db.log.Warn("the outbound throttle's state does not decode: not exported", "path", db.path, "err", err)
+			if !json.Valid(v) {
+				db.log.Warn("the outbound throttle's state is not JSON: not exported", "path", db.path)
 			} else {
-				doc.Throttle = &th
+				doc.Throttle = bytes.Clone(v)
 			}
 		}
 		var rep LoadReport
@@ -132,7 +132,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if err := doc.validate(); err != nil {
+	if err := doc.validate(db.checkThrottle); err != nil {
 		return err
 	}
 
@@ -178,12 +178,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader) error {
 	if err != nil {
 		return importErr("snapshot", "%v", err)
 	}
-	var throttle []byte
-	if doc.Throttle != nil {
-		if throttle, err = json.Marshal(doc.Throttle); err != nil {
-			return importErr("throttle", "%v", err)
-		}
-	}
+	throttle := []byte(doc.Throttle)
 
 	return db.update(ctx, "import", func(tx *bbolt.Tx) error {
 		fresh := func(name []byte) (*bbolt.Bucket, error) {
@@ -286,7 +281,7 @@ func position(data []byte, off int64) (line, col int) {
 }
 
 // validate checks everything Import will store, naming the first problem.
-func (doc *Document) validate() error {
+func (doc *Document) validate(checkThrottle func([]byte) error) error {
 	n := len(migrations.All)
 	switch {
 	case doc.SchemaVersion <= 0:
@@ -346,17 +341,12 @@ func (doc *Document) validate() error {
 		seen[key] = i
 		doc.Live.Exemptions[i] = ne
 	}
-	if th := doc.Throttle; th != nil {
-		for i, k := range th.Keys {
-			path := fmt.Sprintf("throttle.keys[%d]", i)
-			switch {
-			case k.Peer == "":
-				return importErr(path+".peer", "missing")
-			case k.Type == "":
-				return importErr(path+".type", "missing")
-			case !slices.IsSorted(k.Timestamps):
-				return importErr(path+".timestamps", "not in ascending order")
-			}
+	if string(doc.Throttle) == "null" {
+		doc.Throttle = nil
+	}
+	if th := doc.Throttle; th != nil && checkThrottle != nil {
+		if err := checkThrottle(th); err != nil {
+			return &ImportError{Problem: err.Error()}
 		}
 	}
 	ids := map[uint64]int{}

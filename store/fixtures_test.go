@@ -26,6 +26,8 @@ import (
 // Regenerate (a released version's fixture should never need it) with
 //
 //	LIMITERD_WRITE_FIXTURES=1 go test ./store -run TestWriteFixtures
+//
+// (LIMITERD_WRITE_FIXTURE=<N> as well writes version N's only.)
 
 // fixture is what every fixture holds, in its own version's layout.
 type fixture struct {
@@ -114,23 +116,83 @@ var fixtureWriters = map[int]func(tx *bbolt.Tx, f fixture) error{
 		return writeCommon(tx, f)
 	},
 	2: writeV2,
-	3: func(tx *bbolt.Tx, f fixture) error {
-		// Version 3: the entries packed into entry_base. Written as version
-		// 2 wrote them, then packed by the version 3 step itself (frozen, as
-		// every released step).
-		for _, name := range []string{"entry_base", "entry_log"} {
-			if err := tx.DeleteBucket([]byte(name)); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.CreateBucket([]byte("entries")); err != nil {
+	3: writeV3,
+	// Version 4 added the sessions bucket (empty here): the rest is
+	// version 3's.
+	4: writeV3,
+	// Version 5 added the (empty) offenders bucket: the data is still
+	// version 3's, entry values of encoding 1 (version 6 made them
+	// encoding 2).
+	5: writeV3,
+}
+
+// writeV3 writes the fixture in the layout of version 3: the entries
+// packed into entry_base. Written as version 2 wrote them, then packed by
+// the version 3 step itself (frozen, as every released step).
+func writeV3(tx *bbolt.Tx, f fixture) error {
+	for _, name := range []string{"entry_base", "entry_log"} {
+		if err := tx.DeleteBucket([]byte(name)); err != nil {
 			return err
 		}
-		if err := writeV2(tx, f); err != nil {
-			return err
+	}
+	if _, err := tx.CreateBucket([]byte("entries")); err != nil {
+		return err
+	}
+	if err := writeV2(tx, f); err != nil {
+		return err
+	}
+	return migrations.All[2].Up(tx)
+}
+
+// appendEntryV1 is the entry value encoding 1, which schema versions 1 to 5
+// stored (migration 6 made it encoding 2), frozen here for the fixtures:
+//
+//	byte version (1), byte flags (tokens 1, token fields 2, window 4,
+//	rejected by concurrency 8, by rate limit 16), varint LastSeen,
+//	uvarint Requests, then as the flags say: uvarint RejectedConcurrency,
+//	uvarint RejectedRateLimit, varint Tokens and LeakyTick, uvarint n,
+//	varint CleanupTick and n varint timestamps (the first minus
+//	LastSeen·1000, then each minus the one before).
+func appendEntryV1(dst []byte, e *limiter.EntrySnapshot) []byte {
+	var flags byte
+	if e.InTokens {
+		flags |= 1
+	}
+	if e.InTokens || e.Tokens != 0 || e.LeakyTick != 0 {
+		flags |= 2
+	}
+	if len(e.Window) > 0 || e.CleanupTick != 0 {
+		flags |= 4
+	}
+	if e.RejectedConcurrency != 0 {
+		flags |= 8
+	}
+	if e.RejectedRateLimit != 0 {
+		flags |= 16
+	}
+	dst = append(dst, 1, flags)
+	dst = binary.AppendVarint(dst, e.LastSeen)
+	dst = binary.AppendUvarint(dst, e.Requests)
+	if flags&8 != 0 {
+		dst = binary.AppendUvarint(dst, e.RejectedConcurrency)
+	}
+	if flags&16 != 0 {
+		dst = binary.AppendUvarint(dst, e.RejectedRateLimit)
+	}
+	if flags&2 != 0 {
+		dst = binary.AppendVarint(dst, e.Tokens)
+		dst = binary.AppendVarint(dst, e.LeakyTick)
+	}
+	if flags&4 != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(e.Window)))
+		dst = binary.AppendVarint(dst, e.CleanupTick)
+		prev := e.LastSeen * 1000
+		for _, t := range e.Window {
+			dst = binary.AppendVarint(dst, t-prev)
+			prev = t
 		}
-		return migrations.All[2].Up(tx)
-	},
+	}
+	return dst
 }
 
 // v2EntryKey is the key of an entry in versions 1 and 2: group, 0x00, the
@@ -141,7 +203,8 @@ func v2EntryKey(group string, peer limiter.PeerKey) []byte {
 }
 
 // writeCommon writes the audit and snapshot buckets, unchanged from
-// version 1 to 2 (the entry values are still those of store.AppendEntry).
+// version 1 to 5 (the entry values of encoding 1: appendEntryV1; the
+// group records without an algorithm).
 func writeCommon(tx *bbolt.Tx, f fixture) error {
 	ab := tx.Bucket([]byte("audit"))
 	for _, a := range f.audit {
@@ -155,13 +218,19 @@ func writeCommon(tx *bbolt.Tx, f fixture) error {
 	eb := tx.Bucket([]byte("entries"))
 	for i := range f.snapshot.Entries {
 		e := &f.snapshot.Entries[i]
-		if err := eb.Put(v2EntryKey(e.Group, e.Peer), store.AppendEntry(nil, e)); err != nil {
+		if err := eb.Put(v2EntryKey(e.Group, e.Peer), appendEntryV1(nil, e)); err != nil {
 			return err
 		}
 	}
 	gb := tx.Bucket([]byte("groups"))
 	for _, g := range f.snapshot.Groups {
-		v, _ := json.Marshal(g)
+		// The group record as versions 1 to 5 wrote it (frozen: the
+		// algorithm and its limits came with version 6).
+		v, _ := json.Marshal(struct {
+			Name    string           `json:"name"`
+			Leaky   limiter.Schedule `json:"leaky"`
+			Cleanup limiter.Schedule `json:"cleanup"`
+		}{g.Name, g.Leaky, g.Cleanup})
 		if err := gb.Put([]byte(g.Name), v); err != nil {
 			return err
 		}
@@ -199,6 +268,9 @@ func TestWriteFixtures(t *testing.T) {
 		t.Skip("set LIMITERD_WRITE_FIXTURES=1 to rewrite testdata/schema-v*.db")
 	}
 	for v := range fixtureWriters {
+		if only := os.Getenv("LIMITERD_WRITE_FIXTURE"); only != "" && only != strconv.Itoa(v) {
+			continue
+		}
 		path := filepath.Join("testdata", fmt.Sprintf("schema-v%d.db", v))
 		if err := writeFixture(path, v); err != nil {
 			t.Fatalf("%s: %v", path, err)

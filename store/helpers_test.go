@@ -16,13 +16,14 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/store"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // MustOpenDB opens a new database in tb.TempDir(); at cleanup it closes it
 // and runs bbolt's consistency check on the file, failing on any error.
 func MustOpenDB(tb testing.TB) *store.DB {
 	tb.Helper()
-	return MustOpenDBAt(tb, filepath.Join(tb.TempDir(), "limiterd.db"), store.Options{})
+	return MustOpenDBAt(tb, filepath.Join(tb.TempDir(), "limiterd.db"), store.Options{CheckThrottle: throttle.CheckSnapshot})
 }
 
 // MustOpenDBAt opens the database at path with opts, and checks it at

@@ -27,7 +27,9 @@ func (db *DB) update(ctx context.Context, what string, fn func(tx *bbolt.Tx) err
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if err := db.bolt.Update(fn); err != nil {
+	err := db.bolt.Update(fn)
+	db.writes.record(err)
+	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	return nil

@@ -416,7 +416,7 @@ func TestMigrateV2BadEntries(t *testing.T) {
 	err = b.Update(func(tx *bbolt.Tx) error {
 		eb := tx.Bucket([]byte("entries"))
 		for _, e := range c.m {
-			if err := eb.Put(v2EntryKey(e.Group, e.Peer), store.AppendEntry(nil, &e)); err != nil {
+			if err := eb.Put(v2EntryKey(e.Group, e.Peer), appendEntryV1(nil, &e)); err != nil {
 				return err
 			}
 		}

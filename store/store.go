@@ -8,7 +8,7 @@
 // (package migrations). Every method that changes something has committed
 // it (fsync) when it returns.
 //
-// # Layout (schema version 3)
+// # Layout (schema version 6)
 //
 //	meta/schema_version        uint64 BE: len(migrations.All) when current
 //	live/disabled              JSON boolean: the global switch is off
@@ -22,7 +22,9 @@
 //	                           incremental save since, in key order
 //	groups/<group>             JSON limiter.GroupSnapshot (tick phase)
 //	snapshot/header            JSON {taken_at_ms, enabled}
-//	snapshot/throttle          JSON limiter.ThrottleSnapshot
+//	snapshot/throttle          JSON: the throttle's (throttle.Snapshot)
+//	sessions/<SHA-256 of an id> the dashboard's sessions (opaque)
+//	offenders/<peer key><group> the record of offenders (offenses.go)
 //
 // The (peer, group) entries are not one key each: a full save writes them
 // all as a new base of large blobs (sequential writes of a few hundred
@@ -83,6 +85,7 @@ var (
 	bucketGroups     = []byte("groups")
 	bucketSnapshot   = []byte("snapshot")
 	bucketSessions   = []byte("sessions")
+	bucketOffenders  = []byte("offenders")
 
 	keySchemaVersion = []byte("schema_version")
 	keyDisabled      = []byte("disabled")
@@ -90,7 +93,7 @@ var (
 )
 
 // allBuckets is every bucket of the current schema.
-var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketBase, bucketLog, bucketGroups, bucketSnapshot, bucketSessions}
+var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketBase, bucketLog, bucketGroups, bucketSnapshot, bucketSessions, bucketOffenders}
 
 // DefaultTimeout is how long Open waits for the file lock by default.
 const DefaultTimeout = time.Second
@@ -107,14 +110,22 @@ type Options struct {
 	// Logger receives migrations and records skipped as undecodable; nil
 	// discards.
 	Logger *slog.Logger
+	// CheckThrottle checks the outbound throttle's state in a document
+	// given to Import (package throttle's CheckSnapshot: the store keeps
+	// that state as the throttle's JSON, without knowing its shape); nil
+	// takes any JSON value.
+	CheckThrottle func(state []byte) error
 }
 
 // DB is limiterd's bbolt database. It is safe for concurrent use; writes
 // are serialised by bbolt, reads run in parallel with them.
 type DB struct {
-	bolt *bbolt.DB
-	path string
-	log  *slog.Logger
+	bolt          *bbolt.DB
+	path          string
+	log           *slog.Logger
+	checkThrottle func([]byte) error
+	// writes is the outcome of the last write, for Writable.
+	writes writeState
 }
 
 // errorWith is an error with its own message that wraps one or more
@@ -195,7 +206,7 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, openError(path, opts.Timeout, err)
 	}
 	b.AllocSize = allocSize
-	db := &DB{bolt: b, path: path, log: log}
+	db := &DB{bolt: b, path: path, log: log, checkThrottle: opts.CheckThrottle}
 	if opts.ReadOnly {
 		err = db.checkCurrent()
 	} else {

@@ -1,13 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 
 	"go.etcd.io/bbolt"
-
-	"github.com/limiterd/limiterd/limiter"
 )
 
 // keyThrottle holds the outbound throttle's state in the snapshot bucket,
@@ -16,12 +15,11 @@ import (
 // key, idle keys freed).
 var keyThrottle = []byte("throttle")
 
-// SaveThrottle stores the outbound throttle's state, replacing what was
-// there.
-func (db *DB) SaveThrottle(ctx context.Context, s limiter.ThrottleSnapshot) error {
-	v, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("save throttle: %w", err)
+// SaveThrottle stores the outbound throttle's state, the JSON it wrote
+// (throttle.MarshalSnapshot), replacing what was there.
+func (db *DB) SaveThrottle(ctx context.Context, v []byte) error {
+	if !json.Valid(v) {
+		return fmt.Errorf("save throttle: not JSON")
 	}
 	return db.update(ctx, "save throttle", func(tx *bbolt.Tx) error {
 		sb, err := bucket(tx, bucketSnapshot)
@@ -32,10 +30,10 @@ func (db *DB) SaveThrottle(ctx context.Context, s limiter.ThrottleSnapshot) erro
 	})
 }
 
-// LoadThrottle returns the stored throttle state; ok is false when none was
-// saved. A record that does not decode is reported as an error naming it
-// (the daemon logs it and starts the throttle empty).
-func (db *DB) LoadThrottle(ctx context.Context) (s limiter.ThrottleSnapshot, ok bool, err error) {
+// LoadThrottle returns the stored throttle state, as the throttle wrote
+// it; ok is false when none was saved. (The throttle decodes it, and the
+// daemon logs one that does not and starts the throttle empty.)
+func (db *DB) LoadThrottle(ctx context.Context) (s []byte, ok bool, err error) {
 	err = db.view(ctx, "load throttle", func(tx *bbolt.Tx) error {
 		sb, err := bucket(tx, bucketSnapshot)
 		if err != nil {
@@ -46,9 +44,7 @@ func (db *DB) LoadThrottle(ctx context.Context) (s limiter.ThrottleSnapshot, ok 
 			return nil
 		}
 		ok = true
-		if err := json.Unmarshal(v, &s); err != nil {
-			return fmt.Errorf("snapshot/throttle does not decode: %w", err)
-		}
+		s = bytes.Clone(v)
 		return nil
 	})
 	return s, ok, err

@@ -29,6 +29,32 @@ type Page struct {
 	// Session is true when the viewer logged in through the form (and may
 	// log out).
 	Session bool
+	// ReadOnly is true for a viewer with a read token: its forms are
+	// refused (403), which the layout says once at the top.
+	ReadOnly bool
+	// Banners are the conditions every page shows on top: the limiter
+	// off, groups in dry run, a cluster's store down.
+	Banners []Banner
+}
+
+// Banner is a condition shown on top of every page while it holds.
+type Banner struct {
+	// Kind is "off" (the limiter or a group lets everything through),
+	// "dry" (rejections counted, not enforced) or "down" (a store the
+	// limiter needs cannot be reached).
+	Kind string
+	// Title is the condition in two or three words ("limiter OFF"), Text
+	// what it means.
+	Title, Text string
+}
+
+// Stamp is a moment as every page shows it: in UTC, with the browser's
+// local time on hover (app.js fills the title from Datetime).
+type Stamp struct {
+	// Datetime is RFC 3339 in UTC, for the <time> element; Text is what
+	// the page shows ("2026-11-23 21:26:11 UTC"). Both are empty for no
+	// moment.
+	Datetime, Text string
 }
 
 // GroupRow is one group's line on the overview.
@@ -40,10 +66,10 @@ type GroupRow struct {
 
 // Admitted is the number of requests the group let through.
 func (g GroupRow) Admitted() uint64 {
-	return g.Stats.AllowedSliding + g.Stats.AllowedLeaky + g.Stats.Unlimited
+	return g.Stats.AllowedSliding + g.Stats.AllowedLeaky + g.Stats.AllowedAlgorithm + g.Stats.Unlimited
 }
 
-// PeerRow is one tracked (peer, group) entry on the overview.
+// PeerRow is one (peer, group) on the peers page.
 type PeerRow struct {
 	Peer                string
 	Group               string
@@ -51,24 +77,38 @@ type PeerRow struct {
 	RejectedConcurrency uint64
 	RejectedRateLimit   uint64
 	Inflight            int64
-	Tokens              int64
-	LastSeen            string
+	LastSeen            Stamp
+	// Usage is the entry's state in its algorithm's terms, by column name
+	// (Peers.Columns).
+	Usage map[string]Usage
+	// RequestRate and RejectRate are its rates over the last minutes
+	// ("—" when the record of them holds nothing).
+	RequestRate, RejectRate string
+	// Untracked is true for a row from the record of rates whose entry
+	// the limiter no longer holds.
+	Untracked bool
 }
 
-// Overview is the data of the overview page and its stats partial.
-type Overview struct {
-	Enabled  bool
-	Groups   []GroupRow
-	TopPeers []PeerRow
-	// Tracked is the number of tracked (peer, group) entries.
-	Tracked int
-	Now     string
+// Usage is how much of one of its limits a (peer, group) uses, in the
+// terms of its group's algorithm: the hybrid's window and tokens, another
+// algorithm's own.
+type Usage struct {
+	// Name is the column's ("window", "tokens").
+	Name        string
+	Used, Limit int64
+	// Unit says what Used counts ("requests in the last 1 s", "tokens").
+	Unit string
+	// Left says what is left in words ("8 left, 450 back every 30 s").
+	Left string
 }
+
+// Full reports whether nothing is left.
+func (u Usage) Full() bool { return u.Used >= u.Limit }
 
 // Field is one key of a group's form.
 type Field struct {
 	Key string
-	// Kind is "int", "bool" or "mode".
+	// Kind is "int", "bool", "mode" or "algorithm".
 	Kind string
 	// Value is what the input shows: the submitted value after a failed
 	// post, the effective value otherwise.
@@ -79,6 +119,19 @@ type Field struct {
 	Overridden bool
 	// Error is the validation message for this key.
 	Error string
+	// Help is the key's one-line help from config.toml.
+	Help string
+	// WhatIf is the replay of the last hour under the submitted value
+	// (nil when the value is unchanged or none was asked for).
+	WhatIf *WhatIf
+	// Replayable is true when a what-if can answer for this key.
+	Replayable bool
+	// Unused is true when the group's algorithm does not read this key
+	// (the hybrid's keys under another algorithm, limit and period under
+	// the hybrid, burst without a bucket).
+	Unused bool
+	// Choices are the values of an "algorithm" field.
+	Choices []string
 }
 
 // ID is the input's element id, unique on the page.
@@ -86,8 +139,10 @@ func (f Field) ID(group string) string { return "g-" + group + "-" + f.Key }
 
 // GroupForm is one group's edit form.
 type GroupForm struct {
-	Name   string
-	Fields []Field
+	Name string
+	// Summary says what the group admits, in its algorithm's terms.
+	Summary string
+	Fields  []Field
 	// Error is a message that names no key.
 	Error string
 	// HasOverride is true when the group has live edits to drop.
@@ -95,10 +150,25 @@ type GroupForm struct {
 	// Notice confirms a save (after an htmx post, which swaps the form in
 	// place).
 	Notice string
+	// Combined is the what-if of every submitted change together, when
+	// there are several.
+	Combined *WhatIf
+	// Record says what the what-if replays ("12 034 requests of the last
+	// hour").
+	Record string
 }
 
 // Action is the form's target.
 func (g GroupForm) Action() string { return "/groups/" + url.PathEscape(g.Name) }
+
+// WhatIfAction is the what-if's address: POST the form's values for
+// every changed field, GET ?field=&<field>= for one.
+func (g GroupForm) WhatIfAction() string { return "/groups/" + url.PathEscape(g.Name) + "/whatif" }
+
+// WhatIfField is the address htmx asks for one field's what-if.
+func (g GroupForm) WhatIfField(key string) string {
+	return g.WhatIfAction() + "?field=" + url.QueryEscape(key)
+}
 
 // ResetAction is the "back to file values" form's target.
 func (g GroupForm) ResetAction() string { return "/groups/" + url.PathEscape(g.Name) + "/reset" }
@@ -153,7 +223,7 @@ type Exemptions struct {
 // AuditRow is one audit entry, ready to show.
 type AuditRow struct {
 	ID     uint64
-	Time   string
+	Time   Stamp
 	Actor  string
 	Action string
 	Target string
@@ -175,8 +245,14 @@ type Peers struct {
 	Q, Group, Sort string
 	// Groups and Sorts are the form's choices.
 	Groups, Sorts []string
-	Rows          []PeerRow
-	Total         int
+	// SortURL is the page sorted by each order, for the column headers.
+	SortURL map[string]string
+	// Columns are the usage columns of the rows (PeerRow.Usage).
+	Columns []string
+	// RateWindow says what the rates cover ("the last 5 minutes").
+	RateWindow string
+	Rows       []PeerRow
+	Total      int
 	// From is the 1-based position of the first row.
 	From int
 	// Prev and Next are the pager's links; empty at either end.
@@ -188,6 +264,13 @@ type Peers struct {
 // PeerDetail is the data of a peer's page.
 type PeerDetail struct {
 	Key string
+	// Offenses are the peer's rejections in the record of offenders (the
+	// last 24 hours), which outlives its entries; Kept is false when the
+	// daemon keeps no such record.
+	Offenses     []OffenseRow
+	OffensesKept bool
+	// RateWindow says what the rates cover.
+	RateWindow string
 	// Prefix is the key as an IP or CIDR, for exempt and deny; empty for
 	// an opaque key.
 	Prefix string
@@ -213,8 +296,8 @@ type PeerHistory struct {
 	// New is true when no history was kept for the peer before this view:
 	// it is recorded from now on.
 	New bool
-	// Since is when the recording started (UTC, RFC 3339).
-	Since string
+	// Since is when the recording started.
+	Since Stamp
 	// Step is the seconds a point of the chart covers.
 	Step int
 	// Watch and Keep say for how long the peer is sampled after a view,
@@ -238,7 +321,9 @@ type PeerHistoryRow struct {
 
 // PeerState is a peer's state in one group.
 type PeerState struct {
-	Group               string
+	Group string
+	// Algorithm is the group's (its Usage says the state in its terms).
+	Algorithm           string
 	Inflight            int64
 	Tokens              int64
 	Window              int64
@@ -246,7 +331,11 @@ type PeerState struct {
 	Requests            uint64
 	RejectedConcurrency uint64
 	RejectedRateLimit   uint64
-	LastSeen            string
+	LastSeen            Stamp
+	// Usage is the state in its algorithm's terms.
+	Usage []Usage
+	// RequestRate and RejectRate are its rates over the last minutes.
+	RequestRate, RejectRate string
 }
 
 // Outbound is the data of the outbound throttle's page.
@@ -260,6 +349,30 @@ type Outbound struct {
 	Keys []OutboundKey
 	// Limit is how many keys the page shows at most.
 	Limit int
+	// Mode is throttle.mode, "fixed" or "adaptive".
+	Mode string
+	// Adaptive is the adaptive mode's state: its quotas are learned in
+	// either mode.
+	Adaptive OutboundAdaptive
+}
+
+// OutboundAdaptive is the adaptive outbound throttle's state (SPEC §10).
+type OutboundAdaptive struct {
+	Peers, Quotas, Waiting                       int64
+	Observed, Learned, Admitted, Queued, Refused uint64
+	// Quotas are the learned quotas: most waiting first, then by peer.
+	Rows []OutboundQuota
+}
+
+// OutboundQuota is one learned (peer, group) quota.
+type OutboundQuota struct {
+	Peer, Group      string
+	Known            bool // false: unlimited (reset, idle, or the peer incompatible)
+	Incompatible     bool
+	Total, Remaining int64
+	ResetAmount      int64
+	RefillIn         string // "" when none is pending
+	Waiting          int
 }
 
 // OutboundCounts are the outbound throttle's counters and gauges.
@@ -296,8 +409,8 @@ type HistoryRow struct {
 // Charts is the overview's chart section.
 type Charts struct {
 	// URL is the JSON history endpoint the charts fetch (app.js adds
-	// &group=).
-	URL string
+	// &group=); RejectionsURL the rejections per group, stacked.
+	URL, RejectionsURL string
 	// Groups are the groups to choose from.
 	Groups []string
 	// Minutes is the stretch Rows and All sum.

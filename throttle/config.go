@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/limiterd/limiterd/limiter"
 )
 
 // Rule is one [[throttle.rule]]: outbound calls whose path matches
@@ -18,7 +16,7 @@ type Rule struct {
 	// RPM is the rate in requests per minute; a peer may take Capacity(RPM)
 	// calls of the type per period.
 	RPM int
-	// Paths are patterns parsed with limiter.ParseThrottlePattern ("re:" patterns
+	// Paths are patterns parsed with Compile ("re:" patterns
 	// are case-insensitive); any one matching is enough. At least one.
 	Paths []string
 }
@@ -26,6 +24,9 @@ type Rule struct {
 // Config configures a Throttle: the [throttle] table as plain
 // values. A Config is a plain value; New and Apply copy it.
 type Config struct {
+	// Mode is fixed (the rule table below) or adaptive (quotas learned
+	// from the peers' replies; the table then classifies nothing).
+	Mode Mode
 	// Period is the counting window (Arweave: 30 s); at least 1 ms, used
 	// in whole milliseconds.
 	Period time.Duration
@@ -34,11 +35,15 @@ type Config struct {
 	RetryInterval time.Duration
 	// ExemptPeers are peer names never throttled, compared exactly.
 	ExemptPeers []string
-	// ExemptPaths are patterns (limiter.ParseThrottlePattern) never throttled.
+	// ExemptPaths are patterns (compiled by Compile) never throttled.
 	ExemptPaths []string
 	// DefaultType and DefaultRPM classify a path no rule matches.
 	DefaultType string
 	DefaultRPM  int
+	// Compile compiles the patterns of Rules and ExemptPaths: SPEC §5's
+	// path patterns, "re:" ones case-insensitive (package limiter's
+	// ThrottleMatcher). It is required when there is any pattern.
+	Compile func(pattern string) (Matcher, error)
 	// Rules are tried in order; the first rule with a matching path wins.
 	Rules []Rule
 }
@@ -92,12 +97,21 @@ func Capacity(rpm int) int {
 	return max(1, c)
 }
 
+// Matcher is one compiled path pattern of the throttle's rules or exempt
+// paths (an alias, so that package limiter's ThrottleMatcher, which does
+// not know this package, fits Config.Compile).
+type Matcher = interface {
+	// Match reports whether a request path (a query string is ignored)
+	// matches.
+	Match(path string) bool
+}
+
 // ConfigError is an invalid Config. Key names the configuration
 // key, 0-based: "throttle.rule[2].paths[0]", "throttle.exempt_paths[0]".
 type ConfigError struct {
 	Key     string
 	Problem string
-	Err     error // a *limiter.PatternError for a bad pattern
+	Err     error // Compile's error for a bad pattern
 }
 
 // Error returns "<key>: <problem>".
@@ -111,16 +125,15 @@ type throttleSettings struct {
 	cfg         Config // deep copy
 	period      int64  // ms
 	exemptPeers map[string]struct{}
-	exemptPaths []*limiter.Pattern
+	exemptPaths []Matcher
 	rules       []throttleRuleRT
 	def         throttleClass
 	typeCap     map[string]int // capacity of each type: its first rule's
-	limit       int            // segments SplitPath must look at
 }
 
 type throttleRuleRT struct {
 	class throttleClass
-	pats  []*limiter.Pattern
+	pats  []Matcher
 }
 
 // throttleClass is the classification of a path.
@@ -148,6 +161,9 @@ func compileThrottle(cfg Config) (*throttleSettings, error) {
 	}
 	if cfg.RetryInterval < time.Millisecond {
 		return nil, &ConfigError{Key: "throttle.retry_interval", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.RetryInterval)}
+	}
+	if cfg.Mode > ModeAdaptive {
+		return nil, &ConfigError{Key: "throttle.mode", Problem: fmt.Sprintf("unknown mode %d", cfg.Mode)}
 	}
 	if cfg.DefaultType == "" {
 		return nil, &ConfigError{Key: "throttle.default_type", Problem: "must not be empty"}
@@ -198,23 +214,25 @@ func compileThrottle(cfg Config) (*throttleSettings, error) {
 	return st, nil
 }
 
-func (st *throttleSettings) compilePatterns(key string, list []string) ([]*limiter.Pattern, error) {
-	pats := make([]*limiter.Pattern, len(list))
+func (st *throttleSettings) compilePatterns(key string, list []string) ([]Matcher, error) {
+	pats := make([]Matcher, len(list))
 	for i, s := range list {
-		p, err := limiter.ParseThrottlePattern(s)
+		if st.cfg.Compile == nil {
+			return nil, &ConfigError{Key: fmt.Sprintf("%s[%d]", key, i), Problem: "no pattern compiler (Config.Compile)"}
+		}
+		p, err := st.cfg.Compile(s)
 		if err != nil {
 			return nil, &ConfigError{Key: fmt.Sprintf("%s[%d]", key, i), Problem: err.Error(), Err: err}
 		}
-		st.limit = max(st.limit, p.Segments())
 		pats[i] = p
 	}
 	return pats, nil
 }
 
-// matchAny reports whether one of pats matches the split path.
-func matchAny(pats []*limiter.Pattern, sp *limiter.SplitPath) bool {
+// matchAny reports whether one of pats matches path.
+func matchAny(pats []Matcher, path string) bool {
 	for _, p := range pats {
-		if p.MatchSplit(sp) {
+		if p.Match(path) {
 			return true
 		}
 	}
@@ -225,15 +243,13 @@ func matchAny(pats []*limiter.Pattern, sp *limiter.SplitPath) bool {
 // or the default, and whether the path is exempt. It does not allocate
 // (glob matching; a regexp may).
 func (st *throttleSettings) classify(path string) throttleClass {
-	var sp limiter.SplitPath
-	sp.Split(path, st.limit)
 	c := st.def
 	for i := range st.rules {
-		if r := &st.rules[i]; matchAny(r.pats, &sp) {
+		if r := &st.rules[i]; matchAny(r.pats, path) {
 			c = r.class
 			break
 		}
 	}
-	c.exempt = matchAny(st.exemptPaths, &sp)
+	c.exempt = matchAny(st.exemptPaths, path)
 	return c
 }

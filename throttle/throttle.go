@@ -1,18 +1,18 @@
 // Package throttle is the outbound throttle of SPEC §10 (HyperBEAM/Arweave
 // ar_rate_limiter): it tells the node when it may send its own request to a
-// peer. Like the limiter core it is pure: the standard library and the
-// core's path patterns only, time always an argument, no goroutine.
+// peer. Like the limiter core it is pure: the standard library only (the
+// core's path patterns come compiled, through Config.Compile), time always
+// an argument, no goroutine.
 package throttle
 
 import (
 	"cmp"
+	"encoding/json"
 	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/limiterd/limiterd/limiter"
 )
 
 // Result is the outcome of one Throttle evaluation.
@@ -87,6 +87,10 @@ type Throttle struct {
 	off        atomic.Uint64
 
 	shards [throttleShards]throttleShard
+
+	// ad is the adaptive throttle's state (mode adaptive); its replies are
+	// learned in either mode.
+	ad *adaptive
 }
 
 const throttleShards = 32
@@ -115,7 +119,7 @@ func New(now time.Time, cfg Config) (*Throttle, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Throttle{seed: maphash.MakeSeed(), since: now}
+	t := &Throttle{seed: maphash.MakeSeed(), since: now, ad: newAdaptive()}
 	for i := range t.shards {
 		t.shards[i].m = make(map[throttleKey]*throttleEntry)
 	}
@@ -321,7 +325,7 @@ func (t *Throttle) Cleanup(now time.Time) int {
 		sh.mu.Unlock()
 	}
 	t.keys.Add(-int64(removed))
-	return removed
+	return removed + t.ad.cleanup(now.UnixMilli())
 }
 
 // Stats returns the counters and gauges. Each number is read atomically;
@@ -383,10 +387,10 @@ func (t *Throttle) Keys(now time.Time, limit int) []KeyView {
 // Snapshot returns the switch and every key's unexpired timestamps as of
 // now, keys sorted by peer and type. It locks one shard at a time, so
 // evaluations go on while it runs; each key is copied consistently.
-func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
+func (t *Throttle) Snapshot(now time.Time) Snapshot {
 	ms := now.UnixMilli()
 	cut := ms - t.set.Load().period
-	s := limiter.ThrottleSnapshot{TakenAt: ms, Enabled: t.Enabled(), Keys: []limiter.ThrottleKeyRecord{}}
+	s := Snapshot{TakenAt: ms, Enabled: t.Enabled(), Keys: []KeyRecord{}}
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -395,7 +399,7 @@ func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
 			if n == 0 {
 				continue
 			}
-			r := limiter.ThrottleKeyRecord{Peer: k.peer, Type: k.typ, Timestamps: make([]int64, n)}
+			r := KeyRecord{Peer: k.peer, Type: k.typ, Timestamps: make([]int64, n)}
 			for j, first := 0, e.win.len()-n; j < n; j++ {
 				r.Timestamps[j] = e.win.at(first + j)
 			}
@@ -403,9 +407,10 @@ func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
 		}
 		sh.mu.Unlock()
 	}
-	slices.SortFunc(s.Keys, func(a, b limiter.ThrottleKeyRecord) int {
+	slices.SortFunc(s.Keys, func(a, b KeyRecord) int {
 		return cmp.Or(cmp.Compare(a.Peer, b.Peer), cmp.Compare(a.Type, b.Type))
 	})
+	s.Adaptive = t.ad.adaptiveJSON()
 	return s
 }
 
@@ -415,7 +420,7 @@ func (t *Throttle) Snapshot(now time.Time) limiter.ThrottleSnapshot {
 // counts as taken now: every timestamp is shifted back by the difference,
 // so no gap is invented. A timestamp later than its snapshot is taken as
 // the snapshot's time; empty peers or types are skipped.
-func (t *Throttle) Restore(now time.Time, s limiter.ThrottleSnapshot) {
+func (t *Throttle) Restore(now time.Time, s Snapshot) {
 	ms := now.UnixMilli()
 	cut := ms - t.set.Load().period
 	shift := int64(0)
@@ -469,5 +474,12 @@ func (t *Throttle) Restore(now time.Time, s limiter.ThrottleSnapshot) {
 		sh.mu.Unlock()
 		t.timestamps.Add(int64(len(ts)))
 	}
+	var as AdaptiveSnapshot
+	if len(s.Adaptive) > 0 {
+		// A record that does not decode restores nothing of the adaptive
+		// state: it is relearned from the next replies.
+		_ = json.Unmarshal(s.Adaptive, &as)
+	}
+	t.ad.restore(ms, as)
 	t.enabled.Store(s.Enabled)
 }

@@ -22,7 +22,7 @@ func thrAt(ms int64) time.Time { return thrT0.Add(time.Duration(ms) * time.Milli
 func thrConfig(rpm int) throttle.Config {
 	return throttle.Config{
 		Period: 30 * time.Second, RetryInterval: time.Second,
-		DefaultType: "api", DefaultRPM: rpm,
+		DefaultType: "api", DefaultRPM: rpm, Compile: limiter.ThrottleMatcher,
 	}
 }
 
@@ -302,7 +302,7 @@ func TestThrottleCleanup(t *testing.T) {
 }
 
 func TestThrottleKeysAndWaiters(t *testing.T) {
-	th := thrNew(t, throttle.ArweaveConfig())
+	th := thrNew(t, arweaveThrottle())
 	now := thrAt(0)
 	th.Try(now, "1.2.3.4:1984", "/hash_list") // block_index: capacity 1
 	th.Try(now, "1.2.3.4:1984", "/chunk/1")
@@ -349,10 +349,10 @@ func TestThrottleSnapshotRestore(t *testing.T) {
 	})
 	th.SetEnabled(false)
 	snap := th.Snapshot(thrAt(30500)) // a's ts 0 has left
-	want := limiter.ThrottleSnapshot{
+	want := throttle.Snapshot{
 		TakenAt: thrAt(30500).UnixMilli(),
 		Enabled: false,
-		Keys: []limiter.ThrottleKeyRecord{
+		Keys: []throttle.KeyRecord{
 			{Peer: "a", Type: "api", Timestamps: []int64{thrAt(1000).UnixMilli(), thrAt(20000).UnixMilli()}},
 			{Peer: "b", Type: "api", Timestamps: []int64{thrAt(2000).UnixMilli()}},
 		},
@@ -403,7 +403,7 @@ func TestThrottleSnapshotRestore(t *testing.T) {
 		r := thrNew(t, thrConfig(10))
 		now := thrAt(50000)
 		r.AddWaiter("w", "api", 1) // waiters survive a restore
-		r.Restore(now, limiter.ThrottleSnapshot{Enabled: true, Keys: []limiter.ThrottleKeyRecord{
+		r.Restore(now, throttle.Snapshot{Enabled: true, Keys: []throttle.KeyRecord{
 			{Peer: "", Type: "api", Timestamps: []int64{now.UnixMilli()}},
 			{Peer: "x", Type: "api", Timestamps: []int64{now.UnixMilli() + 5000, now.UnixMilli() - 100, 7}},
 			{Peer: "x", Type: "api", Timestamps: []int64{now.UnixMilli() - 50}},
@@ -452,7 +452,7 @@ func TestThrottleConcurrentOneKey(t *testing.T) {
 }
 
 func TestThrottleConcurrentManyKeys(t *testing.T) {
-	th := thrNew(t, throttle.ArweaveConfig())
+	th := thrNew(t, arweaveThrottle())
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -460,7 +460,7 @@ func TestThrottleConcurrentManyKeys(t *testing.T) {
 				peer := fmt.Sprintf("peer-%d", (g*2000+i)%500)
 				th.Try(thrAt(int64(i)), peer, "/hash_list")
 				if i%500 == 0 {
-					cfg := throttle.ArweaveConfig()
+					cfg := arweaveThrottle()
 					cfg.DefaultRPM = 100 + i
 					if err := th.Apply(cfg); err != nil {
 						t.Error(err)
@@ -479,7 +479,7 @@ func TestThrottleConcurrentManyKeys(t *testing.T) {
 }
 
 func BenchmarkThrottleTry(b *testing.B) {
-	th := thrNew(b, throttle.ArweaveConfig())
+	th := thrNew(b, arweaveThrottle())
 	peers := make([]string, 1024)
 	for i := range peers {
 		peers[i] = fmt.Sprintf("10.0.%d.%d:1984", i/256, i%256)
@@ -492,4 +492,12 @@ func BenchmarkThrottleTry(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// arweaveThrottle is the shipped outbound throttle table, its patterns
+// compiled by the core (throttle.Config.Compile).
+func arweaveThrottle() throttle.Config {
+	c := throttle.ArweaveConfig()
+	c.Compile = limiter.ThrottleMatcher
+	return c
 }

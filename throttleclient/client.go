@@ -7,6 +7,17 @@
 // stands in the node's way when limiterd is down: if limiterd cannot be
 // reached (connection refused, connect timeout, unknown host) Throttle
 // returns nil at once, and Check reports no wait.
+//
+// With limiterd's throttle.mode = "adaptive" (Arweave 2.9.7's client
+// throttle), limiterd learns each peer's quota from the replies the node
+// reports (Observe). Transport does both around every request of an
+// http.Client, throttling before and reporting after:
+//
+//	lc := throttleclient.New("http://127.0.0.1:1986", token)
+//	hc := &http.Client{Transport: &throttleclient.Transport{Client: lc}}
+//	resp, err := hc.Get("http://1.2.3.4:1984/chunk/123") // waits if 1.2.3.4:1984's quota is spent
+//
+// (see the Transport example).
 package throttleclient
 
 import (
@@ -33,7 +44,7 @@ const throttlePath = "/api/v1/throttle"
 // Errors of this package.
 var (
 	// ErrUnauthorized is returned when limiterd refuses the token (401).
-	ErrUnauthorized = errors.New("throttleclient: limiterd refused the admin token")
+	ErrUnauthorized = errors.New("throttleclient: limiterd refused the token")
 )
 
 // Error is an error answer of limiterd's API other than 401: a bad request
@@ -76,7 +87,11 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 func WithConnectTimeout(d time.Duration) Option { return func(c *Client) { c.connectTimeout = d } }
 
 // New returns a Client of the limiterd whose admin listener is at baseURL
-// ("http://127.0.0.1:1986"), authenticating with the admin token.
+// ("http://127.0.0.1:1986"), authenticating with token: give it a token of
+// scope data (an [[admin.tokens]] entry of limiterd's config), which may
+// make the throttle calls and nothing else; the admin token works too, but
+// a node holding it could change every limit. A token of another scope
+// gets a 403 *Error.
 func New(baseURL, token string, opts ...Option) *Client {
 	c := &Client{base: strings.TrimRight(baseURL, "/"), token: token, connectTimeout: DefaultConnectTimeout}
 	for _, o := range opts {

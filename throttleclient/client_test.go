@@ -13,14 +13,14 @@ import (
 
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/throttleclient"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/web/throttleapi"
 )
 
 const token = "s3cret"
 
 // serve starts a limiterd-like admin server with the throttle API behind
 // the bearer token: one call per period per (peer, type) (rpm 2).
-func serve(t *testing.T, period, retry time.Duration) (*httptest.Server, *throttle.Throttle, *web.ThrottleAPI) {
+func serve(t *testing.T, period, retry time.Duration) (*httptest.Server, *throttle.Throttle, *throttleapi.API) {
 	t.Helper()
 	th, err := throttle.New(time.Now(), throttle.Config{
 		Period: period, RetryInterval: retry, DefaultType: "api", DefaultRPM: 2,
@@ -29,7 +29,7 @@ func serve(t *testing.T, period, retry time.Duration) (*httptest.Server, *thrott
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := web.NewThrottleAPI(th, nil, nil)
+	api := throttleapi.New(th, nil, nil)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/throttle", api.HandleWait)
 	mux.HandleFunc("GET /api/v1/throttle", api.HandleCheck)

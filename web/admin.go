@@ -13,6 +13,7 @@ import (
 	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/live"
 )
 
@@ -35,7 +36,7 @@ func (s *Server) handlePatchGroup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	g, err := s.live.PatchGroup(r.Context(), actorToken, chi.URLParam(r, "group"), body)
+	g, err := s.live.PatchGroup(r.Context(), requestActor(r), chi.URLParam(r, "group"), body)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -44,7 +45,7 @@ func (s *Server) handlePatchGroup(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleDeleteOverrides(w http.ResponseWriter, r *http.Request) {
-	g, err := s.live.DeleteOverrides(r.Context(), actorToken, chi.URLParam(r, "group"))
+	g, err := s.live.DeleteOverrides(r.Context(), requestActor(r), chi.URLParam(r, "group"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -64,15 +65,23 @@ type peerEntry struct {
 	RejectedConcurrency uint64    `json:"rejected_concurrency"`
 	RejectedRateLimit   uint64    `json:"rejected_rate_limit"`
 	LastSeen            time.Time `json:"last_seen"`
+	// Algorithm is the group's; State the entry in its terms, for every
+	// algorithm but the hybrid (whose are tokens and window).
+	Algorithm string     `json:"algorithm"`
+	State     *algo.View `json:"state,omitempty"`
 }
 
 func toPeerEntry(v limiter.EntryView) peerEntry {
-	return peerEntry{
+	e := peerEntry{
 		Peer: v.Peer.String(), Group: v.Group, Inflight: v.Inflight, Tokens: v.Tokens,
 		Window: v.Window, WindowActive: v.WindowActive, Requests: v.Requests,
 		RejectedConcurrency: v.RejectedConcurrency, RejectedRateLimit: v.RejectedRateLimit,
-		LastSeen: v.LastSeen.UTC(),
+		LastSeen: v.LastSeen.UTC(), Algorithm: v.Algorithm.String(),
 	}
+	if v.Algorithm != algo.Hybrid {
+		e.State = &v.Algo
+	}
+	return e
 }
 
 func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
@@ -158,7 +167,7 @@ func (s *Server) handleForgetPeer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := s.lim.Forget(k)
-	if err := s.live.Record(r.Context(), actorToken, "peer.forget", k.String(), n, nil); err != nil {
+	if err := s.live.Record(r.Context(), requestActor(r), "peer.forget", k.String(), n, nil); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -184,7 +193,7 @@ func (s *Server) handlePeerAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := s.lim.Reduce(s.now(), k, g)
-	if err := s.live.Record(r.Context(), actorToken, "peer.reduce", k.String()+" "+name, nil, res.String()); err != nil {
+	if err := s.live.Record(r.Context(), requestActor(r), "peer.reduce", k.String()+" "+name, nil, res.String()); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -199,24 +208,10 @@ func (s *Server) handleExemptions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"exemptions": added, "file": file})
 }
 
-func (s *Server) exemptionBody(r *http.Request) (live.Exemption, error) {
-	var e live.Exemption
-	b, err := jsonbody.Read(r)
-	if err != nil {
-		return e, err
-	}
-	if len(b) == 0 {
-		// DELETE ?kind=&value= is accepted too.
-		e.Kind, e.Value = live.ExemptionKind(r.URL.Query().Get("kind")), r.URL.Query().Get("value")
-		return e, nil
-	}
-	return e, jsonbody.DecodeBytes(b, &e)
-}
-
 func (s *Server) handleAddExemption(w http.ResponseWriter, r *http.Request) {
 	e, err := s.exemptionBody(r)
 	if err == nil {
-		e, err = s.live.AddExemption(r.Context(), actorToken, e)
+		e, err = s.live.AddExemption(r.Context(), requestActor(r), e)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -228,7 +223,7 @@ func (s *Server) handleAddExemption(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleRemoveExemption(w http.ResponseWriter, r *http.Request) {
 	e, err := s.exemptionBody(r)
 	if err == nil {
-		err = s.live.RemoveExemption(r.Context(), actorToken, e)
+		err = s.live.RemoveExemption(r.Context(), requestActor(r), e)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -239,41 +234,12 @@ func (s *Server) handleRemoveExemption(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleSwitch(on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := s.live.SetEnabled(r.Context(), actorToken, on); err != nil {
+		if err := s.live.SetEnabled(r.Context(), requestActor(r), on); err != nil {
 			s.fail(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"enabled": s.lim.Enabled()})
 	}
-}
-
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
-	limit, before := 100, uint64(0)
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			s.fail(w, r, &live.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"})
-			return
-		}
-		limit = n
-	}
-	if v := r.URL.Query().Get("before"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			s.fail(w, r, &live.FieldError{Field: "before", Problem: "an audit entry id"})
-			return
-		}
-		before = n
-	}
-	entries, err := s.live.Audit(r.Context(), limit, before)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if entries == nil {
-		entries = []live.AuditEntry{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }
 
 func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +27,13 @@ import (
 type dashboard struct {
 	s    *Server
 	sess *sessions
+	// activity follows the limiter's record of decisions: top talkers,
+	// the request log of the what-if, the offenses to save (fed by run).
+	activity *insight.Activity
+}
+
+func newDashboard(s *Server, sess *sessions) *dashboard {
+	return &dashboard{s: s, sess: sess, activity: insight.NewActivity(s.lim, s.now)}
 }
 
 // mount adds the dashboard's routes to the admin router.
@@ -44,10 +49,15 @@ func (d *dashboard) mount(r chi.Router) {
 			r.Get("/", d.handleOverview)
 			r.Get("/stats", d.handleStats)
 			r.Get("/stats/history", d.handleHistory)
+			r.Get("/stats/rejections", d.handleRejections)
 			r.Post("/switch", d.handleSwitch)
 			r.Get("/groups", d.handleGroups)
+			r.Get("/groups/{group}", d.handleGroup)
 			r.Post("/groups/{group}", d.handleSaveGroup)
+			r.Get("/groups/{group}/whatif", d.handleWhatIfField)
+			r.Post("/groups/{group}/whatif", d.handleWhatIf)
 			r.Post("/groups/{group}/reset", d.handleResetGroup)
+			r.Get("/offenders", d.handleOffenders)
 			r.Get("/exemptions", d.handleExemptions)
 			r.Post("/exemptions", d.handleAddExemption)
 			r.Post("/exemptions/delete", d.handleRemoveExemption)
@@ -78,18 +88,23 @@ func (d *dashboard) staticHandler() http.Handler {
 }
 
 // viewer is who is looking at a page: a logged-in session, or a script
-// with the bearer token (which needs no CSRF token).
+// with a bearer token (which needs no CSRF token).
 type viewer struct {
 	id      string
 	session *session
+	token   Token // the bearer token, without a session
 }
 
 func (v viewer) actor() string {
 	if v.session != nil {
 		return v.session.actor
 	}
-	return actorToken
+	return v.token.actor()
 }
+
+// scope is the viewer's token's scope as it is now (a session's token's
+// too).
+func (v viewer) scope() Scope { return v.token.Scope }
 
 func (v viewer) csrf() string {
 	if v.session != nil {
@@ -110,18 +125,25 @@ func viewerOf(r *http.Request) viewer {
 func (d *dashboard) requireViewer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var v viewer
-		if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			if !tokenOK(got, d.s.opts.Token) {
+		if tok, present, ok := d.s.bearer(r); present {
+			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
-				d.renderError(w, r, http.StatusUnauthorized, "The bearer token is not the admin token.")
+				d.renderError(w, r, http.StatusUnauthorized, "The bearer token is not one of limiterd's tokens.")
 				return
 			}
+			v.token = tok
 		} else {
 			c, err := r.Cookie(sessionCookie)
 			var ss *session
 			ok := err == nil
 			if ok {
 				ss, ok = d.sess.get(c.Value)
+			}
+			if ok {
+				// The session lasts only while its token does.
+				if v.token, ok = d.s.tokenOf(ss.token); !ok {
+					d.sess.remove(r.Context(), c.Value)
+				}
 			}
 			if !ok {
 				if r.Header.Get("HX-Request") == "true" {
@@ -136,13 +158,16 @@ func (d *dashboard) requireViewer(next http.Handler) http.Handler {
 				d.renderError(w, r, http.StatusUnauthorized, "Log in first.")
 				return
 			}
-			v = viewer{id: c.Value, session: ss}
+			v.id, v.session = c.Value, ss
 			if r.Method != http.MethodGet && r.Method != http.MethodHead {
 				if !tokenOK(r.PostFormValue("csrf"), ss.csrf) {
 					d.renderError(w, r, http.StatusForbidden, "The form's CSRF token is missing or stale: reload the page and try again.")
 					return
 				}
 			}
+		}
+		if !d.allowed(w, r, v) {
+			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), viewerKey{}, v)))
 	})
@@ -161,11 +186,22 @@ var flashes = map[string]string{
 }
 
 func (d *dashboard) page(r *http.Request, title, nav string) templates.Page {
-	v := viewerOf(r)
-	return templates.Page{
-		Title: title, Nav: nav, CSRF: v.csrf(), Asset: static.Version,
+	p := d.pageFor(r, title, viewerOf(r))
+	p.Nav = nav
+	return p
+}
+
+// pageFor is the layout's data for viewer v.
+func (d *dashboard) pageFor(r *http.Request, title string, v viewer) templates.Page {
+	p := templates.Page{
+		Title: title, CSRF: v.csrf(), Asset: static.Version,
 		Flash: flashes[r.URL.Query().Get("done")], Session: v.session != nil,
+		ReadOnly: v.scope() == ScopeRead,
 	}
+	if v.session != nil || v.id != "" || r.Header.Get("Authorization") != "" {
+		p.Banners = d.banners()
+	}
+	return p
 }
 
 func render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
@@ -183,13 +219,37 @@ func (d *dashboard) renderError(w http.ResponseWriter, r *http.Request, status i
 	render(w, r, status, templates.ErrorPage(p))
 }
 
-// fail shows err as a page with the status the admin API would use.
+// fail shows err as a page with the status the admin API would use, in
+// words: a validation message as it is, an error of limiterd's own as a
+// pointer to its log (never Go's text).
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, _ := statusOf(err)
-	if status == http.StatusInternalServerError {
-		d.s.log.Error("dashboard", "method", r.Method, "path", r.URL.Path, "err", err)
+	if status == http.StatusNotFound {
+		d.renderNotFound(w, r)
+		return
 	}
-	d.renderError(w, r, status, err.Error())
+	d.renderError(w, r, status, d.message(r, err))
+}
+
+// message says err in words for a page: the problem of a validation
+// error, or (logging it) that something failed inside limiterd.
+func (d *dashboard) message(r *http.Request, err error) string {
+	var fe *live.FieldError
+	var se *limiter.SettingError
+	var qe *insight.QueryError
+	switch {
+	case errors.As(err, &fe):
+		return plain(fe.Field + ": " + fe.Problem)
+	case errors.As(err, &se):
+		return plain(se.Key + ": " + se.Problem)
+	case errors.As(err, &qe):
+		return plain(qe.Problem)
+	case errors.Is(err, live.ErrExists):
+		return "That entry exists already."
+	}
+	at := d.s.now().UTC().Format("15:04:05")
+	d.s.log.Error("dashboard", "method", r.Method, "path", r.URL.Path, "err", err)
+	return "Something went wrong inside limiterd and nothing was changed; its log has the error (\"dashboard\", " + at + " UTC)."
 }
 
 // redirect ends a successful POST (POST-redirect-GET). htmx follows it
@@ -229,6 +289,22 @@ func (d *dashboard) limitForm(next http.Handler) http.Handler {
 	})
 }
 
+// goTails start the part of a message that is Go's own text (a parser's
+// error wrapped by ours), which the pages leave out.
+var goTails = []string{": ParseAddr(", ": netip.", ": strconv.", ": ParsePrefix("}
+
+// plain returns msg without the Go error text a wrapped parser error adds
+// ("\"x\": not an IP address or CIDR: ParseAddr(\"x\"): …" → "\"x\": not an IP
+// address or CIDR").
+func plain(msg string) string {
+	for _, t := range goTails {
+		if i := strings.Index(msg, t); i >= 0 {
+			msg = msg[:i]
+		}
+	}
+	return msg
+}
+
 // Login.
 
 func (d *dashboard) handleLoginForm(w http.ResponseWriter, r *http.Request) {
@@ -249,12 +325,17 @@ func (d *dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 		render(w, r, http.StatusTooManyRequests, templates.LoginPage(p, templates.Login{Error: "Too many failed logins from your address: wait a minute and try again."}))
 		return
 	}
-	if !tokenOK(r.PostFormValue("token"), d.s.opts.Token) {
+	tok, ok := d.s.match(r.PostFormValue("token"))
+	if !ok {
 		d.s.fails.failed(ip)
 		render(w, r, http.StatusUnauthorized, templates.LoginPage(p, templates.Login{Error: "That is not the admin token."}))
 		return
 	}
-	id, _ := d.sess.create(r.Context())
+	if tok.Scope == ScopeData {
+		render(w, r, http.StatusForbidden, templates.LoginPage(p, templates.Login{Error: "That is a data token: it may make the data-plane calls only. Log in with an admin or read token."}))
+		return
+	}
+	id, _ := d.sess.create(r.Context(), tok)
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: overHTTPS(r), MaxAge: int(sessionTTL / time.Second),
@@ -276,225 +357,6 @@ func (d *dashboard) handleLogout(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
-}
-
-// Overview.
-
-func (d *dashboard) overview() templates.Overview {
-	now := d.s.now()
-	stats := d.s.lim.Stats()
-	modes := map[string]string{}
-	for _, g := range d.s.live.Groups() {
-		modes[g.Name] = g.Mode
-	}
-	o := templates.Overview{Enabled: d.s.lim.Enabled(), Now: now.UTC().Format(time.RFC3339)}
-	for _, name := range slices.Sorted(maps.Keys(stats)) {
-		mode := modes[name]
-		if mode == "" {
-			mode = "—"
-		}
-		o.Groups = append(o.Groups, templates.GroupRow{Name: name, Mode: mode, Stats: stats[name]})
-	}
-	pg := d.s.peers.Query(insight.PeerQuery{Sort: "rejections", Limit: 10})
-	top, total := pg.Rows, pg.Total
-	o.Tracked = total
-	for _, v := range top {
-		o.TopPeers = append(o.TopPeers, templates.PeerRow{
-			Peer: v.Peer.String(), Group: v.Group, Requests: v.Requests,
-			RejectedConcurrency: v.RejectedConcurrency, RejectedRateLimit: v.RejectedRateLimit,
-			Inflight: v.Inflight, Tokens: v.Tokens, LastSeen: v.LastSeen.UTC().Format(time.RFC3339),
-		})
-	}
-	return o
-}
-
-func (d *dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
-	render(w, r, http.StatusOK, templates.OverviewPage(d.page(r, "Overview", "/"), d.overview(), d.charts()))
-}
-
-func (d *dashboard) handleStats(w http.ResponseWriter, r *http.Request) {
-	render(w, r, http.StatusOK, templates.Stats(d.overview()))
-}
-
-func (d *dashboard) handleSwitch(w http.ResponseWriter, r *http.Request) {
-	on, err := strconv.ParseBool(r.PostFormValue("on"))
-	if err != nil {
-		d.fail(w, r, &live.FieldError{Field: "on", Problem: "must be true or false"})
-		return
-	}
-	if err := d.s.live.SetEnabled(r.Context(), viewerOf(r).actor(), on); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	done := "off"
-	if on {
-		done = "on"
-	}
-	redirect(w, r, "/?done="+done)
-}
-
-// Groups.
-
-func keyKind(k string) string {
-	switch k {
-	case limiter.KeyManualReductionOff:
-		return "bool"
-	case limiter.KeyMode:
-		return "mode"
-	}
-	return "int"
-}
-
-// groupForm is the form of v, showing submitted values (if any) in place
-// of the effective ones and err next to its key.
-func groupForm(v live.GroupView, submitted map[string]string, err error) templates.GroupForm {
-	f := templates.GroupForm{Name: v.Name, HasOverride: len(v.Override) > 0}
-	eff := live.Values(v.Effective)
-	field, msg := "", ""
-	if err != nil {
-		msg = err.Error()
-		var fe *live.FieldError
-		var se *limiter.SettingError
-		switch {
-		case errors.As(err, &fe):
-			field, msg = fe.Field, fe.Problem
-		case errors.As(err, &se):
-			field, msg = se.Key, se.Problem
-		}
-		if !slices.Contains(limiter.GroupKeys, field) {
-			f.Error, field = err.Error(), ""
-		}
-	}
-	for _, k := range limiter.GroupKeys {
-		_, over := v.Override[k]
-		fl := templates.Field{Key: k, Kind: keyKind(k), Value: fmt.Sprint(eff[k]), File: fmt.Sprint(v.File[k]), Overridden: over}
-		if s, ok := submitted[k]; ok {
-			fl.Value = s
-		}
-		if k == field {
-			fl.Error = msg
-		}
-		f.Fields = append(f.Fields, fl)
-	}
-	return f
-}
-
-func (d *dashboard) handleGroups(w http.ResponseWriter, r *http.Request) {
-	var forms []templates.GroupForm
-	for _, v := range d.s.live.Groups() {
-		forms = append(forms, groupForm(v, nil, nil))
-	}
-	render(w, r, http.StatusOK, templates.GroupsPage(d.page(r, "Groups", "/groups"), forms))
-}
-
-// groupPatch turns the posted form into a live edit of the keys whose
-// value differs from the effective one.
-func groupPatch(v live.GroupView, form map[string][]string) (map[string]string, map[string]any, error) {
-	eff := live.Values(v.Effective)
-	submitted := map[string]string{}
-	patch := map[string]any{}
-	var firstErr error
-	for _, k := range limiter.GroupKeys {
-		vals, ok := form[k]
-		if !ok || len(vals) == 0 {
-			continue
-		}
-		s := strings.TrimSpace(vals[0])
-		submitted[k] = s
-		if s == fmt.Sprint(eff[k]) {
-			continue
-		}
-		switch keyKind(k) {
-		case "bool":
-			b, err := strconv.ParseBool(s)
-			if err != nil && firstErr == nil {
-				firstErr = &live.FieldError{Field: k, Problem: "must be true or false"}
-			}
-			patch[k] = b
-		case "mode":
-			patch[k] = s
-		default:
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil && firstErr == nil {
-				firstErr = &live.FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %q", s)}
-			}
-			patch[k] = n
-		}
-	}
-	return submitted, patch, firstErr
-}
-
-func (d *dashboard) handleSaveGroup(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "group")
-	v, err := d.s.live.Group(name)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	submitted, patch, err := groupPatch(v, r.PostForm)
-	if err == nil && len(patch) == 0 {
-		d.groupDone(w, r, v, "nochange")
-		return
-	}
-	if err == nil {
-		var body []byte
-		body, err = json.Marshal(patch)
-		if err == nil {
-			v, err = d.s.live.PatchGroup(r.Context(), viewerOf(r).actor(), name, body)
-		}
-	}
-	var fe *live.FieldError
-	var se *limiter.SettingError
-	if errors.As(err, &fe) || errors.As(err, &se) {
-		// Nothing changed: show the form again with the message.
-		cur, gerr := d.s.live.Group(name)
-		if gerr != nil {
-			d.fail(w, r, gerr)
-			return
-		}
-		form := groupForm(cur, submitted, err)
-		if isHTMX(r) {
-			render(w, r, http.StatusUnprocessableEntity, templates.GroupFormCard(viewerOf(r).csrf(), form))
-			return
-		}
-		var forms []templates.GroupForm
-		for _, g := range d.s.live.Groups() {
-			if g.Name == name {
-				forms = append(forms, form)
-			} else {
-				forms = append(forms, groupForm(g, nil, nil))
-			}
-		}
-		p := d.page(r, "Groups", "/groups")
-		p.Flash, p.FlashBad = "Not saved: "+err.Error(), true
-		render(w, r, http.StatusUnprocessableEntity, templates.GroupsPage(p, forms))
-		return
-	}
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	d.groupDone(w, r, v, "saved")
-}
-
-// groupDone answers a successful save: the refreshed form for htmx, a
-// redirect to the groups page otherwise.
-func (d *dashboard) groupDone(w http.ResponseWriter, r *http.Request, v live.GroupView, done string) {
-	if isHTMX(r) {
-		form := groupForm(v, nil, nil)
-		form.Notice = flashes[done]
-		render(w, r, http.StatusOK, templates.GroupFormCard(viewerOf(r).csrf(), form))
-		return
-	}
-	http.Redirect(w, r, "/groups?done="+done+"#group-"+v.Name, http.StatusSeeOther)
-}
-
-func (d *dashboard) handleResetGroup(w http.ResponseWriter, r *http.Request) {
-	if _, err := d.s.live.DeleteOverrides(r.Context(), viewerOf(r).actor(), chi.URLParam(r, "group")); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	redirect(w, r, "/groups?done=reset")
 }
 
 // Exemptions.
@@ -523,7 +385,7 @@ func (d *dashboard) handleAddExemption(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		data := d.exemptions()
-		data.Kind, data.Value, data.Note, data.Error = string(e.Kind), e.Value, e.Note, err.Error()
+		data.Kind, data.Value, data.Note, data.Error = string(e.Kind), e.Value, e.Note, d.message(r, err)
 		render(w, r, status, templates.ExemptionsPage(d.page(r, "Exemptions", "/exemptions"), data))
 		return
 	}
@@ -557,7 +419,7 @@ func auditValue(v any) string {
 
 func auditRow(a live.AuditEntry) templates.AuditRow {
 	return templates.AuditRow{
-		ID: a.ID, Time: a.Time.UTC().Format(time.RFC3339), Actor: a.Actor, Action: a.Action,
+		ID: a.ID, Time: stamp(a.Time), Actor: a.Actor, Action: a.Action,
 		Target: a.Target, Old: auditValue(a.Old), New: auditValue(a.New),
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +42,12 @@ var benchPages = []struct{ name, path string }{
 	{"peer", "/peer?key=11.3.16.7"},
 	{"peer-history-json", "/peer/history?key=11.3.16.7"},
 	{"groups", "/groups"},
+	{"group", "/groups/general"},
+	{"whatif-field", "/groups/general/whatif?field=leaky_limit&leaky_limit=100"},
+	{"overview-rejections-json", "/stats/rejections?minutes=60"},
+	{"peers-request_rate", "/peers?sort=request_rate"},
+	{"peers-rejection_rate", "/peers?sort=rejection_rate"},
+	{"offenders", "/offenders"},
 	{"exemptions", "/exemptions"},
 	{"outbound", "/outbound"},
 	{"outbound-stats", "/outbound/stats"},
@@ -60,7 +68,8 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 	cfg.Exempt = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8")}
 	cfg.ExemptPaths = []string{"/health"}
 	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
-	lv, err := live.New(ctx, lim, OpenTestStore(b), cfg, now)
+	db := OpenTestStore(b)
+	lv, err := live.New(ctx, lim, db, cfg, now)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,14 +84,15 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 			b.Fatal(err)
 		}
 	}
-	th, err := throttle.New(t0, throttle.ArweaveConfig())
+	th, err := throttle.New(t0, ArweaveThrottle())
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range 2000 {
 		th.Try(t0, fmt.Sprintf("node-%d.example:1984", i), "/info")
 	}
-	s = MustNewServer(b, lim, lv, Options{Token: "bench-token", Now: now, Throttle: th})
+	s = MustNewServer(b, lim, lv, Options{Token: "bench-token", Now: now, Throttle: th, Offenses: db})
+	fillActivity(b, s, t0)
 
 	// What Run builds in the background.
 	s.peers.Refresh()
@@ -128,6 +138,64 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 		b.Fatalf("login: %d", resp.StatusCode)
 	}
 	return s, srv.URL, cookie, t0
+}
+
+// Sizes of the record of decisions the pages read in the benchmark.
+const (
+	benchLogged     = insight.RequestLogSize // the what-if's log, full: an hour of general
+	benchTalkers    = 5000                   // peers in the top talkers' record
+	benchPerBucket  = 20000                  // their decisions per 10 s
+	benchOffenders  = 10000                  // the record of offenders, full
+	benchHeavyPeers = 50
+)
+
+// fillActivity gives s what an hour of busy traffic leaves in its record
+// of decisions: the request log full (1 048 576 requests of general over
+// the last hour, half from 50 heavy peers), 5 minutes of top talkers
+// (5000 peers, 20 000 decisions every 10 s) and the record of offenders
+// full.
+func fillActivity(b *testing.B, s *Server, t0 time.Time) {
+	g, _ := s.lim.GroupID(limiter.GroupGeneral)
+	peer := func(i int) limiter.PeerKey {
+		return limiter.KeyFromAddr(netip.AddrFrom4([4]byte{11, 3, byte(i >> 8), byte(i)}), 64)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	as := make([]limiter.Arrival, 0, 1<<16)
+	from := t0.Add(-time.Hour).UnixMilli()
+	for i := range benchLogged {
+		p := rng.IntN(benchTalkers)
+		if i%2 == 0 {
+			p = rng.IntN(benchHeavyPeers)
+		}
+		as = append(as, limiter.Arrival{MS: from + int64(i)*time.Hour.Milliseconds()/benchLogged, Peer: peer(p), Group: g, Tag: uint32(p) * 2654435761, InSample: true})
+		if len(as) == cap(as) {
+			s.dash.activity.Log().Add(as)
+			as = as[:0]
+		}
+	}
+	s.dash.activity.Log().Add(as)
+	tk := s.dash.activity.Talkers()
+	for bucket := range 31 {
+		at := t0.Add(time.Duration(bucket-30) * insight.TalkersBucket)
+		as = as[:0]
+		for range benchPerBucket {
+			p := rng.IntN(benchTalkers)
+			a := limiter.Arrival{MS: at.UnixMilli(), Peer: peer(p), Group: g, Nth: true}
+			if p < benchHeavyPeers {
+				a.Reason = limiter.ReasonRateLimit
+			}
+			as = append(as, a)
+		}
+		tk.Add(at, as)
+	}
+	var offs []live.Offense
+	for i := range benchOffenders {
+		at := t0.Add(-time.Duration(i) * time.Second)
+		offs = append(offs, live.Offense{Peer: peer(i), Group: limiter.GroupGeneral, Rejections: uint64(i%97 + 1), First: at, Last: at})
+	}
+	if err := s.opts.Offenses.AddOffenses(context.Background(), t0, offs); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func noRedirects(c *http.Client) *http.Client {
@@ -191,6 +259,32 @@ func BenchmarkDashboardPages1M(b *testing.B) {
 	for _, p := range benchPages {
 		b.Run(p.name, func(b *testing.B) { measure(b, p.path) })
 	}
+	// The what-if of the whole form (no JavaScript): three changes and
+	// all together, over the full log.
+	b.Run("whatif-form", func(b *testing.B) {
+		lat := make([]time.Duration, 0, b.N)
+		form := "leaky_limit=100&leaky_tick_reduction=100&sliding_window_limit=2"
+		for i := 0; i < b.N; i++ {
+			req, _ := http.NewRequest("POST", base+"/groups/general/whatif", strings.NewReader(form))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Authorization", "Bearer bench-token")
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			lat = append(lat, time.Since(start))
+			if err != nil || resp.StatusCode != http.StatusOK {
+				b.Fatalf("what-if form: %d %v", resp.StatusCode, err)
+			}
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(percentile(lat, 0.50))/1e6, "p50-ms")
+		b.ReportMetric(float64(percentile(lat, 0.95))/1e6, "p95-ms")
+		b.ReportMetric(float64(lat[len(lat)-1])/1e6, "max-ms")
+	})
 	// What Run does in the background, for scale: one peer history
 	// sample (insight.PeerHistoryMax peers read live, the top lists from the index).
 	b.Run("sample-peer-history", func(b *testing.B) {
@@ -211,7 +305,7 @@ func BenchmarkDashboardPages1M(b *testing.B) {
 	}()
 	defer func() { cancel(); wg.Wait() }()
 	for _, p := range benchPages {
-		if !slices.Contains([]string{"overview", "peers", "peers-cidr-20", "peers-cidr-8", "peer", "peer-history-json"}, p.name) {
+		if !slices.Contains([]string{"overview", "peers", "peers-cidr-20", "peers-cidr-8", "peer", "peer-history-json", "whatif-field"}, p.name) {
 			continue
 		}
 		b.Run("busy-"+p.name, func(b *testing.B) { measure(b, p.path) })

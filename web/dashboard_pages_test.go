@@ -59,18 +59,27 @@ func TestDashboardGroupEdit(t *testing.T) {
 	}
 	// A good value: applied, the file value shown beside the override.
 	resp = post(url.Values{"leaky_limit": {"100"}, "concurrency_limit": {"150"}})
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("save: %d", resp.StatusCode)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/groups/general?done=saved" {
+		t.Fatalf("save: %d %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	v, _ := d.live.Group("general")
 	if v.Effective.LeakyLimit != 100 || len(v.Override) != 1 {
 		t.Fatalf("after save: %+v override %v", v.Effective, v.Override)
 	}
-	doc = d.page("/groups?done=saved", cookie)
-	sec := find(doc, func(n *html.Node) bool { return attr(n, "id") == "group-general" })[0]
-	in := find(sec, func(n *html.Node) bool { return attr(n, "name") == "leaky_limit" })[0]
-	if attr(in, "value") != "100" || !strings.Contains(text(in.Parent.NextSibling.NextSibling), "file: 3") && !strings.Contains(text(sec), "file: 3") {
-		t.Fatalf("override display: %q", text(sec))
+	doc = d.page("/groups/general?done=saved", cookie)
+	checkPage(t, "/groups/general", doc, csrf)
+	field := find(doc, func(n *html.Node) bool { return attr(n, "data-key") == "leaky_limit" })[0]
+	in := find(field, func(n *html.Node) bool { return attr(n, "name") == "leaky_limit" })[0]
+	if attr(in, "value") != "100" || !strings.Contains(attr(field, "class"), "overridden") || !strings.Contains(text(field), "config.toml: 3") {
+		t.Fatalf("override display: %q", text(field))
+	}
+	// The table of groups marks it, the file value beside it.
+	doc = d.page("/groups", cookie)
+	cell := find(doc, func(n *html.Node) bool {
+		return n.Data == "td" && attr(n, "data-col") == "leaky_limit" && attr(n.Parent, "data-group") == "general"
+	})
+	if len(cell) != 1 || len(find(cell[0], byTag("mark"))) != 1 || text(cell[0]) != "100 (3)" {
+		t.Fatalf("table cell: %v", cell)
 	}
 	// Back to the file value.
 	resp = d.do("POST", "/groups/general/reset", url.Values{"csrf": {csrf}}, "Cookie", cookie)
@@ -197,18 +206,24 @@ func TestDashboardPeers(t *testing.T) {
 		t.Fatal("no message for q")
 	}
 	// A peer's page, a reduction and forgetting it, audited.
+	tokens := func(doc *html.Node) string {
+		line := find(doc, func(n *html.Node) bool { return attr(n, "data-col") == "tokens" })
+		if len(line) != 1 {
+			t.Fatalf("%d token lines", len(line))
+		}
+		return text(find(line[0], func(n *html.Node) bool { return attr(n, "class") == "num" })[0])
+	}
 	doc = d.page("/peer?key=192.0.2.24", cookie)
-	tok := find(doc, func(n *html.Node) bool { return attr(n, "data-col") == "tokens" })
-	if len(tok) != 1 || text(tok[0]) != "3" {
-		t.Fatalf("tokens %v", tok)
+	if got := tokens(doc); got != "3 / 3" {
+		t.Fatalf("tokens %q", got)
 	}
 	resp = d.do("POST", "/peer/reduce", url.Values{"csrf": {csrf}, "key": {"192.0.2.24"}, "group": {"general"}}, "Cookie", cookie)
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("reduce: %d", resp.StatusCode)
 	}
 	doc = d.page(resp.Header.Get("Location"), cookie)
-	if tok := find(doc, func(n *html.Node) bool { return attr(n, "data-col") == "tokens" }); text(tok[0]) != "2" {
-		t.Fatalf("after reduce: %s", text(tok[0]))
+	if got := tokens(doc); got != "2 / 3" {
+		t.Fatalf("after reduce: %q", got)
 	}
 	resp = d.do("POST", "/peer/forget", url.Values{"csrf": {csrf}, "key": {"192.0.2.24"}}, "Cookie", cookie)
 	if resp.StatusCode != http.StatusSeeOther {
@@ -246,7 +261,7 @@ func TestDashboardOutbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	th, err := throttle.New(c.Now(), throttle.ArweaveConfig())
+	th, err := throttle.New(c.Now(), web.ArweaveThrottle())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,11 +297,34 @@ func TestDashboardOutbound(t *testing.T) {
 	if len(find(part, byTag("h1"))) != 0 || cell(part, "admitted") != "3" {
 		t.Fatal("the stats partial")
 	}
+
+	// The adaptive part: the quotas learned from replies, a hostile
+	// group id shown as text, a refused reply counted.
+	th.Observe(c.Now(), hostile, "/info", map[string]string{
+		"ratelimit-limit": `10, 10;policy="<b>g</b> usage", 5;policy="<b>g</b> concurrency" `, "ratelimit-remaining": "0",
+		"ratelimit-reset": "7", "ratelimit-reset-amount": "3"})
+	th.Observe(c.Now(), hostile, "/info", map[string]string{"ratelimit-limit": "x", "ratelimit-remaining": "0",
+		"ratelimit-reset": "7", "ratelimit-reset-amount": "3"})
+	doc = d.page("/outbound", cookie)
+	checkPage(t, "/outbound", doc, csrf)
+	if cell(doc, "mode") != "fixed" || cell(doc, "adaptive-quotas") != "1" || cell(doc, "adaptive-observed") != "2" || cell(doc, "adaptive-refused") != "1" {
+		t.Fatalf("adaptive: mode %s quotas %s observed %s refused %s", cell(doc, "mode"), cell(doc, "adaptive-quotas"), cell(doc, "adaptive-observed"), cell(doc, "adaptive-refused"))
+	}
+	quotas := find(doc, func(n *html.Node) bool {
+		return n.Data == "tr" && n.Parent.Data == "tbody" && attr(n.Parent.Parent, "id") == "outbound-quotas"
+	})
+	if len(quotas) != 1 || text(find(quotas[0], byTag("code"))[1]) != "<b>g</b>" || !strings.Contains(text(quotas[0]), "7s") {
+		t.Fatalf("quotas: %d", len(quotas))
+	}
+	if len(find(doc, byTag("b"))) != 0 {
+		t.Fatal("a hostile group id rendered as an element")
+	}
 }
 
 func TestDashboardOverviewShowsRejections(t *testing.T) {
-	d := newDash(t)
+	d, s := newDashServer(t, nil)
 	cookie, _ := d.login()
+	s.History().Sample(d.clock.Now(), d.lim.Stats()) // the baseline
 	g, _ := d.lim.GroupID("general")
 	for _, ip := range []string{"203.0.113.7", "203.0.113.8"} {
 		a := mustAddr(t, ip)
@@ -300,22 +338,56 @@ func TestDashboardOverviewShowsRejections(t *testing.T) {
 			dec.Release()
 		}
 	}
+	d.clock.Add(time.Second)
+	s.History().Sample(d.clock.Now(), d.lim.Stats())
+	s.DrainActivity()
+	d.clock.Add(9 * time.Second)
+
 	doc := d.page("/stats", cookie)
+	cells := func(table string) [][]string {
+		var out [][]string
+		for _, tr := range find(doc, func(n *html.Node) bool {
+			return n.Data == "tr" && n.Parent.Data == "tbody" && attr(n.Parent.Parent, "id") == table
+		}) {
+			var row []string
+			for _, td := range find(tr, func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" }) {
+				row = append(row, text(td))
+			}
+			out = append(out, row)
+		}
+		return out
+	}
+	// Who is hammering: the top rejected first, its rate over the 10 s
+	// since the start, the share of its requests rejected.
+	if got := cells("top-rejected"); len(got) != 2 || got[0][0] != "203.0.113.8" || got[0][1] != "general" || got[0][2] != "0.7/s" || got[0][3] != "70 %" || got[1][0] != "203.0.113.7" {
+		t.Fatalf("top rejected: %v", got)
+	}
+	if got := cells("top-requests"); len(got) != 2 || got[0][0] != "203.0.113.8" || got[0][2] != "1.0/s" {
+		t.Fatalf("top requests: %v", got)
+	}
+	// The group's rates over its seconds of history, with a sparkline.
 	row := find(doc, func(n *html.Node) bool { return n.Data == "tr" && attr(n, "data-group") == "general" })
 	if len(row) != 1 {
 		t.Fatal("no general row")
 	}
 	cell := func(col string) string {
-		c := find(row[0], func(n *html.Node) bool { return attr(n, "data-col") == col })
-		return text(c[0])
+		return text(find(row[0], func(n *html.Node) bool { return attr(n, "data-col") == col })[0])
 	}
-	if cell("requests") != "15" || cell("rejected_rate_limit") != "9" || cell("admitted") != "6" {
-		t.Fatalf("general: requests %s rejected %s admitted %s", cell("requests"), cell("rejected_rate_limit"), cell("admitted"))
+	if cell("request_rate") != "7.5/s" || cell("rejected") != "4.5/s 60 %" || cell("denied") != "0/s" {
+		t.Fatalf("general: %q %q %q", cell("request_rate"), cell("rejected"), cell("denied"))
 	}
-	peers := find(doc, func(n *html.Node) bool {
-		return n.Data == "tr" && n.Parent.Data == "tbody" && n.Parent.Parent.Data == "table" && attr(n.Parent.Parent, "id") == "top-peers"
+	if svg := find(row[0], byTag("polyline")); len(svg) != 2 || attr(svg[0], "points") == "" {
+		t.Fatal("no sparkline")
+	}
+	// The counters since start, on the page.
+	page := d.page("/", cookie)
+	tot := find(page, func(n *html.Node) bool {
+		return n.Data == "tr" && attr(n, "data-group") == "general" && attr(n.Parent.Parent, "id") == "groups-table"
 	})
-	if len(peers) != 2 || !strings.Contains(text(peers[0]), "203.0.113.8") {
-		t.Fatalf("top peers: %d", len(peers))
+	total := func(col string) string {
+		return text(find(tot[0], func(n *html.Node) bool { return attr(n, "data-col") == col })[0])
+	}
+	if len(tot) != 1 || total("requests") != "15" || total("rejected_rate_limit") != "9" || total("admitted") != "6" {
+		t.Fatalf("totals: %d rows", len(tot))
 	}
 }

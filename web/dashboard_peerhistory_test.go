@@ -90,7 +90,8 @@ func TestDashboardPeerHistory(t *testing.T) {
 	if byID(doc, "peer-history-new") != nil {
 		t.Fatal("still 'new' on the second view")
 	}
-	if n := byID(doc, "peer-history-since"); n == nil || !strings.Contains(text(n), "2023-11-14T22:13:20Z") {
+	if n := byID(doc, "peer-history-since"); n == nil || !strings.Contains(text(n), "2023-11-14 22:13:20 UTC") ||
+		attr(find(n, byTag("time"))[0], "datetime") != "2023-11-14T22:13:20Z" {
 		t.Fatalf("since: %v", n)
 	}
 	rows := historyRows(doc)

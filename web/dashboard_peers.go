@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -24,12 +25,46 @@ var peerFlashes = map[string]string{
 	"forgotten": "Its state is forgotten.",
 }
 
-func peerRow(v limiter.EntryView) templates.PeerRow {
-	return templates.PeerRow{
+// peerRows builds the peers page's rows: each entry's state in its
+// algorithm's terms and its rates over the last minutes.
+type peerRows struct {
+	lim      *limiter.Limiter
+	set      insight.TalkerSet
+	settings map[limiter.GroupID]limiter.GroupSettings
+}
+
+func (d *dashboard) peerRows(now time.Time) *peerRows {
+	return &peerRows{lim: d.s.lim, set: d.talkerSet(now), settings: map[limiter.GroupID]limiter.GroupSettings{}}
+}
+
+func (p *peerRows) groupSettings(g limiter.GroupID) *limiter.GroupSettings {
+	s, ok := p.settings[g]
+	if !ok {
+		s, _ = p.lim.Settings(g)
+		p.settings[g] = s
+	}
+	return &s
+}
+
+// rates returns the (peer, group)'s rates, "—" for a pair the record of
+// rates holds nothing of.
+func (p *peerRows) rates(k limiter.PeerKey, g limiter.GroupID) (string, string) {
+	t := p.set.Get(k, g)
+	if t.Requests == 0 {
+		return "—", "—"
+	}
+	return rate(t.RequestRate()), rate(t.RejectRate())
+}
+
+func (p *peerRows) row(v *limiter.EntryView) templates.PeerRow {
+	r := templates.PeerRow{
 		Peer: v.Peer.String(), Group: v.Group, Requests: v.Requests,
 		RejectedConcurrency: v.RejectedConcurrency, RejectedRateLimit: v.RejectedRateLimit,
-		Inflight: v.Inflight, Tokens: v.Tokens, LastSeen: v.LastSeen.UTC().Format(time.RFC3339),
+		Inflight: v.Inflight, LastSeen: stamp(v.LastSeen),
+		Usage: usageMap(usages(v, p.groupSettings(v.GroupID))),
 	}
+	r.RequestRate, r.RejectRate = p.rates(v.Peer, v.GroupID)
+	return r
 }
 
 func (d *dashboard) groupNames() []string {
@@ -57,16 +92,44 @@ func peersLink(q url.Values, offset int) string {
 	return "/peers?" + v.Encode()
 }
 
+// Orders of the peers page beyond the index's: by the rates over the
+// last minutes, from the record of top talkers.
+const (
+	sortRequestRate   = "request_rate"
+	sortRejectionRate = "rejection_rate"
+)
+
+// peerSorts are the peers page's orders: the rates first, then the index's.
+func peerSorts() []string {
+	return append([]string{sortRequestRate, sortRejectionRate}, insight.SortOrders()...)
+}
+
 func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 	in := r.URL.Query()
-	data := templates.Peers{Q: in.Get("q"), Group: in.Get("group"), Sort: in.Get("sort"), Groups: d.groupNames(), Sorts: insight.SortOrders()}
+	now := d.s.now()
+	data := templates.Peers{
+		Q: in.Get("q"), Group: in.Get("group"), Sort: in.Get("sort"), Groups: d.groupNames(), Sorts: peerSorts(),
+		SortURL: map[string]string{}, RateWindow: windowText(d.talkerSet(now).Seconds()),
+	}
 	if data.Sort == "" {
 		data.Sort = "rejections"
 	}
-	q, err := insight.ParsePeerQuery(in)
+	for _, o := range data.Sorts {
+		q := maps.Clone(in)
+		q.Set("sort", o)
+		q.Del("cursor")
+		data.SortURL[o] = peersLink(q, 0)
+	}
+	byRate := data.Sort == sortRequestRate || data.Sort == sortRejectionRate
+	parse := in
+	if byRate {
+		parse = maps.Clone(in)
+		parse.Del("sort")
+	}
+	q, err := insight.ParsePeerQuery(parse)
 	if err == nil && q.Group != "" {
 		if _, ok := d.s.lim.GroupID(q.Group); !ok {
-			err = &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", q.Group)}
+			err = &live.FieldError{Field: "group", Problem: fmt.Sprintf("there is no group %q", q.Group)}
 		}
 	}
 	if err != nil {
@@ -75,16 +138,24 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 			d.fail(w, r, err)
 			return
 		}
-		data.Error, data.Field = err.Error(), field
+		data.Error, data.Field = d.message(r, err), field
 		render(w, r, http.StatusUnprocessableEntity, templates.PeersPage(d.page(r, "Peers", "/peers"), data))
 		return
 	}
-	pg := d.s.peers.Query(q)
-	page, total := pg.Rows, pg.Total
-	data.Total, data.From = total, q.Offset+1
-	for _, v := range page {
-		data.Rows = append(data.Rows, peerRow(v))
+	rows := d.peerRows(now)
+	var page []templates.PeerRow
+	var total int
+	if byRate {
+		page, total = d.peersByRate(now, rows, q, data.Sort)
+	} else {
+		pg := d.s.peers.Query(q)
+		total = pg.Total
+		for i := range pg.Rows {
+			page = append(page, rows.row(&pg.Rows[i]))
+		}
 	}
+	data.Rows, data.Total, data.From = page, total, q.Offset+1
+	data.Columns = usageColumns(page)
 	if q.Offset > 0 {
 		data.Prev = peersLink(in, max(0, q.Offset-q.Limit))
 	}
@@ -92,6 +163,40 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 		data.Next = peersLink(in, q.Offset+len(page))
 	}
 	render(w, r, http.StatusOK, templates.PeersPage(d.page(r, "Peers", "/peers"), data))
+}
+
+// peersByRate is the page of q ordered by the rates over the last minutes
+// (requests or rejections): the top talkers, each with its entry's state
+// when the limiter still holds it.
+func (d *dashboard) peersByRate(now time.Time, rows *peerRows, q insight.PeerQuery, order string) ([]templates.PeerRow, int) {
+	by := insight.ByRequests
+	if order == sortRejectionRate {
+		by = insight.ByRejections
+	}
+	var gid limiter.GroupID
+	if q.Group != "" {
+		gid, _ = d.s.lim.GroupID(q.Group)
+	}
+	var match []insight.Talker
+	for _, t := range rows.set.Top(by, insight.IndexTop, gid) {
+		if q.Prefix.IsValid() {
+			if p, ok := t.Peer.Prefix(); !ok || !p.Overlaps(q.Prefix) {
+				continue
+			}
+		}
+		match = append(match, t)
+	}
+	var out []templates.PeerRow
+	for _, t := range match[min(q.Offset, len(match)):min(q.Offset+q.Limit, len(match))] {
+		if v, ok := d.s.lim.Entry(now, t.Peer, t.Group); ok {
+			out = append(out, rows.row(&v))
+			continue
+		}
+		r := templates.PeerRow{Peer: t.Peer.String(), Group: d.s.lim.GroupName(t.Group), Untracked: true}
+		r.RequestRate, r.RejectRate = rate(t.RequestRate()), rate(t.RejectRate())
+		out = append(out, r)
+	}
+	return out, len(match)
 }
 
 // peerKey reads a peer as the pages name it: an address (keyed by the
@@ -106,7 +211,7 @@ func (d *dashboard) peerKey(s string) (limiter.PeerKey, error) {
 	}
 	k, err := limiter.ParsePeerKey(s)
 	if err != nil {
-		return k, &live.FieldError{Field: "key", Problem: err.Error()}
+		return k, &live.FieldError{Field: "key", Problem: fmt.Sprintf("%q is not a peer: give an IP address (203.0.113.7), an IPv6 prefix as the pages list it (2001:db8::/64) or a key such as opaque:…", s)}
 	}
 	return k, nil
 }
@@ -122,13 +227,30 @@ func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 		data.Prefix = limiter.FormatPrefix(p)
 	}
 	now := d.s.now()
+	rows := d.peerRows(now)
+	data.RateWindow = windowText(rows.set.Seconds())
 	views := d.s.lim.Peer(now, k)
-	for _, v := range views {
-		data.Rows = append(data.Rows, templates.PeerState{
-			Group: v.Group, Inflight: v.Inflight, Tokens: v.Tokens, Window: v.Window, WindowActive: v.WindowActive,
+	for i := range views {
+		v := &views[i]
+		st := templates.PeerState{
+			Group: v.Group, Algorithm: v.Algorithm.String(), Inflight: v.Inflight, Tokens: v.Tokens, Window: v.Window, WindowActive: v.WindowActive,
 			Requests: v.Requests, RejectedConcurrency: v.RejectedConcurrency, RejectedRateLimit: v.RejectedRateLimit,
-			LastSeen: v.LastSeen.UTC().Format(time.RFC3339),
-		})
+			LastSeen: stamp(v.LastSeen), Usage: usages(v, rows.groupSettings(v.GroupID)),
+		}
+		st.RequestRate, st.RejectRate = rows.rates(v.Peer, v.GroupID)
+		data.Rows = append(data.Rows, st)
+	}
+	if st := d.s.opts.Offenses; st != nil {
+		data.OffensesKept = true
+		offs, err := st.Offenses(r.Context(), now, k)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		offs, _ = d.withPending(offs, &k)
+		for _, o := range offs {
+			data.Offenses = append(data.Offenses, offenseRow(o))
+		}
 	}
 	for _, g := range d.groupNames() {
 		if g != limiter.GroupLocalPeers {
@@ -162,7 +284,7 @@ func peerHistoryView(k limiter.PeerKey, s insight.PeerSeries, isNew bool) templa
 		BucketMinutes: int(peerHistoryBucket / time.Minute),
 	}
 	if s.Since > 0 {
-		h.Since = time.Unix(s.Since, 0).UTC().Format(time.RFC3339)
+		h.Since = stamp(time.Unix(s.Since, 0))
 	}
 	width := int64(peerHistoryBucket / time.Second)
 	for i := len(s.T) - 1; i >= 0; i-- {
@@ -202,7 +324,7 @@ func (d *dashboard) handlePeerHistory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	k, err := d.peerKey(q.Get("key"))
 	if err != nil {
-		writeError(w, http.StatusUnprocessableEntity, err.Error(), "key")
+		writeError(w, http.StatusUnprocessableEntity, d.message(r, err), "key")
 		return
 	}
 	minutes, ok := minutesParam(w, q)

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/proxy"
@@ -59,6 +60,12 @@ func newDash(t *testing.T) *dash {
 // fake clock: Run is not running). The clock starts on a 10 s boundary.
 func newDashServer(t *testing.T, edit func(*limiter.Config)) (*dash, *web.Server) {
 	t.Helper()
+	return newDashWith(t, edit, nil)
+}
+
+// newDashWith is newDashServer with opt applied to the Server's options.
+func newDashWith(t *testing.T, edit func(*limiter.Config), opt func(*web.Options)) (*dash, *web.Server) {
+	t.Helper()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	groups := limiter.ArweaveGroups()
 	g := groups["general"]
@@ -68,15 +75,23 @@ func newDashServer(t *testing.T, edit func(*limiter.Config)) (*dash, *web.Server
 	if edit != nil {
 		edit(&cfg)
 	}
-	lim, err := limiter.New(c.Now(), cfg)
+	lim, err := limiter.New(c.Now(), cfg, limiter.WithArrivals(insight.ArrivalsPerShard))
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := live.New(context.Background(), lim, web.OpenTestStore(t), cfg, c.Now)
+	db := web.OpenTestStore(t)
+	live, err := live.New(context.Background(), lim, db, cfg, c.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := web.MustNewServer(t, lim, live, web.Options{Token: dashToken, Now: c.Now, DataPlane: proxy.New(lim, proxy.Options{Now: c.Now})})
+	opts := web.Options{
+		Token: dashToken, Now: c.Now, DataPlane: proxy.New(lim, proxy.Options{Now: c.Now}),
+		Offenses: db, KeyHelp: map[string]string{"leaky_limit": "tokens a peer may hold consumed"},
+	}
+	if opt != nil {
+		opt(&opts)
+	}
+	s := web.MustNewServer(t, lim, live, opts)
 	return &dash{t: t, h: s.AdminHandler(), lim: lim, live: live, clock: c}, s
 }
 
@@ -287,7 +302,9 @@ func TestDashboardPagesStructure(t *testing.T) {
 		dec := d.lim.Decide(d.clock.Now(), limiter.Peer{Addr: a, Key: limiter.KeyFromAddr(a, 64)}, g)
 		dec.Release()
 	}
-	for _, path := range []string{"/", "/groups", "/exemptions", "/audit", "/peers", "/peers?q=bogus", "/peer?key=203.0.113.9", "/peer?key=2001:db8::/64", "/outbound"} {
+	for _, path := range []string{"/", "/groups", "/groups/general", "/exemptions", "/audit", "/peers", "/peers?q=bogus",
+		"/peers?sort=request_rate", "/peers?sort=rejection_rate&group=general", "/peer?key=203.0.113.9", "/peer?key=2001:db8::/64",
+		"/peer?key=198.51.100.200", "/outbound", "/offenders"} {
 		resp := d.do("GET", path, nil, "Cookie", cookie)
 		if resp.StatusCode != 200 && !(path == "/peers?q=bogus" && resp.StatusCode == http.StatusUnprocessableEntity) {
 			t.Fatalf("%s: %d", path, resp.StatusCode)
@@ -304,20 +321,30 @@ func TestDashboardPagesStructure(t *testing.T) {
 		t.Fatalf("login page: %d", resp.StatusCode)
 	}
 	checkPage(t, "/login", parse(t, resp), "")
-	// Groups: one form per group with every key of SPEC §3.
+	// Groups: one row per group linking to its page, whose form has every
+	// key of SPEC §3, each with its help.
 	doc := d.page("/groups", cookie)
-	forms := find(doc, func(n *html.Node) bool { return n.Data == "form" && strings.HasPrefix(attr(n, "action"), "/groups/") })
-	if len(forms) != len(d.live.Groups()) {
-		t.Fatalf("%d group forms for %d groups", len(forms), len(d.live.Groups()))
+	rows := find(doc, func(n *html.Node) bool { return n.Data == "tr" && hasAttr(n, "data-group") })
+	if len(rows) != len(d.live.Groups()) {
+		t.Fatalf("%d group rows for %d groups", len(rows), len(d.live.Groups()))
 	}
-	for _, f := range forms {
+	for _, r := range rows {
+		g := attr(r, "data-group")
+		if a := find(r, byTag("a")); len(a) == 0 || attr(a[0], "href") != "/groups/"+g {
+			t.Fatalf("row %s: no link to its page", g)
+		}
+		f := find(d.page("/groups/"+g, cookie), func(n *html.Node) bool { return n.Data == "form" && attr(n, "action") == "/groups/"+g })
+		if len(f) != 1 || attr(f[0], "hx-post") != attr(f[0], "action") {
+			t.Fatalf("group %s: form %v", g, f)
+		}
 		for _, k := range limiter.GroupKeys {
-			if len(find(f, func(n *html.Node) bool { return attr(n, "name") == k })) != 1 {
-				t.Errorf("form %s: no field %s", attr(f, "action"), k)
+			if len(find(f[0], func(n *html.Node) bool { return attr(n, "name") == k })) != 1 {
+				t.Errorf("form %s: no field %s", g, k)
 			}
 		}
-		if attr(f, "hx-post") != attr(f, "action") {
-			t.Errorf("form %s: hx-post %q", attr(f, "action"), attr(f, "hx-post"))
+		help := find(f[0], func(n *html.Node) bool { return attr(n, "id") == "g-"+g+"-leaky_limit-help" })
+		if len(help) != 1 || text(help[0]) != "tokens a peer may hold consumed" {
+			t.Errorf("group %s: leaky_limit's help %v", g, help)
 		}
 	}
 	// The overview polls its stats partial.

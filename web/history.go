@@ -38,7 +38,7 @@ const historyTableMinutes = 10
 // each group's totals over the last 10 minutes.
 func (d *dashboard) charts() templates.Charts {
 	since := d.s.now().Add(-historyTableMinutes * time.Minute)
-	c := templates.Charts{URL: "/stats/history?minutes=60", Minutes: historyTableMinutes}
+	c := templates.Charts{URL: "/stats/history?minutes=60", RejectionsURL: "/stats/rejections?minutes=60", Minutes: historyTableMinutes}
 	for _, name := range slices.Sorted(maps.Keys(d.s.lim.Stats())) {
 		c.Groups = append(c.Groups, name)
 		r := totals(d.s.history.Series(name, since))

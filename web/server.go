@@ -11,8 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -25,6 +25,7 @@ import (
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/ticker"
+	"github.com/limiterd/limiterd/web/throttleapi"
 )
 
 // DataPlane serves the data-plane calls of the admin listener: the
@@ -44,8 +45,11 @@ type Options struct {
 	// DataPlane serves /api/v1/check, /api/v1/release and
 	// /api/v1/check/auth; nil leaves those routes out.
 	DataPlane DataPlane
-	// Token is the admin bearer token; it must not be empty.
-	Token string
+	// Token is the main admin bearer token ([admin] token); Tokens are
+	// the named ones ([[admin.tokens]]), each with its scope. At least one
+	// token is needed; SetTokens replaces them on SIGHUP.
+	Token  string
+	Tokens []Token
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
 	// Ready reports readiness beyond the upstream check (the database);
@@ -63,6 +67,24 @@ type Options struct {
 	// Sessions keeps the dashboard's logins across restarts; nil keeps
 	// them in memory only.
 	Sessions SessionStore
+	// Build is the binary's version, shown by GET /api/v1/limiter and
+	// limiterd_build_info.
+	Build Build
+	// Daemon reports the config in use and its reloads (GET
+	// /api/v1/limiter, the reload metrics); nil reports nothing.
+	Daemon func() DaemonInfo
+	// Backup writes a consistent copy of the database (GET
+	// /api/v1/backup); nil leaves the route answering 501.
+	Backup Backup
+	// Offenses keeps the record of offenders (who the limiter rejected in
+	// the last 24 hours); nil keeps none.
+	Offenses OffenseStore
+	// KeyHelp is the one-line help of each group key (config.toml's), shown
+	// on the groups' forms.
+	KeyHelp map[string]string
+	// Conditions reports states every dashboard page shows as a banner
+	// (cluster mode: its store unreachable); nil reports none.
+	Conditions func() []Condition
 }
 
 // Server serves the admin listener: the JSON API, the dashboard, the
@@ -82,7 +104,7 @@ type Server struct {
 	// history is the per-second history of the counters, fed by Run.
 	history *insight.History
 	// Throttle serves the outbound throttle; nil without Options.Throttle.
-	Throttle *ThrottleAPI
+	Throttle *throttleapi.API
 	// peers answers the dashboard's peer queries on large tables.
 	peers *insight.PeerIndex
 	// peerHist is the history of the busiest and the viewed peers, fed by
@@ -92,6 +114,9 @@ type Server struct {
 	upMu      sync.Mutex
 	upChecked time.Time
 	upErr     error
+
+	// tokens are the bearer tokens in force (SetTokens).
+	tokens atomic.Pointer[tokenSet]
 }
 
 // NewServer returns a Server reading lim and editing through lv. It loads
@@ -105,19 +130,22 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if err := s.SetTokens(opts.Token, opts.Tokens); err != nil {
+		return nil, err
+	}
 	s.fails = newAuthFails(s.now)
 	s.peers = insight.NewPeerIndex(lim, s.now)
 	s.history = insight.NewHistory()
 	s.peerHist = insight.NewPeerHistory()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sess, err := newSessions(ctx, s.now, opts.Sessions, s.log)
+	sess, err := newSessions(ctx, s.now, opts.Sessions, s.log, fingerprint(opts.Token))
 	if err != nil {
 		return nil, fmt.Errorf("dashboard sessions: %w", err)
 	}
-	s.dash = &dashboard{s: s, sess: sess}
+	s.dash = newDashboard(s, sess)
 	if opts.Throttle != nil {
-		s.Throttle = NewThrottleAPI(opts.Throttle, s.now, nil)
+		s.Throttle = throttleapi.New(opts.Throttle, s.now, nil)
 		// The global switch turns the throttle off and on too
 		// (ar_rate_limiter's off/on: new outbound calls pass at once;
 		// callers already waiting keep waiting).
@@ -138,12 +166,14 @@ func (s *Server) Close() {
 }
 
 // Run samples the counters into the history once a second, and the chosen peers' counters into the peer history
-// every insight.PeerHistoryStep, until ctx ends.
+// every insight.PeerHistoryStep, drains the limiter's record of decisions
+// for the dashboard and saves its offenders every minute, until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); s.peers.Run(ctx) }()
 	go func() { defer wg.Done(); s.runPeerHistory(ctx) }()
+	go func() { defer wg.Done(); s.dash.run(ctx) }()
 	defer wg.Wait()
 	s.history.Sample(s.now(), s.lim.Stats()) // the counters' baseline
 	ticker.Every(ctx, time.Second, func() { s.history.Sample(s.now(), s.lim.Stats()) })
@@ -156,7 +186,7 @@ func (s *Server) AdminHandler() http.Handler {
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
 	if s.opts.Gatherer != nil {
-		r.Handle("/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	}
 	s.dash.mount(r)
 	r.Group(func(r chi.Router) {
@@ -181,17 +211,16 @@ func (s *Server) AdminHandler() http.Handler {
 		}
 		r.Get("/api/v1/audit", s.handleAudit)
 		r.Post("/api/v1/snapshot", s.handleSnapshot)
+		r.Get("/api/v1/limiter", s.handleLimiter)
+		r.Get("/api/v1/backup", s.handleBackup)
 		if s.Throttle != nil {
 			r.Post("/api/v1/throttle", s.Throttle.HandleWait)
 			r.Get("/api/v1/throttle", s.Throttle.HandleCheck)
+			r.Post("/api/v1/throttle/observe", s.Throttle.HandleObserve)
 		}
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such endpoint", "")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
-	})
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
 	return r
 }
 
@@ -211,23 +240,8 @@ func (s *Server) HTTPServer() *http.Server {
 	}
 }
 
+// actorToken is the audit actor of the main admin token.
 const actorToken = "api-token"
-
-// requireToken admits requests carrying the admin bearer token. Wrong
-// tokens are not throttled by address (see docs/decisions.md): the callers
-// of the check and throttle APIs share their address with whatever else
-// runs there, and a block would deny them with the right token.
-func (s *Server) requireToken(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || !tokenOK(got, s.opts.Token) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
-			writeError(w, http.StatusUnauthorized, "a valid admin token is required (Authorization: Bearer <token>)", "")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
 
 func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -28,6 +28,10 @@ type session struct {
 	csrf    string
 	actor   string
 	expires time.Time
+	// token is the fingerprint of the token the browser logged in with: a
+	// session lasts only while that token does (a rotated or removed
+	// token ends its sessions), with the token's scope of the moment.
+	token string
 }
 
 // SessionStore keeps the dashboard's sessions across restarts. Keys are the
@@ -45,6 +49,9 @@ type storedSession struct {
 	CSRF    string `json:"csrf"`
 	Actor   string `json:"actor"`
 	Expires int64  `json:"expires_ms"`
+	// Token is the login token's fingerprint; absent in sessions stored
+	// before named tokens, which only the main admin token could open.
+	Token string `json:"token,omitempty"`
 }
 
 // sessions keeps the dashboard's logins, in memory and (with a store) on
@@ -60,9 +67,11 @@ type sessions struct {
 }
 
 // newSessions returns the sessions the store kept (expired ones and those
-// that do not decode are deleted from it), or none without a store. An
-// error says the store could not be read.
-func newSessions(ctx context.Context, now func() time.Time, store SessionStore, log *slog.Logger) (*sessions, error) {
+// that do not decode are deleted from it), or none without a store; a
+// session stored without a token fingerprint is taken as opened with
+// legacy (the main admin token's). An error says the store could not be
+// read.
+func newSessions(ctx context.Context, now func() time.Time, store SessionStore, log *slog.Logger, legacy string) (*sessions, error) {
 	s := &sessions{now: now, store: store, log: log, byKey: map[string]*session{}}
 	if store == nil {
 		return s, nil
@@ -80,7 +89,10 @@ func newSessions(ctx context.Context, now func() time.Time, store SessionStore, 
 			drop = append(drop, k)
 			continue
 		}
-		ss := &session{csrf: st.CSRF, actor: st.Actor, expires: time.UnixMilli(st.Expires)}
+		ss := &session{csrf: st.CSRF, actor: st.Actor, expires: time.UnixMilli(st.Expires), token: st.Token}
+		if ss.token == "" {
+			ss.token = legacy
+		}
 		if !t.Before(ss.expires) || len(s.byKey) >= maxSessions {
 			drop = append(drop, k)
 			continue
@@ -122,13 +134,18 @@ func actorOf(id string) string {
 	return "session:" + hex.EncodeToString([]byte(sessionKey(id)))[:8]
 }
 
-// create starts a session, stores it (a failure is logged: the session
-// then lasts until a restart) and returns its id.
-func (s *sessions) create(ctx context.Context) (string, *session) {
+// create starts a session of tok, stores it (a failure is logged: the
+// session then lasts until a restart) and returns its id. Its audit actor
+// is "session:<8 hex>", preceded by "token:<name>/" for a named token.
+func (s *sessions) create(ctx context.Context, tok Token) (string, *session) {
 	id := randomHex(32)
 	key := sessionKey(id)
 	now := s.now()
-	ss := &session{csrf: randomHex(32), actor: actorOf(id), expires: now.Add(sessionTTL)}
+	actor := actorOf(id)
+	if tok.Name != "" {
+		actor = tok.actor() + "/" + actor
+	}
+	ss := &session{csrf: randomHex(32), actor: actor, expires: now.Add(sessionTTL), token: fingerprint(tok.Secret)}
 	s.mu.Lock()
 	drop := s.sweepLocked(now)
 	if len(s.byKey) >= maxSessions {
@@ -144,7 +161,7 @@ func (s *sessions) create(ctx context.Context) (string, *session) {
 	s.byKey[key] = ss
 	s.mu.Unlock()
 	if s.store != nil {
-		v, _ := json.Marshal(storedSession{CSRF: ss.csrf, Actor: ss.actor, Expires: ss.expires.UnixMilli()})
+		v, _ := json.Marshal(storedSession{CSRF: ss.csrf, Actor: ss.actor, Expires: ss.expires.UnixMilli(), Token: ss.token})
 		if err := s.store.PutSession(ctx, []byte(key), v); err != nil {
 			s.log.Warn("store a dashboard session: it will not survive a restart", "err", err)
 		}
@@ -202,7 +219,7 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
-// tokenOK reports whether got is the admin token, in constant time.
+// tokenOK reports whether got is want (a CSRF token), in constant time.
 func tokenOK(got, want string) bool {
 	return want != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(want)) == 1
 }

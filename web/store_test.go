@@ -7,6 +7,7 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/store"
+	"github.com/limiterd/limiterd/throttle"
 )
 
 // OpenTestStore opens a bbolt store in tb.TempDir() for the live settings
@@ -34,4 +35,12 @@ func MustNewServer(tb testing.TB, lim *limiter.Limiter, lv *live.Live, opts Opti
 		tb.Fatalf("NewServer: %v", err)
 	}
 	return s
+}
+
+// ArweaveThrottle is the shipped outbound throttle table, its patterns
+// compiled by the core (throttle.Config.Compile).
+func ArweaveThrottle() throttle.Config {
+	c := throttle.ArweaveConfig()
+	c.Compile = limiter.ThrottleMatcher
+	return c
 }

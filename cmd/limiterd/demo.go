@@ -50,7 +50,7 @@ func (m *Main) demo(ctx context.Context, args []string) int {
 		fs.DurationVar(&duration, "duration", 0, "stop after this long (0: run until interrupted)")
 	})
 	if err != nil {
-		return exitUsage
+		return flagExit(err)
 	}
 	node, nodeURL, err := startDemoNode()
 	if err != nil {

@@ -7,14 +7,17 @@
 //
 //	limiterd [serve] [-config PATH] [-data-dir DIR]
 //	limiterd check-config [-config PATH]
+//	limiterd backup -o FILE [-admin URL]
 //	limiterd demo [-duration D]
+//	limiterd import-arweave-config FILE [-o OUT]
 //	limiterd version
+//	limiterd help
+//
+// `limiterd help` lists every command and its flags.
 package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,7 +28,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/persist"
@@ -42,10 +45,8 @@ import (
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/ticker"
 	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/web/metrics"
 )
-
-// Version is the release, set with -ldflags "-X main.Version=…".
-var Version = "dev"
 
 // Exit codes (SPEC §2).
 const (
@@ -81,6 +82,11 @@ type Main struct {
 	adminAddr  net.Addr
 	token      string
 	log        *slog.Logger
+	level      *slog.LevelVar     // the log's level ([log].level, reloadable)
+	rejects    *insight.RejectLog // refusals and upstream errors ([log].rejections)
+	notify     *notifier          // sd_notify
+	state      daemonState        // config loads and reloads, for the API and metrics
+	srv        *web.Server        // the admin listener, whose tokens a reload replaces
 
 	mu       sync.Mutex
 	src      config.Source
@@ -117,7 +123,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		m.ready = make(chan struct{})
 	}
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || isTopFlag(args[0])) {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -127,27 +133,25 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return m.demo(ctx, args)
 	case "check-config":
 		return m.checkConfig(args)
-	case "version":
-		fmt.Fprintln(m.Stdout, "limiterd", Version)
+	case "version", "-version", "--version":
+		if helpRequested(args) {
+			return m.help([]string{"version"})
+		}
+		printVersion(m.Stdout, buildInfo())
 		return exitOK
 	case "snapshot":
 		return m.snapshotCmd(ctx, args)
-	case "help", "-h", "--help":
-		fmt.Fprint(m.Stdout, usage)
-		return exitOK
+	case "import-arweave-config":
+		return m.importArweaveConfig(args)
+	case "backup":
+		return m.backupCmd(ctx, args)
+	case "help", "-h", "-help", "--help":
+		return m.help(args)
 	}
-	fmt.Fprintf(m.Stderr, "limiterd: unknown command %q\n%s", cmd, usage)
+	fmt.Fprintf(m.Stderr, "limiterd: unknown command %q\n\n", cmd)
+	printHelp(m.Stderr)
 	return exitUsage
 }
-
-const usage = `usage:
-  limiterd [serve] [-config PATH] [-data-dir DIR]   run the proxy and the admin listener
-  limiterd check-config [-config PATH]              validate and print the effective config
-  limiterd demo [-duration D]                       run against a built-in node with synthetic peers
-  limiterd snapshot export [-o FILE]                the persisted state as JSON (daemon stopped)
-  limiterd snapshot import FILE                     replace the persisted state (daemon stopped)
-  limiterd version
-`
 
 // commonFlags parses -config and -data-dir into a config.Source.
 func (m *Main) commonFlags(name string, args []string, extra func(*flag.FlagSet)) (config.Source, error) {
@@ -160,14 +164,22 @@ func (m *Main) commonFlags(name string, args []string, extra func(*flag.FlagSet)
 func (m *Main) flagsAndArgs(name string, args []string, n int, extra func(*flag.FlagSet)) (config.Source, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
-	path := fs.String("config", "", "config file (default: config.toml in the working directory, else the embedded default)")
-	dataDir := fs.String("data-dir", "", "data directory (overrides server.data_dir)")
+	help := helpRequested(args)
+	if help {
+		fs.SetOutput(m.Stdout)
+	}
+	setUsage(fs, name)
+	path := fs.String("config", "", "config file `PATH` (default: config.toml in the working directory, else the embedded default)")
+	dataDir := fs.String("data-dir", "", "data directory `DIR` (overrides server.data_dir)")
 	if extra != nil {
 		extra(fs)
 	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if help && errors.Is(err, flag.ErrHelp) {
+				err = errHelp
+			}
 			return config.Source{}, nil, err
 		}
 		if fs.NArg() == 0 {
@@ -201,11 +213,14 @@ func (m *Main) printConfigErrors(err error) {
 func (m *Main) checkConfig(args []string) int {
 	src, err := m.commonFlags("check-config", args, nil)
 	if err != nil {
-		return exitUsage
+		return flagExit(err)
 	}
 	cfg, _, err := config.Load(src)
 	if err == nil {
 		_, err = limiterConfig(cfg)
+	}
+	if err == nil {
+		err = checkTokenFiles(cfg)
 	}
 	if err != nil {
 		m.printConfigErrors(err)
@@ -238,14 +253,16 @@ type adjust func(*config.Config)
 func (m *Main) serve(ctx context.Context, args []string) int {
 	src, err := m.commonFlags("serve", args, nil)
 	if err != nil {
-		return exitUsage
+		return flagExit(err)
 	}
 	return m.start(ctx, src, nil)
 }
 
 // start loads the config from src, lets adj change it, and serves.
 func (m *Main) start(ctx context.Context, src config.Source, adj adjust) int {
-	m.log = slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m.level = new(slog.LevelVar)
+	// Until the config says otherwise: text at info.
+	m.log = slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: m.level}))
 	cfg, info, err := config.Load(src)
 	var limCfg limiter.Config
 	if err == nil {
@@ -254,10 +271,16 @@ func (m *Main) start(ctx context.Context, src config.Source, adj adjust) int {
 		}
 		limCfg, err = limiterConfig(cfg)
 	}
+	if err == nil {
+		err = checkTokenFiles(cfg)
+	}
 	if err != nil {
 		m.printConfigErrors(err)
 		return exitUsage
 	}
+	m.log = newLogger(m.Stderr, cfg.Log, m.level)
+	m.notify = newNotifier(m.Env, m.log)
+	m.state.loaded(absPath(info.UsedFile), time.Now())
 	if info.EmbeddedOnly {
 		m.log.Info("no config file: running on the embedded default config", "looked_for", src.Path)
 	} else {
@@ -275,7 +298,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err := os.MkdirAll(cfg.Server.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	token, err := m.adminToken(cfg)
+	token, named, err := m.tokens(cfg)
 	if err != nil {
 		return err
 	}
@@ -286,7 +309,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 
 	now := time.Now
-	lim, err := limiter.New(now(), limCfg)
+	lim, err := limiter.New(now(), limCfg, limiter.WithArrivals(insight.ArrivalsPerShard))
 	if err != nil {
 		return err
 	}
@@ -302,7 +325,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	// The operators' edits first: the restore applies the ticks that fell
 	// while the daemon was down, under the settings in force then (a live
 	// leaky_tick_reduction, not the file's).
-	lv, err := live.New(ctx, lim, db, limCfg, now)
+	lv, err := live.New(ctx, lim, live.LoggedStore(db, m.log), limCfg, now)
 	if err != nil {
 		return err
 	}
@@ -314,27 +337,38 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	m.lim, m.live, m.throttle = lim, lv, th
 	m.mu.Unlock()
 
-	dp := proxy.New(lim, dataPlaneOptions(cfg, upstream, m.log, now))
+	m.rejects = insight.NewRejectLog(m.log, insight.RejectLogOptions{Mode: rejectMode(cfg.Log.Rejections), GroupName: lim.GroupName})
+	dp := proxy.New(lim, dataPlaneOptions(cfg, upstream, m.log, now, m.rejects))
 	reg := prometheus.NewRegistry()
 	srv, err := web.NewServer(lim, lv, web.Options{
 		Upstream:  upstream,
 		DataPlane: dp,
 		Token:     token,
+		Tokens:    named,
 		Gatherer:  reg,
 		Logger:    m.log,
 		Now:       now,
-		Ready:     db.Check,
+		Ready:     db.Ready,
 		Snapshot:  snaps.Save,
 		Throttle:  th,
 		Sessions:  db,
+		Build:     buildInfo(),
+		Daemon:    m.state.get,
+		Backup:    db.Backup,
+		Offenses:  db,
+		KeyHelp:   config.GroupKeyHelp(),
 	})
 	if err != nil {
 		return err
 	}
+	m.mu.Lock()
+	m.srv = srv
+	m.mu.Unlock()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		web.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, web.ThrottleMetrics(th)),
+		metrics.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, metrics.ThrottleMetrics(th), srv.DaemonMetrics),
+		metrics.NewExchangeCollector(&dp.Exchanges, lim.GroupName),
 	)
 
 	publicLn, err := net.Listen("tcp", cfg.Server.Listen)
@@ -352,7 +386,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
-	wg.Add(7)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		if err := dp.Serve(publicLn); err != nil {
@@ -365,15 +399,19 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 			errc <- fmt.Errorf("admin listener: %w", err)
 		}
 	}()
+	wg.Add(6)
 	go func() { defer wg.Done(); _ = srv.Run(bg) }()
 	go func() { defer wg.Done(); _ = dp.Run(bg) }()
 	go func() { defer wg.Done(); _ = snaps.Run(bg) }()
-	go func() { defer wg.Done(); m.tickLoop(bg, lim, th, now) }()
+	go func() { defer wg.Done(); m.tickLoop(bg, lim, th, lv, now) }()
 	go func() { defer wg.Done(); m.hangupLoop(bg) }()
+	go func() { defer wg.Done(); m.rejects.Run(bg) }()
 
-	m.log.Info("limiterd serving", "version", Version, "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
+	m.log.Info("limiterd serving", "version", versionLine(buildInfo()), "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
 		"upstream", upstream.String(), "groups", len(limCfg.Groups))
+	m.state.started(time.Now())
 	close(m.ready)
+	m.notify.ready("serving")
 
 	var runErr error
 	select {
@@ -381,6 +419,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		m.log.Info("shutting down: draining in-flight requests", "timeout", cfg.Server.ShutdownTimeout)
 	case runErr = <-errc:
 	}
+	m.notify.stopping()
 	// Outbound callers still waiting are told limiterd is going away (the
 	// client then goes on, as when limiterd is not running).
 	srv.Close()
@@ -405,7 +444,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 }
 
 // dataPlaneOptions are the public listener's settings from [server].
-func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, now func() time.Time) proxy.Options {
+func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, now func() time.Time, rejects *insight.RejectLog) proxy.Options {
 	s := cfg.Server
 	perIP := s.MaxConnsPerIP
 	if perIP == 0 {
@@ -427,15 +466,19 @@ func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, n
 		MaxConnsPerIP:          perIP,
 		Logger:                 log,
 		Now:                    now,
+		RejectLog:              rejects,
 	}
 }
 
-// tickLoop runs the limiter's sweeper and frees idle throttle keys once a
-// second.
-func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *throttle.Throttle, now func() time.Time) {
+// tickLoop runs the limiter's sweeper, frees idle throttle keys and
+// removes the exemptions that expired, once a second.
+func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *throttle.Throttle, lv *live.Live, now func() time.Time) {
 	ticker.Every(ctx, time.Second, func() {
 		lim.Tick(now())
 		th.Cleanup(now())
+		if _, err := lv.Expire(ctx, now()); err != nil && ctx.Err() == nil {
+			m.log.Error("remove expired exemptions (tried again in a second)", "err", err)
+		}
 	})
 }
 
@@ -447,11 +490,7 @@ func (m *Main) hangupLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.Hangup:
-			if err := m.Reload(); err != nil {
-				m.log.Error("reload refused: keeping the running config", "err", strings.ReplaceAll(err.Error(), "\n", "; "))
-			} else {
-				m.log.Info("config reloaded")
-			}
+			m.hangup()
 		}
 	}
 }
@@ -480,9 +519,23 @@ func (m *Main) Reload() error {
 	if _, err := throttle.New(time.Now(), thCfg); err != nil {
 		return err
 	}
+	admin, named, err := m.tokens(cfg)
+	if err == nil {
+		err = web.CheckTokens(admin, named)
+	}
+	if err != nil {
+		return err
+	}
+	views := m.live.Groups()
 	if err := m.live.SetBase(limCfg); err != nil {
 		return err
 	}
+	m.logShadowed(views, limCfg.Groups)
+	if err := m.srv.SetTokens(admin, named); err != nil {
+		return err // checked above: cannot happen
+	}
+	m.token = admin
+	m.applyLog(m.cfg.Log, cfg.Log)
 	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
 	}
@@ -491,61 +544,4 @@ func (m *Main) Reload() error {
 	}
 	m.cfg = cfg
 	return nil
-}
-
-// adminToken returns the configured token, the one in token_file, or the
-// one stored in <data_dir>/admin.token, generating and storing it (mode
-// 0600, logged once) on first start.
-func (m *Main) adminToken(cfg *config.Config) (string, error) {
-	t, err := m.readAdminToken(cfg)
-	if err == nil && len(t) < minTokenLen {
-		// Only the login form limits guesses (docs/decisions.md): the
-		// token itself must be unguessable.
-		m.log.Warn("the admin token is short: use at least 24 random characters, or leave admin.token unset to have one generated", "length", len(t))
-	}
-	return t, err
-}
-
-// minTokenLen is the shortest admin token limiterd does not warn about.
-const minTokenLen = 24
-
-func (m *Main) readAdminToken(cfg *config.Config) (string, error) {
-	if cfg.Admin.Token != "" {
-		return cfg.Admin.Token, nil
-	}
-	path := cfg.Admin.TokenFile
-	generate := false
-	if path == "" {
-		path = filepath.Join(cfg.Server.DataDir, "admin.token")
-		generate = true
-	}
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		t := strings.TrimSpace(string(b))
-		if t == "" {
-			return "", fmt.Errorf("admin token file %s is empty", path)
-		}
-		return t, nil
-	case !errors.Is(err, os.ErrNotExist) || !generate:
-		return "", fmt.Errorf("admin.token_file: %w", err)
-	}
-	var raw [24]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
-	}
-	t := hex.EncodeToString(raw[:])
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("store the admin token: %w", err)
-	}
-	if _, err := f.WriteString(t + "\n"); err != nil {
-		f.Close()
-		return "", fmt.Errorf("store the admin token: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("store the admin token: %w", err)
-	}
-	m.log.Info("generated the admin token (shown once; kept in the file)", "file", path, "token", t)
-	return t, nil
 }

@@ -39,6 +39,12 @@ func nginxBinary(t *testing.T) string {
 	return bin
 }
 
+// nginx decides with a token of scope data, as docs/nginx.md says.
+const (
+	nginxDataToken       = "nginx-data-token-0123456789abcdef"
+	nginxDataTokenConfig = "[[admin.tokens]]\nname = \"nginx\"\nscope = \"data\"\ntoken = \"" + nginxDataToken + "\"\n"
+)
+
 // nginxSite returns the configuration of docs/nginx.md — its first nginx
 // block — pointed at the test's listeners, with the extra replacements
 // applied. Every text it replaces must be in the document, so that the
@@ -60,7 +66,7 @@ func nginxSite(t *testing.T, listen, admin, node string, extra ...[2]string) str
 		{"listen 80;", "listen " + listen + ";"},
 		{"server 127.0.0.1:1986;", "server " + admin + ";"},
 		{"server 127.0.0.1:1984;", "server " + node + ";"},
-		{`"Bearer <token>"`, `"Bearer test-token"`},
+		{`"Bearer <data-token>"`, `"Bearer ` + nginxDataToken + `"`},
 	}
 	for _, r := range append(repl, extra...) {
 		if !strings.Contains(block, r[0]) {
@@ -200,7 +206,7 @@ func TestNginxAuthRequest(t *testing.T) {
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(releaseSlow) }) }
 	defer release()
-	d := startDaemon(t, up.URL, "")
+	d := startDaemon(t, up.URL, nginxDataTokenConfig)
 	admin := strings.TrimPrefix(d.AdminURL(), "http://")
 	node := strings.TrimPrefix(up.URL, "http://")
 	listen := freeAddr(t)

@@ -26,6 +26,7 @@ var _ live.Store = (*store.DB)(nil)
 // The ports the packages declare, and what the daemon plugs into them.
 var (
 	_ web.SessionStore = (*store.DB)(nil)
+	_ web.OffenseStore = (*store.DB)(nil)
 	_ web.DataPlane    = (*proxy.Handler)(nil)
 	_ persist.Throttle = (*throttle.Throttle)(nil)
 	_ live.Switch      = (*throttle.Throttle)(nil)
@@ -36,15 +37,22 @@ func dbPath(dataDir string) string { return filepath.Join(dataDir, "limiterd.db"
 // openDB opens <data_dir>/limiterd.db; the store's errors name the file
 // and say when another process holds it.
 func openDB(dataDir string, log *slog.Logger) (*store.DB, error) {
-	return store.Open(dbPath(dataDir), store.Options{Timeout: time.Second, Logger: log})
+	return store.Open(dbPath(dataDir), store.Options{Timeout: time.Second, Logger: log, CheckThrottle: throttle.CheckSnapshot})
 }
 
 // snapshotCmd runs `limiterd snapshot export [-o FILE]` and
 // `limiterd snapshot import FILE`.
 func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 	if len(args) == 0 || (args[0] != "export" && args[0] != "import") {
-		fmt.Fprintln(m.Stderr, "usage: limiterd snapshot export [-o FILE] | limiterd snapshot import FILE  [-config PATH] [-data-dir DIR]")
-		return exitUsage
+		w, code := m.Stderr, exitUsage
+		if helpRequested(args) {
+			w, code = m.Stdout, exitOK
+		}
+		for _, name := range []string{"snapshot export", "snapshot import"} {
+			c, _ := commandNamed(name)
+			fmt.Fprintf(w, "usage: %s\n    %s\n", c.synopsis, c.summary)
+		}
+		return code
 	}
 	verb := args[0]
 	var out string
@@ -54,7 +62,7 @@ func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 	}
 	src, pos, err := m.flagsAndArgs("snapshot "+verb, args[1:], nargs, func(fs *flag.FlagSet) {
 		if verb == "export" {
-			fs.StringVar(&out, "o", "", "write to FILE instead of standard output")
+			fs.StringVar(&out, "o", "", "write to `FILE` instead of standard output")
 		}
 	})
 	var in string
@@ -62,6 +70,9 @@ func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 		in = pos[0]
 	}
 	if err != nil {
+		if code := flagExit(err); code == exitOK {
+			return code
+		}
 		fmt.Fprintln(m.Stderr, "limiterd snapshot:", err)
 		return exitUsage
 	}
@@ -77,7 +88,7 @@ func (m *Main) snapshotCmd(ctx context.Context, args []string) int {
 	log := slog.New(slog.NewTextHandler(m.Stderr, nil))
 	// Export only reads: a mistyped data dir must not get a new, empty
 	// database, nor a backup of an older schema be migrated in place.
-	db, err := store.Open(dbPath(cfg.Server.DataDir), store.Options{Timeout: time.Second, Logger: log, ReadOnly: verb == "export"})
+	db, err := store.Open(dbPath(cfg.Server.DataDir), store.Options{Timeout: time.Second, Logger: log, ReadOnly: verb == "export", CheckThrottle: throttle.CheckSnapshot})
 	if err != nil {
 		fmt.Fprintln(m.Stderr, "limiterd snapshot:", err)
 		if errors.Is(err, store.ErrNeedsMigration) {

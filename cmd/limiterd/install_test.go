@@ -1,0 +1,93 @@
+package main
+
+import (
+	"archive/zip"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// installVersion is the version the test's module proxy serves.
+const installVersion = "v0.9.0"
+
+// TestGoInstallLatest runs `go install github.com/limiterd/limiterd/cmd/limiterd@latest`
+// as an operator would, against a module proxy on disk that serves this
+// checkout as the latest version (and the dependencies from the module
+// cache): nothing in go.mod may stop it (a replace directive, a tool the
+// module needs at build time, a file missing from git). The installed
+// binary must then say its version. It takes a cold build (about a
+// minute on two cores), so it runs under CI or with LIMITERD_INSTALL_TEST=1.
+func TestGoInstallLatest(t *testing.T) {
+	if os.Getenv("CI") != "true" && os.Getenv("LIMITERD_INSTALL_TEST") != "1" {
+		t.Skip("a cold build: set LIMITERD_INSTALL_TEST=1 (CI runs it)")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("git", "-C", root, "ls-files").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	files := strings.Fields(string(out))
+	modCache := strings.TrimSpace(string(must(exec.Command("go", "env", "GOMODCACHE").Output())))
+
+	work := t.TempDir()
+	dir := filepath.Join(work, "proxy", "github.com", "limiterd", "limiterd", "@v")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gomod := must(os.ReadFile(filepath.Join(root, "go.mod")))
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("list", []byte(installVersion+"\n"))
+	write(installVersion+".info", fmt.Appendf(nil, `{"Version":%q,"Time":%q}`, installVersion, time.Now().UTC().Format(time.RFC3339)))
+	write(installVersion+".mod", gomod)
+	zf, err := os.Create(filepath.Join(dir, installVersion+".zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(zf)
+	prefix := "github.com/limiterd/limiterd@" + installVersion + "/"
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatalf("%s: %v (in git, not on disk?)", f, err)
+		}
+		w, err := zw.Create(prefix + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(b)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zf.Close()
+
+	gobin := filepath.Join(work, "bin")
+	cmd := exec.Command("go", "install", "github.com/limiterd/limiterd/cmd/limiterd@latest")
+	cmd.Dir = work // outside any module
+	cmd.Env = append(os.Environ(),
+		"GOBIN="+gobin,
+		"GOMODCACHE="+filepath.Join(work, "modcache"),
+		"GOPROXY=file://"+filepath.Join(work, "proxy")+",file://"+filepath.Join(modCache, "cache", "download"),
+		"GOSUMDB=off", "GOFLAGS=-modcacherw", "GOTOOLCHAIN=local",
+	)
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go install …@latest: %v\n%s", err, out)
+	}
+	t.Logf("go install …@latest took %s", time.Since(start).Round(time.Second))
+	v, err := exec.Command(filepath.Join(gobin, "limiterd"), "version").Output()
+	if err != nil || !strings.HasPrefix(string(v), "limiterd "+installVersion+"\n") {
+		t.Errorf("the installed limiterd says %q (%v)", v, err)
+	}
+}

@@ -1,0 +1,327 @@
+package limiter
+
+import "github.com/limiterd/limiterd/limiter/algo"
+
+// The local backend's side of the algorithms of SPEC §6.2 (package algo):
+// an entry holds an algo.State in its union fields (entry.words), or, for
+// the sliding log, timestamps in a window ring bounded by the limit. The
+// entry's algo says which; an entry of another algorithm than its group's
+// is dropped where it is met (the group's algorithm changed), and a shard
+// converts its entries when the limits their state is measured in change
+// (sync).
+
+// admitAlgo is Admit for a group whose algorithm is not the hybrid:
+// concurrency first, then the algorithm, under the shard's lock.
+func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle) {
+	sec := uint32(ms / 1000)
+	var key entryKey
+	key.set(g.ID, k)
+	sh, si, tag := b.shardOf(&key)
+	sh.mu.Lock()
+	if sh.synced[g.ID].ver < g.stateVer {
+		b.sync(sh, g)
+	}
+	slot := b.entryFor(sh, &key, tag, g, sec)
+	e := sh.at(slot)
+	stats := &sh.stats[g.ID]
+	sh.touch(slot, sec)
+	stats.Requests++
+	satInc(&e.requests)
+	requests := e.requests
+
+	p := &g.params
+	var w *window
+	var s algo.State
+	exact := true
+	if g.Algorithm == algo.SlidingLog {
+		u, exact = sh.logGate(e, p, ms)
+	} else {
+		s = e.words()
+		if e.flags&flagState == 0 {
+			s = algo.Fresh(g.Algorithm, *p, ms)
+		}
+		u.Tokens, u.Window = s.A, s.B
+	}
+	switch {
+	case int64(e.inflight)+1 > g.ConcurrencyLimit:
+		out = Outcome{Reason: ReasonConcurrency, RetryAfter: 1}
+		if !exact {
+			u = logUsage(sh.win(e), p, ms)
+		}
+	case g.Algorithm == algo.SlidingLog:
+		if u.Window+1 > p.Limit {
+			out = Outcome{Reason: ReasonRateLimit, RetryAfter: retrySeconds(u.Oldest + p.Period - ms)}
+			break
+		}
+		if w = sh.win(e); w == nil {
+			w = sh.setWin(e, window{})
+		}
+		stats.LogItems -= int64(w.dropBefore(ms - p.Period + 1))
+		w.add(ms, int32(p.Limit))
+		stats.LogItems++
+		// Every timestamp left counts (an out-of-order ms is in the past
+		// by a few µs at most).
+		u = sh.setGate(e, w, p)
+		out.Via = ViaAlgorithm
+	default:
+		ns, admitted, wait := algo.Decide(g.Algorithm, s, *p, ms)
+		if !admitted {
+			out = Outcome{Reason: ReasonRateLimit, RetryAfter: retrySeconds(wait)}
+			break
+		}
+		e.setWords(ns)
+		e.flags |= flagState
+		u.Tokens, u.Window = ns.A, ns.B
+		out.Via = ViaAlgorithm
+	}
+	switch out.Reason {
+	case ReasonNone:
+		if e.inflight == 0 {
+			stats.PeersConcurrency++
+		}
+		e.inflight++
+		stats.ItemsConcurrency++
+		stats.AllowedAlgorithm++
+		h = localHandle(si, slot, e.gen, sh.epoch)
+	case ReasonConcurrency:
+		satInc(&e.rejConc)
+		stats.RejectedConcurrency++
+	default:
+		satInc(&e.rejRate)
+		stats.RejectedRateLimit++
+	}
+	e.flags |= flagDirty
+	if sh.arr.buf != nil { // the dashboard's record (WithArrivals), as Admit's
+		smp := b.sampling.Load()
+		if f := sampled(smp, tag, requests); f != 0 {
+			sh.arr.put(k, g.ID, out.Reason, ms, tag, f, smp, b.poke)
+		}
+	}
+	sh.mu.Unlock()
+	return out, u, h
+}
+
+// entryFor finds the entry of key for a decision in g, dropping one of
+// another algorithm, or creates it (evicting one at max_tracked). sh.mu
+// is held; eviction releases it for a while.
+func (b *local) entryFor(sh *shard, key *entryKey, tag uint32, g *Group, sec uint32) uint32 {
+	slot, _, ok := sh.find(key, tag)
+	if ok && sh.at(slot).algo != g.Algorithm {
+		sh.drop(slot, tag)
+		b.total.Add(-1)
+		ok = false
+	}
+	if !ok {
+		if max := b.maxTracked.Load(); max > 0 && b.total.Load() >= max {
+			sh.mu.Unlock()
+			b.evictOne()
+			sh.mu.Lock()
+			slot, _, ok = sh.find(key, tag)
+		}
+	}
+	if !ok {
+		slot = sh.insert(key, tag)
+		e := sh.at(slot)
+		e.lastSeen, e.algo = sec, g.Algorithm
+		b.total.Add(1)
+	}
+	return slot
+}
+
+// logUsage is the Usage of a sliding log w (nil: empty) at ms: the
+// timestamps still counted, and the one that must expire before the next
+// admission once they reach the limit.
+func logUsage(w *window, p *algo.Params, ms int64) Usage {
+	if w == nil {
+		return Usage{}
+	}
+	c := w.countFrom(ms - p.Period + 1)
+	u := Usage{Window: int64(c)}
+	if int64(c) >= p.Limit {
+		u.Oldest = w.at(w.n - int32(p.Limit))
+	}
+	return u
+}
+
+// The sliding log's gate: while the log holds at least L timestamps, the
+// L-th newest (at(n − L)) must have expired before the next admission. The
+// entry keeps it in its word A (flagState), beside the window index in wi,
+// so that a rejection — most decisions of a peer over its limit — reads
+// the entry only, not the log. It is a cache of the log, set again from
+// it after every change (and dropped when in doubt: expireAlgo, sync).
+
+// logGate returns the Usage of e's log at ms from its gate when it is set:
+// not expired, Window is L (at least L count, the log is full); expired,
+// Window is L − 1 (fewer than L count: the next request is admitted) and
+// exact is false. Without a gate (fewer than L timestamps held) it counts
+// the log.
+func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (u Usage, exact bool) {
+	if e.flags&flagState != 0 {
+		if gate := int64(uint64(uint32(e.tokens)) | uint64(e.tick)<<32); gate > ms-p.Period {
+			return Usage{Window: p.Limit, Oldest: gate}, true
+		}
+		return Usage{Window: p.Limit - 1}, false
+	}
+	w := sh.win(e)
+	if w == nil {
+		return Usage{}, true
+	}
+	u = logUsage(w, p, ms)
+	sh.setGate(e, w, p) // when the log holds L or more: a cache, not state
+	return u, true
+}
+
+// setGate sets e's gate from its log w, and returns the Usage of a log
+// whose timestamps all count.
+func (sh *shard) setGate(e *entry, w *window, p *algo.Params) Usage {
+	u := Usage{Window: int64(w.n)}
+	if u.Window < p.Limit {
+		e.flags &^= flagState
+		return u
+	}
+	u.Oldest = w.at(w.n - int32(p.Limit))
+	e.tokens, e.tick = int32(uint32(u.Oldest)), uint32(uint64(u.Oldest)>>32)
+	e.flags |= flagState
+	return u
+}
+
+// retrySeconds is the Retry-After of a wait in ms: whole seconds rounded
+// up, at least 1.
+func retrySeconds(ms int64) int64 { return max(1, (ms+999)/1000) }
+
+// drop deletes the entry at slot, whose state is of another algorithm than
+// its group's now, counting it.
+func (sh *shard) drop(slot, tag uint32) {
+	e := sh.at(slot)
+	g := e.key.group()
+	sh.account(e, -1)
+	sh.stats[g].StateDrops++
+	sh.remove(slot, sh.posOf(slot, tag))
+}
+
+// sync brings sh's entries of g to g.stateVer: entries of another
+// algorithm are dropped, the states of a token bucket or GCRA converted to
+// the new limits (algo.Rescale). A shard without entries of g only takes
+// note. sh.mu is held.
+func (b *local) sync(sh *shard, g *Group) {
+	ss := &sh.synced[g.ID]
+	if sh.stats[g.ID].Entries > 0 {
+		for slot := uint32(0); slot < sh.used; slot++ {
+			e := sh.at(slot)
+			if !e.key.live() || e.key.group() != g.ID {
+				continue
+			}
+			if e.algo != g.Algorithm {
+				sh.drop(slot, uint32(b.hash.sum(&e.key)))
+				b.total.Add(-1)
+				continue
+			}
+			if e.algo == algo.SlidingLog {
+				e.flags &^= flagState // the gate of another limit
+				continue
+			}
+			if e.flags&flagState != 0 && ss.ver != 0 && ss.p != g.params {
+				e.setWords(algo.Rescale(g.Algorithm, e.words(), ss.p, g.params))
+				e.flags |= flagDirty
+			}
+		}
+	}
+	*ss = shardSync{ver: g.stateVer, p: g.params}
+}
+
+// syncAll syncs every shard for every group of gt that needs it, one shard
+// lock at a time.
+func (b *local) syncAll(gt *GroupTable) {
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for id := range gt.groups {
+			if g := &gt.groups[id]; g.defined && id != int(LocalPeers) && sh.synced[id].ver < g.stateVer {
+				b.sync(sh, g)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// current reports whether e (of group g, live) may be read as g's state:
+// the shard synced for g first. An entry of another algorithm is dropped
+// (and false returned). sh.mu is held.
+func (b *local) current(sh *shard, slot uint32, g *Group) bool {
+	if g.Algorithm != algo.Hybrid && sh.synced[g.ID].ver < g.stateVer {
+		b.sync(sh, g)
+	}
+	e := sh.at(slot)
+	if !e.key.live() {
+		return false // sync dropped it
+	}
+	if e.algo != g.Algorithm {
+		sh.drop(slot, uint32(b.hash.sum(&e.key)))
+		b.total.Add(-1)
+		return false
+	}
+	return true
+}
+
+// expireAlgo brings an entry of an algorithm other than the hybrid up to
+// ms: a sliding log drops the timestamps that no longer count, a state
+// with nothing left to remember goes back to fresh. It reports whether the
+// entry holds nothing and may go.
+func (sh *shard) expireAlgo(e *entry, g *Group, ms int64) bool {
+	st := &sh.stats[g.ID]
+	if w := sh.win(e); w != nil {
+		st.LogItems -= int64(w.dropBefore(ms - g.params.Period + 1))
+		// The gate, the L-th newest, stays while L are held.
+		sh.setGate(e, w, &g.params)
+		if w.n == 0 {
+			sh.dropWin(e)
+		}
+	} else if e.algo != algo.SlidingLog && e.flags&flagState != 0 && algo.Idle(g.Algorithm, e.words(), g.params, ms) {
+		e.flags &^= flagState
+		e.setWords(algo.State{})
+		e.flags |= flagDirty
+	}
+	return sh.dead(e)
+}
+
+// reduceAlgo is Reduce for an entry of an algorithm other than the hybrid:
+// one admission given back (algo.Reduce; the sliding log's newest
+// timestamp that still counts).
+func (sh *shard) reduceAlgo(e *entry, g *Group, ms int64) ReduceResult {
+	if g.Algorithm == algo.SlidingLog {
+		w := sh.win(e)
+		if w == nil || w.n == 0 || w.at(w.n-1) <= ms-g.params.Period {
+			return ReduceNoop
+		}
+		w.n--
+		sh.stats[g.ID].LogItems--
+		sh.setGate(e, w, &g.params)
+		e.flags |= flagDirty
+		return Reduced
+	}
+	if e.flags&flagState == 0 {
+		return ReduceNoop
+	}
+	s, ok := algo.Reduce(g.Algorithm, e.words(), g.params, ms)
+	if !ok {
+		return ReduceNoop
+	}
+	e.setWords(s)
+	e.flags |= flagDirty
+	return Reduced
+}
+
+// viewAlgo is the state of an entry of an algorithm other than the hybrid
+// in the algorithm's terms.
+func (sh *shard) viewAlgo(e *entry, g *Group, ms int64) algo.View {
+	p := g.params
+	if g.Algorithm == algo.SlidingLog {
+		u := logUsage(sh.win(e), &p, ms)
+		return algo.View{Quota: algo.LogQuota(p, u.Window, u.Oldest, ms), Count: u.Window}
+	}
+	s := algo.Fresh(g.Algorithm, p, ms)
+	if e.flags&flagState != 0 {
+		s = e.words()
+	}
+	return algo.ViewOf(g.Algorithm, s, p, ms)
+}

@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Backup writes a consistent copy of the database while it is in use
+// (bbolt's online backup: one read transaction's Tx.WriteTo). Writes made
+// meanwhile — a snapshot, a live edit — do not disturb it: the copy is
+// the database as of the transaction's start, a valid limiterd database of
+// this schema, which Open accepts as it is. open is called first with the
+// copy's size in bytes and returns where to write it. Backup returns the
+// bytes written; ctx ending stops the copy at the next write.
+//
+// While the copy is written, its read transaction keeps the pages it reads
+// from being reused, so the file may grow by what is written meanwhile,
+// and a write that must map a file grown past the initial 1 GiB map waits
+// for the copy to end.
+func (db *DB) Backup(ctx context.Context, open func(size int64) (io.Writer, error)) (int64, error) {
+	var n int64
+	err := db.view(ctx, "back up the database", func(tx *bbolt.Tx) error {
+		w, err := open(tx.Size())
+		if err != nil {
+			return err
+		}
+		n, err = tx.WriteTo(ctxWriter{ctx: ctx, w: w})
+		if err != nil && ctx.Err() != nil {
+			err = ctx.Err() // bbolt formats the writer's error with %s
+		}
+		return err
+	})
+	return n, err
+}
+
+// ctxWriter fails its writes once ctx has ended.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(b)
+}
+
+// writeProbeEvery is how old the last write's outcome may be before
+// Writable tries a write of its own.
+const writeProbeEvery = 10 * time.Second
+
+// writeState is the outcome of the last write that reached the disk (or
+// failed to): what Writable answers between probes.
+type writeState struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+// record notes the outcome of a write transaction: a success, or a
+// failure of the disk or the file (an I/O error, a closed or read-only
+// database). Other errors — a value refused inside the transaction — say
+// nothing of the disk and are not recorded.
+func (w *writeState) record(err error) {
+	if err != nil && !isWriteFailure(err) {
+		return
+	}
+	w.mu.Lock()
+	w.at, w.err = time.Now(), err
+	w.mu.Unlock()
+}
+
+// isWriteFailure reports whether err says the database cannot be written.
+func isWriteFailure(err error) bool {
+	var pe *fs.PathError
+	var errno syscall.Errno
+	return errors.As(err, &pe) || errors.As(err, &errno) ||
+		errors.Is(err, berrors.ErrDatabaseNotOpen) || errors.Is(err, berrors.ErrDatabaseReadOnly) ||
+		strings.Contains(err.Error(), "mmap") || strings.Contains(err.Error(), "file resize")
+}
+
+// Writable reports whether the database can be written: the outcome of
+// the last write if it is recent (a snapshot every few seconds answers
+// for it), else that of a write of its own — an empty write transaction,
+// which writes a freelist and a meta page and syncs them. A full disk, a
+// file system remounted read-only, a closed or read-only database: an
+// error saying so. For readiness probes: it writes at most once every 10 s.
+func (db *DB) Writable(ctx context.Context) error {
+	db.writes.mu.Lock()
+	at, err := db.writes.at, db.writes.err
+	db.writes.mu.Unlock()
+	if !at.IsZero() && time.Since(at) < writeProbeEvery {
+		if err != nil {
+			return fmt.Errorf("database %s cannot be written: %w", db.path, err)
+		}
+		return nil
+	}
+	if err := db.update(ctx, "write probe", func(*bbolt.Tx) error { return nil }); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("database %s cannot be written: %w", db.path, err)
+	}
+	return nil
+}
+
+// Ready is Check and Writable: the database can be read, is of this
+// schema, and can be written (SPEC §8: /readyz).
+func (db *DB) Ready(ctx context.Context) error {
+	if err := db.Check(ctx); err != nil {
+		return err
+	}
+	return db.Writable(ctx)
+}
