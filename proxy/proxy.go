@@ -143,15 +143,16 @@ type Handler struct {
 	// clock is the deadlines' clock, running while Serve does.
 	clock coarseClock
 
-	mu     sync.Mutex
-	gate   *connLimiter // the listener Serve serves, once it does
-	parked *parker      // its parked connections; nil: they park alone
-	shut   bool         // Shutdown was called
+	mu      sync.Mutex
+	gate    *connLimiter  // the listener Serve serves, once it does
+	parked  *parker       // its parked connections; nil: they park alone
+	shut    bool          // Shutdown was called
+	serving chan struct{} // closed once Serve accepts
 }
 
 // New returns a Handler deciding with lim.
 func New(lim *limiter.Limiter, opts Options) *Handler {
-	h := &Handler{lim: lim, opts: withDefaults(opts), log: opts.Logger, now: opts.Now, leases: newLeases()}
+	h := &Handler{lim: lim, opts: withDefaults(opts), log: opts.Logger, now: opts.Now, leases: newLeases(), serving: make(chan struct{})}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -239,6 +240,11 @@ func (h *Handler) Serve(ln net.Listener) error {
 		h.parked = newParker(h)
 	}
 	h.clock.start()
+	select {
+	case <-h.serving:
+	default:
+		close(h.serving)
+	}
 	h.mu.Unlock()
 	for {
 		c, err := gate.Accept()
@@ -251,6 +257,12 @@ func (h *Handler) Serve(ln net.Listener) error {
 		go h.serve(c.(conn))
 	}
 }
+
+// Serving returns a channel closed once Serve accepts connections (its
+// caps, the parking of idle connections and the deadlines' clock set up):
+// the daemon says it is ready only then. It is never closed when Serve
+// was not called, or when Shutdown came first.
+func (h *Handler) Serving() <-chan struct{} { return h.serving }
 
 // connPolicy says whether connections from a are free of the per-address
 // cap (trusted proxies and exempt peers), and the IPv6 prefix peers are

@@ -407,17 +407,26 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	go func() { defer wg.Done(); m.hangupLoop(bg) }()
 	go func() { defer wg.Done(); m.rejects.Run(bg) }()
 
-	m.log.Info("limiterd serving", "version", versionLine(buildInfo()), "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
-		"upstream", upstream.String(), "groups", len(limCfg.Groups))
-	m.state.started(time.Now())
-	close(m.ready)
-	m.notify.ready("serving")
-
+	// Ready (READY=1 to systemd) once both listeners accept: the admin
+	// listener's http.Server accepts from its bound socket as soon as it
+	// runs; the public listener's own accept loop says when it does.
 	var runErr error
 	select {
+	case <-dp.Serving():
+		m.log.Info("limiterd serving", "version", versionLine(buildInfo()), "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
+			"upstream", upstream.String(), "groups", len(limCfg.Groups))
+		m.state.started(time.Now())
+		close(m.ready)
+		m.notify.ready("serving")
+		select {
+		case <-ctx.Done():
+		case runErr = <-errc:
+		}
 	case <-ctx.Done():
-		m.log.Info("shutting down: draining in-flight requests", "timeout", cfg.Server.ShutdownTimeout)
 	case runErr = <-errc:
+	}
+	if runErr == nil {
+		m.log.Info("shutting down: draining in-flight requests", "timeout", cfg.Server.ShutdownTimeout)
 	}
 	m.notify.stopping()
 	// Outbound callers still waiting are told limiterd is going away (the
