@@ -479,6 +479,18 @@ func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, n
 	}
 }
 
+// dataPlaneKeys is [server] but for the keys a reload says nothing of
+// here: the public listener's limits and timeouts, which it takes only
+// at start.
+func dataPlaneKeys(s config.Server) config.Server {
+	return config.Server{
+		MaxRequestBody: s.MaxRequestBody, ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout,
+		ClientBodyTimeout: s.ClientBodyTimeout, SendTimeout: s.SendTimeout, UpstreamConnectTimeout: s.UpstreamConnectTimeout,
+		UpstreamHeaderTimeout: s.UpstreamHeaderTimeout, UpstreamReadTimeout: s.UpstreamReadTimeout,
+		UpstreamMaxConns: s.UpstreamMaxConns, MaxConns: s.MaxConns, MaxConnsPerIP: s.MaxConnsPerIP,
+	}
+}
+
 // tickLoop runs the limiter's sweeper, frees idle throttle keys and
 // removes the exemptions that expired, once a second.
 func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *throttle.Throttle, lv *live.Live, now func() time.Time) {
@@ -550,6 +562,9 @@ func (m *Main) Reload() error {
 	}
 	if cfg.Server.Listen != m.cfg.Server.Listen || cfg.Admin.Listen != m.cfg.Admin.Listen || cfg.Server.Upstream != m.cfg.Server.Upstream {
 		m.log.Warn("listen addresses and the upstream change only on restart")
+	}
+	if dataPlaneKeys(cfg.Server) != dataPlaneKeys(m.cfg.Server) {
+		m.log.Warn("the public listener's limits and timeouts ([server] max_request_body … max_conns_per_ip) change only on restart")
 	}
 	m.cfg = cfg
 	return nil
