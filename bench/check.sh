@@ -40,6 +40,7 @@ listen = "127.0.0.1:18086"
 token = "bench"
 [peers]
 trusted_proxies = ["127.0.0.1/32"]
+forwarded_header = "x-forwarded-for"
 TOML
 "$work/limiterd" -config "$work/limiterd.toml" 2>"$work/limiterd.log" & pids+=($!)
 for _ in $(seq 50); do curl -sf http://127.0.0.1:18086/healthz >/dev/null && break; sleep 0.1; done

@@ -79,6 +79,19 @@ type Server struct {
 	// RateLimitHeaders is server.ratelimit_headers: which rate-limit
 	// fields limited replies carry (SPEC §7).
 	RateLimitHeaders ratelimit.Set
+
+	// The public listener (config/dataplane.go).
+	MaxRequestBody         int64         // bytes; a larger request body is answered 413
+	ReadHeaderTimeout      time.Duration // a request's line and headers
+	IdleTimeout            time.Duration // the next request on a keep-alive connection
+	ClientBodyTimeout      time.Duration // each wait for more of a request body
+	SendTimeout            time.Duration // each wait for the client to take more of an answer
+	UpstreamConnectTimeout time.Duration // connecting to the node (and waiting for a free connection)
+	UpstreamHeaderTimeout  time.Duration // the node's first byte once the request is sent
+	UpstreamReadTimeout    time.Duration // each wait for more of the node's answer (or for it to take the request body)
+	UpstreamMaxConns       int           // connections to the node, busy and idle
+	MaxConns               int           // open client connections
+	MaxConnsPerIP          int           // open connections of one client address; 0: no cap
 }
 
 // Admin is the [admin] table: the admin listener and its token.

@@ -79,7 +79,11 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 		t.Errorf("routes:\n got %+v\nwant %+v", c.Routes.Rules, want)
 	}
 	want := config.Config{
-		Server:   config.Server{Listen: "0.0.0.0:1985", Upstream: "http://127.0.0.1:1984", DataDir: must(filepath.Abs("data")), ShutdownTimeout: 15 * time.Second},
+		Server: config.Server{Listen: "0.0.0.0:1985", Upstream: "http://127.0.0.1:1984", DataDir: must(filepath.Abs("data")), ShutdownTimeout: 15 * time.Second,
+			MaxRequestBody: 64 << 20, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+			ClientBodyTimeout: 60 * time.Second, SendTimeout: 60 * time.Second, UpstreamConnectTimeout: 5 * time.Second,
+			UpstreamHeaderTimeout: 60 * time.Second, UpstreamReadTimeout: 60 * time.Second, UpstreamMaxConns: 1024,
+			MaxConns: 16384, MaxConnsPerIP: 512},
 		Log:      config.Log{Format: "text", Level: "info", Rejections: "sampled"},
 		Admin:    config.Admin{Listen: "127.0.0.1:1986", CheckLease: 30 * time.Second},
 		Peers:    config.Peers{IPv6Prefix: 64, Exempt: []string{"127.0.0.1"}, MaxTracked: 1000000},

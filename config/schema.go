@@ -57,7 +57,10 @@ func schema() []field {
 	}
 	group = append(group, groupFields297()...)
 	return []field{
-		table("server", str("listen"), str("upstream"), str("data_dir"), dur("shutdown_timeout"), str("ratelimit_headers")),
+		table("server", str("listen"), str("upstream"), str("data_dir"), dur("shutdown_timeout"), str("ratelimit_headers"),
+			str("max_request_body"), dur("read_header_timeout"), dur("idle_timeout"), dur("client_body_timeout"),
+			dur("send_timeout"), dur("upstream_connect_timeout"), dur("upstream_header_timeout"),
+			dur("upstream_read_timeout"), num("upstream_max_conns"), num("max_conns"), num("max_conns_per_ip")),
 		table("arweave", str("version")),
 		table("log", str("format"), str("level"), str("rejections")),
 		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease"),

@@ -30,6 +30,18 @@ type (
 		DataDir         string `toml:"data_dir"`
 		ShutdownTimeout string `toml:"shutdown_timeout"`
 		RateLimitHeader string `toml:"ratelimit_headers"`
+
+		MaxRequestBody         string `toml:"max_request_body"`
+		ReadHeaderTimeout      string `toml:"read_header_timeout"`
+		IdleTimeout            string `toml:"idle_timeout"`
+		ClientBodyTimeout      string `toml:"client_body_timeout"`
+		SendTimeout            string `toml:"send_timeout"`
+		UpstreamConnectTimeout string `toml:"upstream_connect_timeout"`
+		UpstreamHeaderTimeout  string `toml:"upstream_header_timeout"`
+		UpstreamReadTimeout    string `toml:"upstream_read_timeout"`
+		UpstreamMaxConns       int    `toml:"upstream_max_conns"`
+		MaxConns               int    `toml:"max_conns"`
+		MaxConnsPerIP          int    `toml:"max_conns_per_ip"`
 	}
 	fileArweave struct {
 		Version string `toml:"version"`
@@ -196,6 +208,7 @@ func (c *Config) TOML() ([]byte, error) {
 			},
 		},
 	}
+	dataPlaneTOML(c.Server, &f.Server)
 	for _, t := range c.Admin.Tokens {
 		f.Admin.Tokens = append(f.Admin.Tokens, fileToken(t))
 	}

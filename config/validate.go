@@ -78,6 +78,7 @@ func build(p *problems, t tree) *Config {
 			p.addf("server.shutdown_timeout", "must be ≥ 0, got %s", d)
 		}
 	}
+	b.buildDataPlane(&c.Server)
 	if s, ok := b.str("server", "ratelimit_headers"); ok {
 		set, err := ratelimit.ParseSet(s)
 		if err != nil {

@@ -20,4 +20,16 @@ type ProxyCounters struct {
 	// InternalErrors counts requests answered 500 by limiterd itself:
 	// limiterd_internal_errors_total.
 	InternalErrors atomic.Uint64
+	// BadRequests counts requests the public listener refused as
+	// malformed or unsafe to proxy (400, 405, 408, 431):
+	// limiterd_bad_requests_total.
+	BadRequests atomic.Uint64
+	// TooLarge counts requests refused for a body over
+	// server.max_request_body (413): limiterd_request_body_too_large_total.
+	TooLarge atomic.Uint64
+	// ConnsRefusedPerIP and ConnsRefusedTotal count connections the public
+	// listener closed at once for server.max_conns_per_ip and
+	// server.max_conns: limiterd_connections_refused_total{cap}.
+	ConnsRefusedPerIP atomic.Uint64
+	ConnsRefusedTotal atomic.Uint64
 }

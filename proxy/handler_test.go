@@ -1,7 +1,10 @@
 package proxy_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -39,11 +42,13 @@ func (c *fakeClock) Add(d time.Duration) {
 // answers the status named by its ?status= (200 by default) and counts
 // the requests that reach it.
 type rig struct {
-	t     *testing.T
-	h     *proxy.Handler
-	lim   *limiter.Limiter
-	clock *fakeClock
-	hits  atomic.Int64
+	t      *testing.T
+	h      *proxy.Handler
+	lim    *limiter.Limiter
+	clock  *fakeClock
+	hits   atomic.Int64
+	base   string // the public listener's URL
+	client *http.Client
 }
 
 // newRig returns a rig whose general group admits leaky requests per 30 s
@@ -77,19 +82,60 @@ func newRig(t *testing.T, leaky int64, opts func(*proxy.Options), limOpts ...lim
 		opts(&o)
 	}
 	r.lim, r.h = lim, proxy.New(lim, o)
+	r.base = serve(t, r.h)
+	r.client = &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(r.client.CloseIdleConnections)
 	return r
 }
 
-// do sends one request from 192.0.2.1 through the handler.
+// do sends one request through the public listener over loopback, and
+// returns what the client got as a recorder holds it.
 func (r *rig) do(method, target string, hdr ...string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, target, nil)
-	req.RemoteAddr = "192.0.2.1:4000"
+	r.t.Helper()
+	req, err := http.NewRequest(method, r.base+target, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		r.t.Fatal(err)
+	}
 	w := httptest.NewRecorder()
-	r.h.ServeHTTP(w, req)
+	maps.Copy(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	w.Body.Write(b)
 	return w
+}
+
+// serve serves h's public listener on a loopback port until the test
+// ends, and returns its base URL.
+func serve(t *testing.T, h *proxy.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
 }
 
 // inflight returns the requests in flight in general.
@@ -160,13 +206,8 @@ func TestProxyReduceOnStatus(t *testing.T) {
 	}
 }
 
-// panicTransport stands for a bug of limiterd's own on the request's way.
-type panicTransport struct{}
-
-func (panicTransport) RoundTrip(*http.Request) (*http.Response, error) { panic("a bug") }
-
 func TestProxyReleasesOnPanic(t *testing.T) {
-	r := newRig(t, 10, func(o *proxy.Options) { o.Transport = panicTransport{} })
+	r := newRig(t, 10, proxy.PanicBeforeUpstream) // a bug of limiterd's own on the request's way
 	for range 5 {
 		if w := r.do("GET", "/info"); w.Code != http.StatusServiceUnavailable {
 			t.Fatalf("a panic: %d, want 503", w.Code)
@@ -205,7 +246,7 @@ func TestProxyUpstreamErrors(t *testing.T) {
 	t.Cleanup(slow.Close)
 	r = newRig(t, 10, func(o *proxy.Options) {
 		o.Upstream, _ = url.Parse(slow.URL)
-		o.Transport = &http.Transport{ResponseHeaderTimeout: 50 * time.Millisecond}
+		o.UpstreamHeaderTimeout = 50 * time.Millisecond
 	})
 	if w := r.do("GET", "/info"); w.Code != http.StatusGatewayTimeout {
 		t.Errorf("slow upstream: %d, want 504", w.Code)

@@ -8,24 +8,17 @@ import (
 )
 
 // The data plane's reports besides its counters, kept in this file so
-// that a handler (net/http today, fasthttp tomorrow) needs one call per
-// event:
+// that a handler (the public listener's, the check API's, auth_request's)
+// needs one call per event:
 //
 //   - noteDecision after every Decide (the proxy, the check API,
 //     auth_request): refusals go to the RejectLog ([log].rejections);
 //   - noteDenied for a denied peer on an exempt path (no decision);
 //   - noteUpstreamError when the upstream fails (502/504), sampled warn;
-//   - noteExchange once a public-listener exchange is answered:
+//   - noteExchange once a public-listener exchange has ended:
 //     limiterd_proxy_request_duration_seconds{group,code}.
 //
 // A nil Options.RejectLog logs nothing; the histograms always count.
-
-// exchange is one public-listener request being timed.
-type exchange struct {
-	start  time.Time
-	group  limiter.GroupID // insight.ExemptPathGroup for an exempt path
-	status int             // the status answered; 0: none (the client went away)
-}
 
 // noteDecision reports a decision's refusal to the RejectLog.
 func (h *Handler) noteDecision(now time.Time, peer limiter.PeerKey, d *limiter.Decision) {
@@ -46,16 +39,19 @@ func (h *Handler) noteDenied(now time.Time, peer limiter.PeerKey) {
 }
 
 // noteUpstreamError reports a failed upstream exchange: a timeout (504)
-// or an unreachable node (502).
+// or an unreachable or broken node (502).
 func (h *Handler) noteUpstreamError(timeout bool, err error) {
 	h.opts.RejectLog.UpstreamError(h.now(), timeout, err)
 }
 
-// noteExchange records an answered exchange's duration (deferred by the
-// public listener's handler).
-func (h *Handler) noteExchange(ex *exchange) {
-	if ex.status == 0 {
+// noteExchange records the duration of a public-listener exchange once it
+// has ended (exchange.finish): from the handler's start to the end of the
+// answer's body. An exchange that was never classified (refused as
+// malformed before) or whose client went away before any answer has no
+// status and is not recorded.
+func (h *Handler) noteExchange(x *exchange) {
+	if x.status == 0 {
 		return
 	}
-	h.Exchanges.Observe(ex.group, ex.status, h.now().Sub(ex.start))
+	h.Exchanges.Observe(x.group, x.status, h.since(x.start))
 }

@@ -1,61 +1,133 @@
-// Package proxy is limiterd's data plane: the public listener's handler,
-// which classifies every request, identifies its peer, decides, proxies
-// an admitted request to the node and releases its in-flight slot however
-// the exchange ends; and the data-plane calls the admin listener serves
-// for other proxies (the sidecar check, its release and nginx's
-// auth_request), which decide exactly as the proxy does.
+// Package proxy is limiterd's data plane: the public listener, a
+// fasthttp.Server that classifies every request, identifies its peer,
+// decides, proxies an admitted request to the node through one
+// fasthttp.HostClient and releases its in-flight slot however the exchange
+// ends; and the data-plane calls the admin listener serves for other
+// proxies (the sidecar check, its release and nginx's auth_request), which
+// decide exactly as the public listener does and stay net/http handlers.
+//
+// Bodies stream both ways: neither a request nor a response body is held
+// whole in memory. Every wait has a bound (Options); see docs/decisions.md
+// for what holds an in-flight slot and for how long.
 package proxy
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httputil"
+	"net/netip"
 	"net/url"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/ticker"
 )
 
-// Options configure a Handler.
+// The defaults of Options, those of SPEC §3's [server] table.
+const (
+	DefaultMaxRequestBody         = 64 << 20
+	DefaultReadHeaderTimeout      = 10 * time.Second
+	DefaultIdleTimeout            = 120 * time.Second
+	DefaultClientBodyTimeout      = 60 * time.Second
+	DefaultSendTimeout            = 60 * time.Second
+	DefaultUpstreamConnectTimeout = 5 * time.Second
+	DefaultUpstreamHeaderTimeout  = 60 * time.Second
+	DefaultUpstreamReadTimeout    = 60 * time.Second
+	DefaultUpstreamMaxConns       = 1024
+	DefaultMaxConns               = 16384
+	DefaultMaxConnsPerIP          = 512
+	// MaxHeaderBytes bounds a request's line and headers (431 beyond),
+	// and an upstream response's headers (502 beyond).
+	MaxHeaderBytes = 64 << 10
+)
+
+// Options configure a Handler. A zero duration or size means its default.
 type Options struct {
-	// Upstream is the node the public listener proxies to.
+	// Upstream is the node the public listener proxies to (http only:
+	// the node is on the same machine or network).
 	Upstream *url.URL
-	// Transport is the proxy's transport; nil means a default tuned for
-	// one upstream.
-	Transport http.RoundTripper
 	// CheckLease bounds how long a /api/v1/check admission holds its
 	// in-flight slot when nobody releases it; 0 means 30 s.
 	CheckLease time.Duration
-	// SendTimeout bounds how long a proxied response may wait for the
-	// client to take more of it; 0 means DefaultSendTimeout. There is no
-	// bound on the whole response.
+
+	// MaxRequestBody is the largest request body passed on
+	// (server.max_request_body); a larger one is answered 413.
+	MaxRequestBody int64
+	// ReadHeaderTimeout bounds the wait for a request's line and headers
+	// from its first byte, or from the connection's opening for the first
+	// request (server.read_header_timeout): 408 beyond.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a keep-alive
+	// connection (server.idle_timeout): closed silently beyond.
+	IdleTimeout time.Duration
+	// ClientBodyTimeout bounds each wait for more of a request body
+	// (server.client_body_timeout): 408 beyond.
+	ClientBodyTimeout time.Duration
+	// SendTimeout bounds how long a response may wait for the client to
+	// take more of it (server.send_timeout); there is no bound on the
+	// whole response.
 	SendTimeout time.Duration
-	Logger      *slog.Logger
-	// Now is the clock; nil means time.Now.
+	// UpstreamConnectTimeout bounds connecting to the node, and waiting
+	// for a free connection when UpstreamMaxConns are busy
+	// (server.upstream_connect_timeout): 504 beyond.
+	UpstreamConnectTimeout time.Duration
+	// UpstreamHeaderTimeout bounds the wait for the first byte of the
+	// node's answer once the request is sent
+	// (server.upstream_header_timeout): 504 beyond.
+	UpstreamHeaderTimeout time.Duration
+	// UpstreamReadTimeout bounds each wait for more of the node's
+	// response body, and for the node to take more of a request body
+	// (server.upstream_read_timeout): the exchange is cut off beyond.
+	UpstreamReadTimeout time.Duration
+	// UpstreamMaxConns caps the connections to the node, busy and idle
+	// (server.upstream_max_conns).
+	UpstreamMaxConns int
+	// MaxConns caps the public listener's open connections
+	// (server.max_conns): 503 and closed beyond. It is lowered to fit the
+	// process's limit on open files.
+	MaxConns int
+	// MaxConnsPerIP caps the open connections of one client address
+	// (server.max_conns_per_ip; IPv6 by peers.ipv6_prefix; trusted
+	// proxies and exempt peers are not capped): 429 and closed beyond. A
+	// negative value means no cap.
+	MaxConnsPerIP int
+
+	Logger *slog.Logger
+	// Now is the clock of decisions; nil means time.Now. Timeouts run on
+	// the real clock.
 	Now func() time.Time
 	// RejectLog logs refusals and upstream errors ([log].rejections);
 	// nil logs none.
 	RejectLog *insight.RejectLog
+
+	// hook, set by tests only, runs at the named points of an exchange.
+	hook func(point string)
+	// parkAfter, set by tests only, replaces the package's; parkAlone
+	// makes every idle connection park in a goroutine of its own.
+	parkAfter time.Duration
+	parkAlone bool
 }
 
 // Handler is the data plane. It is safe for concurrent use; Run owns its
-// background work (ending check leases).
+// background work (ending check leases), Serve and Shutdown the public
+// listener.
 type Handler struct {
-	lim   *limiter.Limiter
-	opts  Options
-	log   *slog.Logger
-	now   func() time.Time
-	proxy *httputil.ReverseProxy
+	lim  *limiter.Limiter
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+
+	srv       *fasthttp.Server
+	upstream  *upstream
+	parkAfter time.Duration
+	upHost    []byte // the node's host:port, Host of a request without one
+
 	// Lat holds the decision latency per group, Counts the data plane's
 	// own counters; the metrics collector reads both at scrape time.
 	Lat    insight.Latencies
@@ -64,25 +136,74 @@ type Handler struct {
 	// status class, read at scrape time.
 	Exchanges insight.Exchanges
 	leases    *leases
+
+	exchanges sync.Pool // of *exchange
+	// draining is set by Shutdown: answers say Connection: close.
+	draining atomic.Bool
+	// clock is the deadlines' clock, running while Serve does.
+	clock coarseClock
+
+	mu      sync.Mutex
+	gate    *connLimiter  // the listener Serve serves, once it does
+	parked  *parker       // its parked connections; nil: they park alone
+	shut    bool          // Shutdown was called
+	serving chan struct{} // closed once Serve accepts
 }
 
 // New returns a Handler deciding with lim.
 func New(lim *limiter.Limiter, opts Options) *Handler {
-	h := &Handler{lim: lim, opts: opts, log: opts.Logger, now: opts.Now, leases: newLeases()}
+	h := &Handler{lim: lim, opts: withDefaults(opts), log: opts.Logger, now: opts.Now, leases: newLeases(), serving: make(chan struct{})}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
 	if h.now == nil {
 		h.now = time.Now
 	}
-	if h.opts.SendTimeout <= 0 {
-		h.opts.SendTimeout = DefaultSendTimeout
-	}
-	if h.opts.CheckLease <= 0 {
-		h.opts.CheckLease = 30 * time.Second
-	}
-	h.proxy = h.newProxy()
+	h.parkAfter = cmp.Or(opts.parkAfter, parkAfter)
+	h.srv = h.newServer()
+	h.upstream = h.newUpstream()
 	return h
+}
+
+func withDefaults(o Options) Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.CheckLease, 30*time.Second)
+	def(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	def(&o.ClientBodyTimeout, DefaultClientBodyTimeout)
+	def(&o.SendTimeout, DefaultSendTimeout)
+	def(&o.UpstreamConnectTimeout, DefaultUpstreamConnectTimeout)
+	def(&o.UpstreamHeaderTimeout, DefaultUpstreamHeaderTimeout)
+	def(&o.UpstreamReadTimeout, DefaultUpstreamReadTimeout)
+	if o.MaxRequestBody <= 0 {
+		o.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if o.UpstreamMaxConns <= 0 {
+		o.UpstreamMaxConns = DefaultUpstreamMaxConns
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.MaxConnsPerIP == 0 {
+		o.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if o.Upstream == nil {
+		o.Upstream = &url.URL{Scheme: "http", Host: "127.0.0.1:1984"}
+	}
+	return o
+}
+
+// since returns the time since t on the Handler's clock: with the real
+// clock, from its monotonic reading alone (one clock read, not two).
+func (h *Handler) since(t time.Time) time.Duration {
+	if h.opts.Now == nil {
+		return time.Since(t)
+	}
+	return h.now().Sub(t)
 }
 
 // Run ends the check leases that ran out, once a second, until ctx ends;
@@ -93,294 +214,128 @@ func (h *Handler) Run(ctx context.Context) error {
 	return nil
 }
 
-// HTTPServer returns the public listener's http.Server, with timeouts a
-// slow client cannot abuse: headers within 10 s, a body within 60 s, a
-// response begun within 120 s (then extended while the client reads, see
-// proxyWriter), idle connections closed after 120 s, headers at most
-// 64 KiB.
-func (h *Handler) HTTPServer() *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      120 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
-	}
-}
-
-// ServeHTTP is the public listener: see handleProxy.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handleProxy(w, r) }
-
-func (h *Handler) newProxy() *httputil.ReverseProxy {
-	up := h.opts.Upstream
-	tr := h.opts.Transport
-	if tr == nil {
-		tr = &http.Transport{
-			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConns:          1024,
-			MaxIdleConnsPerHost:   1024,
-			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: 60 * time.Second,
-			ExpectContinueTimeout: time.Second,
+// Serve serves the public listener on ln until Shutdown; it returns nil
+// after Shutdown.
+func (h *Handler) Serve(ln net.Listener) error {
+	maxConns := h.opts.MaxConns
+	if fds := fdLimit(); fds > 0 {
+		// Leave room for the node's connections, the admin listener, the
+		// database and the log.
+		if room := fds - h.opts.UpstreamMaxConns - 256; room < maxConns {
+			h.log.Warn("server.max_conns lowered to fit the limit on open files (raise LimitNOFILE / ulimit -n)",
+				"max_conns", maxConns, "now", max(room, 64), "open_files_limit", fds)
+			maxConns = max(room, 64)
 		}
 	}
-	return &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(up)
-			// The client's own X-Forwarded-* never reach the node; limiterd
-			// states the address it saw.
-			pr.SetXForwarded()
-			pr.Out.Host = pr.In.Host
-		},
-		Transport:    tr,
-		ErrorHandler: h.proxyError,
-		BufferPool:   &bufferPool{},
-		// What the proxy logs itself (an upstream that broke off a body)
-		// goes to the structured log, as a warning.
-		ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+	gate := newConnLimiter(ln, maxConns, h.opts.MaxConnsPerIP, h.opts.SendTimeout, &h.Counts, h.log, h.connPolicy)
+	gate.clock = &h.clock
+	h.mu.Lock()
+	if h.shut {
+		h.mu.Unlock()
+		_ = ln.Close()
+		return nil
 	}
-}
-
-// bufferPool recycles the proxy's 32 KiB copy buffers, which
-// httputil.ReverseProxy otherwise allocates for every response.
-type bufferPool struct{ p sync.Pool }
-
-func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	h.gate = gate
+	if !h.opts.parkAlone {
+		h.parked = newParker(h)
 	}
-	return make([]byte, 32<<10)
-}
-
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
-
-// proxyError answers 504 for an upstream timeout and 502 otherwise; a
-// client that went away gets nothing.
-func (h *Handler) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(r.Context().Err(), context.Canceled) {
-		return
+	h.clock.start()
+	select {
+	case <-h.serving:
+	default:
+		close(h.serving)
 	}
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-		h.Counts.UpstreamTimeouts.Add(1)
-		h.noteUpstreamError(true, err)
-		http.Error(w, "Gateway Timeout", http.StatusGatewayTimeout)
-		return
-	}
-	h.Counts.UpstreamErrors.Add(1)
-	h.noteUpstreamError(false, err)
-	http.Error(w, "Bad Gateway", http.StatusBadGateway)
-}
-
-// handleProxy is a request's way through the house: classify, identify the
-// peer, decide, release in a defer, proxy.
-func (h *Handler) handleProxy(w http.ResponseWriter, r *http.Request) {
-	defer h.recoverInternal(w, r)
-	ex := exchange{start: h.now(), group: insight.ExemptPathGroup}
-	defer h.noteExchange(&ex)
-	route := h.lim.Classify(r.Method, r.URL.Path)
-	peer := h.lim.PeerOf(r.RemoteAddr, r.Header)
-	if route.Exempt {
-		if h.lim.DenyExempt(peer) {
-			h.noteDenied(ex.start, peer.Key)
-			ex.status = http.StatusForbidden
-			http.Error(w, "Forbidden", http.StatusForbidden)
-			return
-		}
-		h.Counts.ExemptPath.Add(1)
-		sw := h.newProxyWriter(w)
-		h.proxy.ServeHTTP(sw, r)
-		ex.status = sw.status
-		return
-	}
-	ex.group = route.Group
-	now := h.now()
-	d := h.lim.Decide(now, peer, route.Group)
-	h.Lat.Observe(d.Group, h.now().Sub(now))
-	defer d.Release()
-	h.noteDecision(now, peer.Key, &d)
-
-	if d.Reason == limiter.ReasonDenied && !d.Allowed {
-		ex.status = http.StatusForbidden
-		http.Error(w, "Forbidden", http.StatusForbidden)
-		return
-	}
-	if d.Reason == limiter.ReasonUnavailable {
-		ex.status = http.StatusServiceUnavailable
-		// The backend could not decide (SPEC §7: a limiter internal error):
-		// 503, without rate-limit fields.
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
-		return
-	}
-	if d.Limited {
-		q := d.Quota()
-		setRateLimitHeaders(w.Header(), h.lim.GroupName(d.Group), &q)
-	}
-	if !d.Allowed {
-		ex.status = http.StatusTooManyRequests
-		h.reject(w, r, &d)
-		return
-	}
-	sw := h.newProxyWriter(w)
-	h.proxy.ServeHTTP(sw, r)
-	ex.status = sw.status
-	if slices.Contains(route.ReduceOnStatus, sw.status) {
-		h.lim.Reduce(h.now(), peer.Key, route.Group)
-	}
-}
-
-// recoverInternal turns a panic of limiterd's own into a 503 (SPEC §7: a
-// limiter internal error), counted and logged. http.ErrAbortHandler — the
-// proxy aborting an exchange the upstream broke — goes on up to the server.
-// Deferred before the decision, it runs after the in-flight slot is
-// released.
-func (h *Handler) recoverInternal(w http.ResponseWriter, r *http.Request) {
-	v := recover()
-	if v == nil {
-		return
-	}
-	if v == http.ErrAbortHandler {
-		panic(v)
-	}
-	h.Counts.InternalErrors.Add(1)
-	h.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "panic", v)
-	http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
-}
-
-// reject writes the 429 of SPEC §7.
-func (h *Handler) reject(w http.ResponseWriter, r *http.Request, d *limiter.Decision) {
-	hd := w.Header()
-	hd.Set("Retry-After", strconv.FormatInt(d.RetryAfter, 10))
-	hd.Set("Cache-Control", "no-store")
-	if prefersJSON(r.Header.Get("Accept")) {
-		hd.Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusTooManyRequests)
-		_ = json.NewEncoder(w).Encode(struct {
-			Error      string `json:"error"`
-			Group      string `json:"group"`
-			Reason     string `json:"reason"`
-			RetryAfter int64  `json:"retry_after"`
-		}{"too_many_requests", h.lim.GroupName(d.Group), d.Reason.String(), d.RetryAfter})
-		return
-	}
-	hd.Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write([]byte("Too Many Requests"))
-}
-
-// setRateLimitHeaders writes RateLimit-Policy and RateLimit
-// (draft-ietf-httpapi-ratelimit-headers): the bucket as the group's policy
-// and, when the group uses a sliding window, the window as "<group>-window".
-func setRateLimitHeaders(h http.Header, group string, q *limiter.Quota) {
-	var pol, cur []byte
-	pol = appendItem(pol, group, "q", q.BucketLimit, "w", ceilSec(q.BucketWindow))
-	cur = appendItem(cur, group, "r", q.BucketRemaining, "t", ceilSec(q.BucketReset))
-	if q.WindowLimit > 0 {
-		pol = append(pol, ", "...)
-		pol = appendItem(pol, group+"-window", "q", q.WindowLimit, "w", ceilSec(q.WindowDuration))
-		cur = append(cur, ", "...)
-		cur = appendItem(cur, group+"-window", "r", q.WindowRemaining, "t", ceilSec(q.WindowReset))
-	}
-	h["Ratelimit-Policy"] = []string{string(pol)}
-	h["Ratelimit"] = []string{string(cur)}
-}
-
-func appendItem(b []byte, name, k1 string, v1 int64, k2 string, v2 int64) []byte {
-	b = append(b, '"')
-	b = append(b, name...)
-	b = append(b, `";`...)
-	b = append(b, k1...)
-	b = append(b, '=')
-	b = strconv.AppendInt(b, v1, 10)
-	b = append(b, ';')
-	b = append(b, k2...)
-	b = append(b, '=')
-	return strconv.AppendInt(b, v2, 10)
-}
-
-func ceilSec(ms int64) int64 { return (ms + 999) / 1000 }
-
-// prefersJSON reports whether an Accept header ranks application/json
-// above text/plain (explicitly listed, with a q at least as high as any
-// text or wildcard type).
-func prefersJSON(accept string) bool {
-	if accept == "" {
-		return false
-	}
-	qJSON, qText := -1.0, -1.0
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		q := 1.0
-		for _, p := range strings.Split(params, ";") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(p), "q="); ok {
-				if f, err := strconv.ParseFloat(v, 64); err == nil {
-					q = f
-				}
+	h.mu.Unlock()
+	for {
+		c, err := gate.Accept()
+		if err != nil {
+			if gate.closing.Load() {
+				return nil
 			}
+			return err
 		}
-		switch mt = strings.ToLower(strings.TrimSpace(mt)); {
-		case mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")):
-			qJSON = max(qJSON, q)
-		case mt == "text/plain" || mt == "text/*" || mt == "*/*":
-			qText = max(qText, q)
+		go h.serve(c.(conn))
+	}
+}
+
+// Serving returns a channel closed once Serve accepts connections (its
+// caps, the parking of idle connections and the deadlines' clock set up):
+// the daemon says it is ready only then. It is never closed when Serve
+// was not called, or when Shutdown came first.
+func (h *Handler) Serving() <-chan struct{} { return h.serving }
+
+// connPolicy says whether connections from a are free of the per-address
+// cap (trusted proxies and exempt peers), and the IPv6 prefix peers are
+// keyed by.
+func (h *Handler) connPolicy(a netip.Addr) (bool, int) {
+	cfg := h.lim.Config()
+	for _, p := range cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true, cfg.IPv6Prefix
 		}
 	}
-	return qJSON > 0 && qJSON >= qText
-}
-
-// DefaultSendTimeout is Options.SendTimeout's default.
-const DefaultSendTimeout = 60 * time.Second
-
-// proxyWriter is the ResponseWriter of a proxied request. It remembers
-// the status the upstream answered (for reduce_on_status), and it moves
-// the connection's write deadline sendTimeout past each write that makes
-// progress: a response may take as long as it takes while the client
-// reads it (chunks and blocks to slow peers), but a client that stops
-// reading is cut off sendTimeout later, as nginx's send_timeout does. The
-// server's WriteTimeout is the deadline until the first write.
-type proxyWriter struct {
-	http.ResponseWriter
-	status   int
-	timeout  time.Duration
-	deadline time.Time // the write deadline last set; zero: the server's
-}
-
-func (h *Handler) newProxyWriter(w http.ResponseWriter) *proxyWriter {
-	return &proxyWriter{ResponseWriter: w, timeout: h.opts.SendTimeout}
-}
-
-func (w *proxyWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
+	for _, p := range cfg.Exempt {
+		if p.Contains(a) {
+			return true, cfg.IPv6Prefix
+		}
 	}
-	w.ResponseWriter.WriteHeader(code)
+	return false, cfg.IPv6Prefix
 }
 
-func (w *proxyWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
+// Shutdown stops the public listener: no new connection is accepted,
+// idle ones are closed, the answers in flight say Connection: close, and it
+// waits for them to end until ctx does; then it closes every connection
+// left, cuts off the exchanges with the node still running, and returns
+// ctx's error.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	h.shut = true
+	gate, parked := h.gate, h.parked
+	h.mu.Unlock()
+	h.draining.Store(true)
+	var err error
+	if gate != nil {
+		gate.closing.Store(true)
+		_ = gate.Listener.Close()
+		if parked != nil {
+			parked.stop()
+		}
+		for gate.Open() > 0 {
+			gate.closeIdle()
+			select {
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+				continue
+			}
+			break
+		}
+		if err != nil {
+			gate.closeAll()
+			h.upstream.cutAll()
+		}
 	}
-	// Set again when a quarter of the timeout is used up: one deadline
-	// change per write would be a timer reset per 32 KiB.
-	if now := time.Now(); w.deadline.Sub(now) < w.timeout*3/4 {
-		w.deadline = now.Add(w.timeout)
-		// An error means the connection cannot take deadlines: the
-		// server's stays.
-		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(w.deadline)
-	}
-	return w.ResponseWriter.Write(b)
+	h.upstream.closeIdle()
+	h.mu.Lock()
+	h.clock.halt()
+	h.mu.Unlock()
+	return err
 }
 
-// Unwrap lets http.ResponseController reach the connection.
-func (w *proxyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// parker returns the parker of the connections, nil when there is none.
+func (h *Handler) parker() *parker {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.parked
+}
 
-// Flush passes flushes through for streamed responses.
-func (w *proxyWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
+// OpenConns returns the public listener's open connections.
+func (h *Handler) OpenConns() int {
+	h.mu.Lock()
+	gate := h.gate
+	h.mu.Unlock()
+	if gate == nil {
+		return 0
 	}
+	return gate.Open()
 }

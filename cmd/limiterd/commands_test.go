@@ -61,6 +61,15 @@ func TestHangupReload(t *testing.T) {
 	if s := d.get("/info").StatusCode; s != 200 {
 		t.Fatalf("after a good reload: %d, want 200", s)
 	}
+	const restartOnly = "the public listener's limits and timeouts"
+	if strings.Contains(d.stderr.String(), restartOnly) {
+		t.Fatalf("a reload that left [server] alone warns of it:\n%s", d.stderr.String())
+	}
+	// The public listener's keys are taken at start only: a reload says so.
+	body = strings.Replace(body, `shutdown_timeout = "5s"`, "shutdown_timeout = \"5s\"\nmax_conns = 100", 1)
+	os.WriteFile(d.cfg, []byte(body), 0o600)
+	d.Hangup <- syscall.SIGHUP
+	eventually(t, "the restart-only warning", func() bool { return strings.Contains(d.stderr.String(), restartOnly) })
 }
 
 func TestGracefulStopDrains(t *testing.T) {

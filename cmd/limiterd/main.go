@@ -345,13 +345,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	m.mu.Unlock()
 
 	m.rejects = insight.NewRejectLog(m.log, insight.RejectLogOptions{Mode: rejectMode(cfg.Log.Rejections), GroupName: lim.GroupName})
-	dp := proxy.New(lim, proxy.Options{
-		Upstream:   upstream,
-		CheckLease: cfg.Admin.CheckLease,
-		Logger:     m.log,
-		Now:        now,
-		RejectLog:  m.rejects,
-	})
+	dp := proxy.New(lim, dataPlaneOptions(cfg, upstream, m.log, now, m.rejects))
 	reg := prometheus.NewRegistry()
 	srv, err := web.NewServer(lim, lv, web.Options{
 		Upstream:   upstream,
@@ -399,24 +393,24 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		return fmt.Errorf("admin.listen: %w", err)
 	}
 	m.publicAddr, m.adminAddr = publicLn.Addr(), adminLn.Addr()
-	public := dp.HTTPServer()
 	admin := srv.HTTPServer()
 
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
-	for _, x := range []struct {
-		s  *http.Server
-		ln net.Listener
-	}{{public, publicLn}, {admin, adminLn}} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := x.s.Serve(x.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-	}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := dp.Serve(publicLn); err != nil {
+			errc <- fmt.Errorf("public listener: %w", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := admin.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("admin listener: %w", err)
+		}
+	}()
 	wg.Add(6)
 	go func() { defer wg.Done(); _ = srv.Run(bg) }()
 	go func() { defer wg.Done(); _ = dp.Run(bg) }()
@@ -429,26 +423,34 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		go func() { defer wg.Done(); replicateLive(bg, cb, lv) }()
 	}
 
-	m.log.Info("limiterd serving", "version", versionLine(buildInfo()), "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
-		"upstream", upstream.String(), "groups", len(limCfg.Groups))
-	m.state.started(time.Now())
-	close(m.ready)
-	m.notify.ready("serving")
-
+	// Ready (READY=1 to systemd) once both listeners accept: the admin
+	// listener's http.Server accepts from its bound socket as soon as it
+	// runs; the public listener's own accept loop says when it does.
 	var runErr error
 	select {
+	case <-dp.Serving():
+		m.log.Info("limiterd serving", "version", versionLine(buildInfo()), "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
+			"upstream", upstream.String(), "groups", len(limCfg.Groups))
+		m.state.started(time.Now())
+		close(m.ready)
+		m.notify.ready("serving")
+		select {
+		case <-ctx.Done():
+		case runErr = <-errc:
+		}
 	case <-ctx.Done():
-		m.log.Info("shutting down: draining in-flight requests", "timeout", cfg.Server.ShutdownTimeout)
 	case runErr = <-errc:
+	}
+	if runErr == nil {
+		m.log.Info("shutting down: draining in-flight requests", "timeout", cfg.Server.ShutdownTimeout)
 	}
 	m.notify.stopping()
 	// Outbound callers still waiting are told limiterd is going away (the
 	// client then goes on, as when limiterd is not running).
 	srv.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), max(cfg.Server.ShutdownTimeout, time.Millisecond))
-	if err := public.Shutdown(sctx); err != nil {
-		m.log.Warn("drain ended before every request finished", "err", err)
-		public.Close()
+	if err := dp.Shutdown(sctx); err != nil {
+		m.log.Warn("drain ended before every request finished: their connections are closed", "err", err)
 	}
 	cancel()
 	actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -464,6 +466,45 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 	m.log.Info("limiterd stopped")
 	return runErr
+}
+
+// dataPlaneOptions are the public listener's settings from [server].
+func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, now func() time.Time, rejects *insight.RejectLog) proxy.Options {
+	s := cfg.Server
+	perIP := s.MaxConnsPerIP
+	if perIP == 0 {
+		perIP = -1 // no cap
+	}
+	return proxy.Options{
+		Upstream:               upstream,
+		CheckLease:             cfg.Admin.CheckLease,
+		MaxRequestBody:         s.MaxRequestBody,
+		ReadHeaderTimeout:      s.ReadHeaderTimeout,
+		IdleTimeout:            s.IdleTimeout,
+		ClientBodyTimeout:      s.ClientBodyTimeout,
+		SendTimeout:            s.SendTimeout,
+		UpstreamConnectTimeout: s.UpstreamConnectTimeout,
+		UpstreamHeaderTimeout:  s.UpstreamHeaderTimeout,
+		UpstreamReadTimeout:    s.UpstreamReadTimeout,
+		UpstreamMaxConns:       s.UpstreamMaxConns,
+		MaxConns:               s.MaxConns,
+		MaxConnsPerIP:          perIP,
+		Logger:                 log,
+		Now:                    now,
+		RejectLog:              rejects,
+	}
+}
+
+// dataPlaneKeys is [server] but for the keys a reload says nothing of
+// here: the public listener's limits and timeouts, which it takes only
+// at start.
+func dataPlaneKeys(s config.Server) config.Server {
+	return config.Server{
+		MaxRequestBody: s.MaxRequestBody, ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout,
+		ClientBodyTimeout: s.ClientBodyTimeout, SendTimeout: s.SendTimeout, UpstreamConnectTimeout: s.UpstreamConnectTimeout,
+		UpstreamHeaderTimeout: s.UpstreamHeaderTimeout, UpstreamReadTimeout: s.UpstreamReadTimeout,
+		UpstreamMaxConns: s.UpstreamMaxConns, MaxConns: s.MaxConns, MaxConnsPerIP: s.MaxConnsPerIP,
+	}
 }
 
 // tickLoop runs the limiter's sweeper, frees idle throttle keys and
@@ -540,6 +581,9 @@ func (m *Main) Reload() error {
 	}
 	if !reflect.DeepEqual(cfg.Cluster, m.cfg.Cluster) {
 		m.log.Warn("the [cluster] settings change only on restart")
+	}
+	if dataPlaneKeys(cfg.Server) != dataPlaneKeys(m.cfg.Server) {
+		m.log.Warn("the public listener's limits and timeouts ([server] max_request_body … max_conns_per_ip) change only on restart")
 	}
 	m.cfg = cfg
 	return nil

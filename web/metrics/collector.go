@@ -50,6 +50,7 @@ type metricsCollector struct {
 
 	wouldReject, denied, admitted, evictions, tracked *prometheus.Desc
 	upstreamErrors, internalErrors, exemptPath        *prometheus.Desc
+	badRequests, tooLarge, connsRefused               *prometheus.Desc
 
 	algorithm, groupEntries, logTimestamps, stateDropped *prometheus.Desc
 }
@@ -113,6 +114,13 @@ func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCoun
 			"Requests limiterd answered with 503 because of its own error (a panic in its request path).", nil, nil),
 		exemptPath: prometheus.NewDesc("limiterd_exempt_path_requests_total",
 			"Requests passed on without limiting because their path is in exempt_paths.", nil, nil),
+		badRequests: prometheus.NewDesc("limiterd_bad_requests_total",
+			"Requests the public listener refused as malformed or unsafe to proxy (400, 405, 408, 431).", nil, nil),
+		tooLarge: prometheus.NewDesc("limiterd_request_body_too_large_total",
+			"Requests refused with 413: a body over server.max_request_body.", nil, nil),
+		connsRefused: prometheus.NewDesc("limiterd_connections_refused_total",
+			"Client connections closed at once by a cap: per_ip (server.max_conns_per_ip) or total (server.max_conns).",
+			[]string{"cap"}, nil),
 
 		algorithm: prometheus.NewDesc("limiterd_algorithm_info",
 			"The algorithm each group decides with (SPEC §6.2): 1 for the group's, labelled by its name.",
@@ -144,6 +152,9 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.upstreamErrors
 		ch <- c.internalErrors
 		ch <- c.exemptPath
+		ch <- c.badRequests
+		ch <- c.tooLarge
+		ch <- c.connsRefused
 	}
 	if len(c.extra) == 0 {
 		return
@@ -223,6 +234,10 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.upstreamErrors, c.pc.UpstreamTimeouts.Load(), "timeout")
 		counter(c.internalErrors, c.pc.InternalErrors.Load())
 		counter(c.exemptPath, c.pc.ExemptPath.Load())
+		counter(c.badRequests, c.pc.BadRequests.Load())
+		counter(c.tooLarge, c.pc.TooLarge.Load())
+		counter(c.connsRefused, c.pc.ConnsRefusedPerIP.Load(), "per_ip")
+		counter(c.connsRefused, c.pc.ConnsRefusedTotal.Load(), "total")
 	}
 	c.collectExtra(ch)
 }

@@ -305,6 +305,10 @@ func TestCollectorAllGroups(t *testing.T) {
 	pc.UpstreamTimeouts.Add(3)
 	pc.InternalErrors.Add(4)
 	pc.ExemptPath.Add(5)
+	pc.BadRequests.Add(6)
+	pc.TooLarge.Add(7)
+	pc.ConnsRefusedPerIP.Add(8)
+	pc.ConnsRefusedTotal.Add(9)
 	lim.Reduce(t0, a.Key, chunk) // counts; nothing to reduce
 
 	groups := lim.Groups()
@@ -313,8 +317,8 @@ func TestCollectorAllGroups(t *testing.T) {
 	}
 	// Per group: 9 ar_ counter series, 6 gauges, 7 limiterd_ counter
 	// series, 3 limiterd_ gauges (entries, sliding log timestamps, the
-	// algorithm), one histogram; then 6 process-wide series.
-	if n, want := testutil.CollectAndCount(c), 26*len(groups)+6; n != want {
+	// algorithm), one histogram; then 10 process-wide series.
+	if n, want := testutil.CollectAndCount(c), 26*len(groups)+10; n != want {
 		t.Errorf("CollectAndCount = %d, want %d", n, want)
 	}
 	if n := testutil.CollectAndCount(c, "ar_limiter_rejected_total"); n != 2*len(groups) {
@@ -349,6 +353,10 @@ func TestCollectorAllGroups(t *testing.T) {
 		`limiterd_upstream_errors_total{kind="timeout"}`:                  3,
 		`limiterd_internal_errors_total{}`:                                4,
 		`limiterd_exempt_path_requests_total{}`:                           5,
+		`limiterd_bad_requests_total{}`:                                   6,
+		`limiterd_request_body_too_large_total{}`:                         7,
+		`limiterd_connections_refused_total{cap="per_ip"}`:                8,
+		`limiterd_connections_refused_total{cap="total"}`:                 9,
 		`ar_limiter_response_time_microseconds_count{limiter_id="chunk"}`: 0,
 	})
 

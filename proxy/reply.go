@@ -1,0 +1,195 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// The replies of SPEC §7 are byte for byte those of the net/http proxy
+// limiterd had before fasthttp (reply_test.go holds them): http.Error's
+// text/plain bodies with their newline and X-Content-Type-Options, the 429
+// as handleProxy wrote it, the JSON as encoding/json encodes it.
+
+// fail answers code with http.Error's body (the status text and a
+// newline), keeping the header fields already set (the rate-limit fields
+// of a 502 or 504).
+func fail(ctx *fasthttp.RequestCtx, code int) {
+	r := &ctx.Response
+	r.SetStatusCode(code)
+	r.Header.Del("Content-Encoding")
+	r.Header.SetContentType("text/plain; charset=utf-8")
+	r.Header.Set("X-Content-Type-Options", "nosniff")
+	r.SetBodyString(http.StatusText(code) + "\n")
+}
+
+// failClose is fail, with the connection closed after the answer (the
+// request's framing cannot be trusted).
+func failClose(ctx *fasthttp.RequestCtx, code int) {
+	fail(ctx, code)
+	ctx.SetConnectionClose()
+}
+
+// unavailable answers 503 for a backend that could not decide: Retry-After
+// 1, without rate-limit fields.
+func unavailable(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.Set("Retry-After", "1")
+	fail(ctx, http.StatusServiceUnavailable)
+}
+
+// reject writes the 429 of SPEC §7: Retry-After, and "Too Many Requests"
+// or, when the client prefers JSON, the reason as JSON.
+func (h *Handler) reject(ctx *fasthttp.RequestCtx, d *limiter.Decision) {
+	r := &ctx.Response
+	var b [160]byte
+	r.Header.SetCanonical(hdrRetryAfter, strconv.AppendInt(b[:0], d.RetryAfter, 10))
+	r.Header.SetCanonical(hdrCacheControl, valueNoStore)
+	r.SetStatusCode(http.StatusTooManyRequests)
+	if prefersJSON(b2s(ctx.Request.Header.Peek("Accept"))) {
+		r.Header.SetContentTypeBytes(valueJSON)
+		body := append(b[:0], `{"error":"too_many_requests","group":`...)
+		body = appendJSONString(body, h.lim.GroupName(d.Group))
+		body = append(body, `,"reason":`...)
+		body = appendJSONString(body, d.Reason.String())
+		body = append(body, `,"retry_after":`...)
+		body = strconv.AppendInt(body, d.RetryAfter, 10)
+		body = append(body, "}\n"...)
+		r.SetBody(body)
+		return
+	}
+	r.Header.SetContentTypeBytes(valueText)
+	r.SetBodyRaw(bodyTooMany)
+}
+
+// appendJSONString appends s as encoding/json writes a string (HTML
+// characters escaped, as json.Encoder does by default).
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}
+
+// setRateLimitFields writes RateLimit-Policy and RateLimit on a public
+// answer.
+func setRateLimitFields(hd *fasthttp.ResponseHeader, group string, q *limiter.Quota) {
+	var pb, cb [128]byte
+	pol, cur := appendRateLimit(pb[:0], cb[:0], group, q)
+	hd.SetCanonical(hdrRateLimitPolicy, pol)
+	hd.SetCanonical(hdrRateLimit, cur)
+}
+
+// Header names and values of the replies, canonical already (fasthttp
+// then skips normalizing them).
+var (
+	hdrRateLimitPolicy = []byte("Ratelimit-Policy")
+	hdrRateLimit       = []byte("Ratelimit")
+	hdrRetryAfter      = []byte("Retry-After")
+	hdrCacheControl    = []byte("Cache-Control")
+	valueNoStore       = []byte("no-store")
+	valueJSON          = []byte("application/json")
+	valueText          = []byte("text/plain; charset=utf-8")
+	bodyTooMany        = []byte("Too Many Requests")
+)
+
+// setRateLimitHeaders writes RateLimit-Policy and RateLimit on an answer
+// of the admin listener's data-plane calls.
+func setRateLimitHeaders(h http.Header, group string, q *limiter.Quota) {
+	pol, cur := appendRateLimit(nil, nil, group, q)
+	h["Ratelimit-Policy"] = []string{string(pol)}
+	h["Ratelimit"] = []string{string(cur)}
+}
+
+// appendRateLimit appends the values of RateLimit-Policy and RateLimit
+// (draft-ietf-httpapi-ratelimit-headers): the bucket as the group's policy
+// and, when the group uses a sliding window, the window as "<group>-window".
+func appendRateLimit(pol, cur []byte, group string, q *limiter.Quota) ([]byte, []byte) {
+	pol = appendItem(pol, group, "", "q", q.BucketLimit, "w", ceilSec(q.BucketWindow))
+	cur = appendItem(cur, group, "", "r", q.BucketRemaining, "t", ceilSec(q.BucketReset))
+	if q.WindowLimit > 0 {
+		pol = append(pol, ", "...)
+		pol = appendItem(pol, group, "-window", "q", q.WindowLimit, "w", ceilSec(q.WindowDuration))
+		cur = append(cur, ", "...)
+		cur = appendItem(cur, group, "-window", "r", q.WindowRemaining, "t", ceilSec(q.WindowReset))
+	}
+	return pol, cur
+}
+
+func appendItem(b []byte, name, suffix, k1 string, v1 int64, k2 string, v2 int64) []byte {
+	b = append(b, '"')
+	b = append(b, name...)
+	b = append(b, suffix...)
+	b = append(b, `";`...)
+	b = append(b, k1...)
+	b = append(b, '=')
+	b = strconv.AppendInt(b, v1, 10)
+	b = append(b, ';')
+	b = append(b, k2...)
+	b = append(b, '=')
+	return strconv.AppendInt(b, v2, 10)
+}
+
+func ceilSec(ms int64) int64 { return (ms + 999) / 1000 }
+
+// prefersJSON reports whether an Accept header ranks application/json
+// above text/plain (explicitly listed, with a q at least as high as any
+// text or wildcard type).
+func prefersJSON(accept string) bool {
+	if accept == "" {
+		return false
+	}
+	qJSON, qText := -1.0, -1.0
+	for part := range strings.SplitSeq(accept, ",") {
+		mt, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		q := 1.0
+		for p := range strings.SplitSeq(params, ";") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(p), "q="); ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					q = f
+				}
+			}
+		}
+		switch mt = strings.ToLower(strings.TrimSpace(mt)); {
+		case mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")):
+			qJSON = max(qJSON, q)
+		case mt == "text/plain" || mt == "text/*" || mt == "*/*":
+			qText = max(qText, q)
+		}
+	}
+	return qJSON > 0 && qJSON >= qText
+}

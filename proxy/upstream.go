@@ -1,0 +1,440 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// upstream is the client of the node: a bounded pool of keep-alive
+// connections to the one configured address, whatever a request names
+// (limiterd is never an open proxy). It writes requests and reads answers
+// with fasthttp's Request and Response, but keeps the connections itself
+// (rather than through fasthttp.HostClient) so that an exchange knows its
+// connection: the one whose client went away can be cut off (see
+// exchange.watchClient), and a deadline is set per read and per write
+// rather than on the whole exchange. It is safe for concurrent use.
+type upstream struct {
+	h      *Handler
+	addr   string
+	tls    *tls.Config // nil for http
+	dialer net.Dialer
+	// tokens holds one token per open connection, busy or idle: at most
+	// UpstreamMaxConns.
+	tokens chan struct{}
+
+	mu     sync.Mutex
+	idle   []*upConn // most recently used last
+	open   map[*upConn]struct{}
+	closed bool
+}
+
+// upstreamHeaderBytes bounds the head of the node's answers (502 beyond).
+const upstreamHeaderBytes = 16 << 10
+
+// maxIdleTime is how long a connection may wait in the pool: below the
+// keep-alive timeouts of common servers (nginx 75 s, Cowboy 60 s, Go's
+// 3 min), so that a pooled connection is rarely one the node has just
+// closed (and then the request is retried once, see do).
+const maxIdleTime = 10 * time.Second
+
+func (h *Handler) newUpstream() *upstream {
+	u := h.opts.Upstream
+	addr := u.Host
+	if u.Port() == "" {
+		port := "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(u.Hostname(), port)
+	}
+	h.upHost = []byte(u.Host)
+	up := &upstream{
+		h: h, addr: addr,
+		dialer: net.Dialer{Timeout: h.opts.UpstreamConnectTimeout, KeepAlive: 30 * time.Second},
+		tokens: make(chan struct{}, h.opts.UpstreamMaxConns),
+		open:   map[*upConn]struct{}{},
+	}
+	if u.Scheme == "https" {
+		up.tls = &tls.Config{ServerName: u.Hostname()}
+	}
+	return up
+}
+
+// Errors of the upstream client.
+var (
+	errNoConn         = errors.New("no free connection to the node within server.upstream_connect_timeout")
+	errUpstreamClosed = errors.New("the public listener is shut down")
+)
+
+// acquire returns a connection to the node: the most recently used idle
+// one, or a new one when fewer than UpstreamMaxConns are open (waiting for
+// one to be freed up to UpstreamConnectTimeout otherwise).
+func (u *upstream) acquire() (c *upConn, reused bool, err error) {
+	now := u.h.clock.now()
+	u.mu.Lock()
+	for len(u.idle) > 0 {
+		c = u.idle[len(u.idle)-1]
+		u.idle[len(u.idle)-1] = nil
+		u.idle = u.idle[:len(u.idle)-1]
+		if now.Sub(c.lastUsed) < maxIdleTime {
+			u.mu.Unlock()
+			return c, true, nil
+		}
+		u.mu.Unlock()
+		u.discard(c)
+		u.mu.Lock()
+	}
+	closed := u.closed
+	u.mu.Unlock()
+	if closed {
+		return nil, false, errUpstreamClosed
+	}
+	select {
+	case u.tokens <- struct{}{}:
+	default:
+		t := time.NewTimer(u.h.opts.UpstreamConnectTimeout)
+		select {
+		case u.tokens <- struct{}{}:
+			t.Stop()
+		case <-t.C:
+			return nil, false, errNoConn
+		}
+	}
+	nc, err := u.dial()
+	if err != nil {
+		<-u.tokens
+		return nil, false, err
+	}
+	c = &upConn{Conn: nc, h: u.h}
+	c.br = bufio.NewReaderSize(c, upstreamHeaderBytes)
+	c.bw = bufio.NewWriterSize(c, 4<<10)
+	u.mu.Lock()
+	u.open[c] = struct{}{}
+	u.mu.Unlock()
+	return c, false, nil
+}
+
+func (u *upstream) dial() (net.Conn, error) {
+	nc, err := u.dialer.Dial("tcp", u.addr)
+	if err != nil || u.tls == nil {
+		return nc, err
+	}
+	tc := tls.Client(nc, u.tls)
+	ctx, cancel := context.WithTimeout(context.Background(), u.h.opts.UpstreamConnectTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// release puts a connection whose exchange ended cleanly back in the pool.
+func (u *upstream) release(c *upConn) {
+	c.lastUsed = u.h.clock.now()
+	u.mu.Lock()
+	if !u.closed {
+		u.idle = append(u.idle, c)
+		u.mu.Unlock()
+		return
+	}
+	u.mu.Unlock()
+	u.discard(c)
+}
+
+// discard closes a connection and frees its token.
+func (u *upstream) discard(c *upConn) {
+	u.mu.Lock()
+	delete(u.open, c)
+	u.mu.Unlock()
+	_ = c.Conn.Close()
+	<-u.tokens
+}
+
+// cutAll cuts off every exchange with the node still running (a drain
+// that ran out of time).
+func (u *upstream) cutAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for c := range u.open {
+		c.cut()
+	}
+}
+
+// closeIdle closes the pooled connections, and every one released from
+// now on.
+func (u *upstream) closeIdle() {
+	u.mu.Lock()
+	idle := u.idle
+	u.idle, u.closed = nil, true
+	u.mu.Unlock()
+	for _, c := range idle {
+		u.discard(c)
+	}
+}
+
+// do sends req to the node and reads the head of its answer into resp.
+// When the answer has a body, x.upBody streams it and owns the connection
+// until closed; otherwise the connection is back in the pool when do
+// returns. A request without a body whose reused connection turns out
+// closed before a byte of the answer (the node closed it while pooled) is
+// sent once more on a new connection.
+func (u *upstream) do(x *exchange, req *fasthttp.Request, resp *fasthttp.Response, hasBody bool) error {
+	for attempt := 0; ; attempt++ {
+		c, reused, err := u.acquire()
+		if err != nil {
+			return err
+		}
+		c.x = x
+		err = u.roundTrip(x, c, req, resp)
+		if err == nil {
+			return nil
+		}
+		c.x = nil
+		u.discard(c)
+		if attempt > 0 || !reused || hasBody || !errors.Is(err, io.EOF) || x.clientGone {
+			return err
+		}
+	}
+}
+
+// roundTrip writes req on c and reads the answer's head. A body of known
+// length that came whole with the head, at most smallBody, is taken into
+// the client's answer at once (like a buffering proxy: the node's
+// connection is free again when roundTrip returns); a larger one is
+// streamed (x.upBody).
+func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp *fasthttp.Response) error {
+	err := req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		return err
+	}
+	// The head is read straight into the client's answer.
+	hd := &x.ctx.Response.Header
+	resp.SkipBody = req.Header.IsHead()
+	if err := readHead(hd, c.br); err != nil {
+		return err
+	}
+	if st := hd.StatusCode(); !resp.SkipBody && st != http.StatusNoContent && st != http.StatusNotModified && st >= 200 {
+		size := hd.ContentLength()
+		if size < 0 || size > smallBody || c.br.Buffered() < size {
+			hd.CopyTo(&resp.Header) // the stream's framing
+			resp.StreamBody = true
+			if err := resp.ReadBody(c.br, 0); err != nil {
+				return err
+			}
+			x.upBody = upBody{u: u, c: c, resp: resp, s: resp.BodyStream()}
+			x.answerBody = true
+			return nil
+		}
+		b, _ := c.br.Peek(size)
+		x.ctx.Response.SetBody(b)
+		_, _ = c.br.Discard(size)
+		x.bodyTaken = true
+	}
+	c.x = nil
+	if !hd.ConnectionClose() && c.br.Buffered() == 0 {
+		u.release(c)
+	} else {
+		u.discard(c)
+	}
+	return nil
+}
+
+// smallBody is the largest body taken whole with the head: the node's
+// answers are mostly small, and such a one is answered like any buffered
+// answer (one write of head and body, the node's connection and the
+// in-flight slot freed at once) rather than streamed.
+const smallBody = 16 << 10
+
+// errTooManyInterim: the node sent informational answers without end.
+var errTooManyInterim = errors.New("the node sent more than 100 informational (1xx) answers")
+
+// readHead reads the head of an answer, past the informational ones
+// (100 Continue, 103 Early Hints) but for 101.
+func readHead(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
+	for n := 0; ; n++ {
+		if err := h.Read(br); err != nil {
+			return err
+		}
+		if st := h.StatusCode(); st >= 200 || st == http.StatusSwitchingProtocols {
+			return nil
+		}
+		if n == 100 {
+			return errTooManyInterim
+		}
+	}
+}
+
+// upBody is the body of the node's answer: it reads the answer's stream,
+// and when closed returns the connection to the pool if the body was read
+// to its end and the exchange ended cleanly, or closes it.
+type upBody struct {
+	u    *upstream
+	c    *upConn
+	resp *fasthttp.Response
+	s    io.Reader
+	eof  bool
+}
+
+func (b *upBody) Read(p []byte) (int, error) {
+	n, err := b.s.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+// buffered returns how many bytes of the body (and maybe of its framing)
+// were read ahead with the head.
+func (b *upBody) buffered() int { return b.c.br.Buffered() }
+
+// CloseWithError ends the body: err is nil when it was passed on whole.
+func (b *upBody) CloseWithError(err error) error {
+	b.c.x = nil
+	reusable := err == nil && b.eof && !b.resp.ConnectionClose()
+	_ = b.resp.CloseBodyStream()
+	if reusable && b.c.br.Buffered() == 0 {
+		b.u.release(b.c)
+	} else {
+		b.u.discard(b.c)
+	}
+	return nil
+}
+
+// upConn is a connection to the node with a deadline on every wait: the
+// first byte of an answer within UpstreamHeaderTimeout of the request's
+// last write (looking at the client every watchEvery meanwhile), then each
+// read of the body within UpstreamReadTimeout of the previous one, and each
+// write within UpstreamReadTimeout. It carries one exchange at a time, x,
+// so its fields need no lock; cut may be called from another goroutine.
+type upConn struct {
+	net.Conn
+	h        *Handler
+	br       *bufio.Reader // reads c, the answers' heads and bodies
+	bw       *bufio.Writer // writes c, the requests
+	x        *exchange     // the exchange on it, nil while pooled
+	lastUsed time.Time
+	// awaiting is set by a write: the next read waits for an answer's
+	// first byte, until firstDL.
+	awaiting, firstSet bool
+	firstDL            time.Time
+	readDL, writeDL    time.Time
+	cutOff             atomic.Bool
+}
+
+// errClientGone is the error of an exchange given up because its client
+// went away while the node had not answered (or because a drain ran out).
+var errClientGone = errors.New("the client went away before the node answered")
+
+// cut ends the exchange on c from another goroutine (a drain that ran
+// out): its blocked read returns at once.
+func (c *upConn) cut() {
+	c.cutOff.Store(true)
+	_ = c.Conn.SetDeadline(time.Unix(1, 0))
+}
+
+func (c *upConn) Write(p []byte) (int, error) {
+	c.awaiting, c.firstSet = true, false
+	now := c.h.clock.now()
+	// Moved when a quarter of the timeout is used up, not on every write.
+	if t := c.h.opts.UpstreamReadTimeout; c.writeDL.Sub(now) < t*3/4 {
+		c.writeDL = now.Add(t)
+		if err := c.Conn.SetWriteDeadline(c.writeDL); err != nil {
+			return 0, err
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *upConn) Read(p []byte) (int, error) {
+	if c.awaiting {
+		return c.readFirst(p)
+	}
+	if c.cutOff.Load() {
+		return 0, errClientGone
+	}
+	if t, now := c.h.opts.UpstreamReadTimeout, c.h.clock.now(); c.readDL.Sub(now) < t*3/4 {
+		c.readDL = now.Add(t)
+		if err := c.Conn.SetReadDeadline(c.readDL); err != nil {
+			return 0, err
+		}
+	}
+	n, err := c.Conn.Read(p)
+	if err != nil && c.cutOff.Load() {
+		err = errClientGone
+	}
+	return n, err
+}
+
+// readFirst waits for the first byte of an answer, a slice of watchEvery
+// at a time, giving up when the client is gone or UpstreamHeaderTimeout
+// has passed.
+func (c *upConn) readFirst(p []byte) (int, error) {
+	now := c.h.clock.now()
+	if !c.firstSet {
+		c.firstSet = true
+		c.firstDL = now.Add(c.h.opts.UpstreamHeaderTimeout)
+	}
+	for {
+		if c.cutOff.Load() {
+			return 0, errClientGone
+		}
+		// The read deadline ends the slice or the wait, whichever comes
+		// first; one set for an earlier request is kept while it still
+		// ends a slice (moving it costs a timer's update).
+		dl := c.firstDL
+		if c.x != nil && now.Add(watchEvery).Before(dl) {
+			dl = now.Add(watchEvery)
+			if left := c.readDL.Sub(now); left >= watchEvery*3/4 && left <= watchEvery && c.readDL.Before(c.firstDL) {
+				dl = c.readDL
+			}
+		}
+		if !dl.Equal(c.readDL) {
+			c.readDL = dl
+			if err := c.Conn.SetReadDeadline(dl); err != nil {
+				return 0, err
+			}
+		}
+		n, err := c.Conn.Read(p)
+		if n > 0 {
+			// The answer has begun: from now on, the body's idle bound.
+			c.awaiting = false
+			return n, err
+		}
+		var ne net.Error
+		now = c.h.clock.now()
+		if !errors.As(err, &ne) || !ne.Timeout() || !now.Before(c.firstDL) {
+			if c.cutOff.Load() {
+				err = errClientGone
+			}
+			return n, err
+		}
+		// A slice ended without an answer: is the client still there?
+		if c.x != nil && c.x.client.gone() {
+			c.x.clientGone = true
+			return 0, errClientGone
+		}
+	}
+}
+
+// isTimeout reports whether an error of the upstream client is a
+// timeout: connecting, waiting for a free connection, or waiting for the
+// answer.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, errNoConn) || errors.Is(err, fasthttp.ErrTimeout) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
