@@ -79,7 +79,7 @@ func (q *Quota) IETFItems(group string, dst []ratelimit.IETFItem) []ratelimit.IE
 	dst = append(dst, ratelimit.IETFItem{Name: group, Quota: q.BucketLimit, Window: ceil(q.BucketWindow),
 		Remaining: q.BucketRemaining, Reset: ceil(q.BucketReset)})
 	if q.WindowLimit > 0 {
-		dst = append(dst, ratelimit.IETFItem{Name: group + "-window", Quota: q.WindowLimit, Window: ceil(q.WindowDuration),
+		dst = append(dst, ratelimit.IETFItem{Name: group, Suffix: "-window", Quota: q.WindowLimit, Window: ceil(q.WindowDuration),
 			Remaining: q.WindowRemaining, Reset: ceil(q.WindowReset)})
 	}
 	return dst

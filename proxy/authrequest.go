@@ -85,10 +85,7 @@ func (h *Handler) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 	d.Release()
 	h.noteDecision(now, peer.Key, &d)
 
-	if d.Limited {
-		q := d.Quota()
-		setRateLimitHeaders(hd, h.lim.GroupName(d.Group), &q)
-	}
+	h.setRateLimitHeaders(hd, &d)
 	switch {
 	case d.Reason == limiter.ReasonUnavailable:
 		// auth_request passes only 2xx, 401 and 403 on: a 403 that

@@ -121,6 +121,10 @@ type checkResponse struct {
 	LeaseSeconds    int64  `json:"lease_seconds,omitempty"`
 	RateLimit       string `json:"ratelimit,omitempty"`
 	RateLimitPolicy string `json:"ratelimit_policy,omitempty"`
+	// Headers are every rate-limit field server.ratelimit_headers asks
+	// for (SPEC §7), by name, for a proxy to copy onto its answer as they
+	// are: the IETF pair and the four ratelimit-* fields of Arweave 2.9.7.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // handleCheck decides for a request a proxy other than limiterd's own is
@@ -189,12 +193,15 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 		resp.Reason = d.Reason.String()
 	}
 	if d.Limited {
-		h := http.Header{}
-		q := d.Quota()
-		setRateLimitHeaders(h, resp.Group, &q)
-		resp.RateLimit, resp.RateLimitPolicy = h.Get("Ratelimit"), h.Get("Ratelimit-Policy")
-		for k, v := range h {
+		hd := http.Header{}
+		h.setRateLimitHeaders(hd, &d)
+		resp.RateLimit, resp.RateLimitPolicy = hd.Get("Ratelimit"), hd.Get("Ratelimit-Policy")
+		if len(hd) > 0 {
+			resp.Headers = make(map[string]string, len(hd))
+		}
+		for k, v := range hd {
 			w.Header()[k] = v
+			resp.Headers[k] = v[0]
 		}
 	}
 	switch {

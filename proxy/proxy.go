@@ -26,6 +26,7 @@ import (
 
 	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/ratelimit"
 	"github.com/limiterd/limiterd/ticker"
 )
 
@@ -98,6 +99,11 @@ type Options struct {
 	// negative value means no cap.
 	MaxConnsPerIP int
 
+	// RateLimitHeaders is server.ratelimit_headers: the rate-limit fields
+	// a limited answer carries (the zero value is both sets, the default);
+	// SetRateLimitHeaders changes it later.
+	RateLimitHeaders ratelimit.Set
+
 	Logger *slog.Logger
 	// Now is the clock of decisions; nil means time.Now. Timeouts run on
 	// the real clock.
@@ -138,6 +144,8 @@ type Handler struct {
 	leases    *leases
 
 	exchanges sync.Pool // of *exchange
+	// headers is the ratelimit.Set of the answers' rate-limit fields.
+	headers atomic.Uint32
 	// draining is set by Shutdown: answers say Connection: close.
 	draining atomic.Bool
 	// clock is the deadlines' clock, running while Serve does.
@@ -160,6 +168,7 @@ func New(lim *limiter.Limiter, opts Options) *Handler {
 		h.now = time.Now
 	}
 	h.parkAfter = cmp.Or(opts.parkAfter, parkAfter)
+	h.SetRateLimitHeaders(opts.RateLimitHeaders)
 	h.srv = h.newServer()
 	h.upstream = h.newUpstream()
 	return h

@@ -159,15 +159,6 @@ func (x *exchange) answered() {
 	}
 }
 
-// setRateLimitFields writes the RateLimit fields of a limited decision on
-// the answer.
-func (x *exchange) setRateLimitFields() {
-	if x.d.Limited {
-		q := x.d.Quota()
-		setRateLimitFields(&x.ctx.Response.Header, x.h.lim.GroupName(x.d.Group), &q)
-	}
-}
-
 // reqBody is the request body as the HostClient reads it from the client:
 // each read within ClientBodyTimeout of the previous one, and a body
 // without Content-Length cut at the limit.

@@ -105,66 +105,16 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// setRateLimitFields writes RateLimit-Policy and RateLimit on a public
-// answer.
-func setRateLimitFields(hd *fasthttp.ResponseHeader, group string, q *limiter.Quota) {
-	var pb, cb [128]byte
-	pol, cur := appendRateLimit(pb[:0], cb[:0], group, q)
-	hd.SetCanonical(hdrRateLimitPolicy, pol)
-	hd.SetCanonical(hdrRateLimit, cur)
-}
-
 // Header names and values of the replies, canonical already (fasthttp
 // then skips normalizing them).
 var (
-	hdrRateLimitPolicy = []byte("Ratelimit-Policy")
-	hdrRateLimit       = []byte("Ratelimit")
-	hdrRetryAfter      = []byte("Retry-After")
-	hdrCacheControl    = []byte("Cache-Control")
-	valueNoStore       = []byte("no-store")
-	valueJSON          = []byte("application/json")
-	valueText          = []byte("text/plain; charset=utf-8")
-	bodyTooMany        = []byte("Too Many Requests")
+	hdrRetryAfter   = []byte("Retry-After")
+	hdrCacheControl = []byte("Cache-Control")
+	valueNoStore    = []byte("no-store")
+	valueJSON       = []byte("application/json")
+	valueText       = []byte("text/plain; charset=utf-8")
+	bodyTooMany     = []byte("Too Many Requests")
 )
-
-// setRateLimitHeaders writes RateLimit-Policy and RateLimit on an answer
-// of the admin listener's data-plane calls.
-func setRateLimitHeaders(h http.Header, group string, q *limiter.Quota) {
-	pol, cur := appendRateLimit(nil, nil, group, q)
-	h["Ratelimit-Policy"] = []string{string(pol)}
-	h["Ratelimit"] = []string{string(cur)}
-}
-
-// appendRateLimit appends the values of RateLimit-Policy and RateLimit
-// (draft-ietf-httpapi-ratelimit-headers): the bucket as the group's policy
-// and, when the group uses a sliding window, the window as "<group>-window".
-func appendRateLimit(pol, cur []byte, group string, q *limiter.Quota) ([]byte, []byte) {
-	pol = appendItem(pol, group, "", "q", q.BucketLimit, "w", ceilSec(q.BucketWindow))
-	cur = appendItem(cur, group, "", "r", q.BucketRemaining, "t", ceilSec(q.BucketReset))
-	if q.WindowLimit > 0 {
-		pol = append(pol, ", "...)
-		pol = appendItem(pol, group, "-window", "q", q.WindowLimit, "w", ceilSec(q.WindowDuration))
-		cur = append(cur, ", "...)
-		cur = appendItem(cur, group, "-window", "r", q.WindowRemaining, "t", ceilSec(q.WindowReset))
-	}
-	return pol, cur
-}
-
-func appendItem(b []byte, name, suffix, k1 string, v1 int64, k2 string, v2 int64) []byte {
-	b = append(b, '"')
-	b = append(b, name...)
-	b = append(b, suffix...)
-	b = append(b, `";`...)
-	b = append(b, k1...)
-	b = append(b, '=')
-	b = strconv.AppendInt(b, v1, 10)
-	b = append(b, ';')
-	b = append(b, k2...)
-	b = append(b, '=')
-	return strconv.AppendInt(b, v2, 10)
-}
-
-func ceilSec(ms int64) int64 { return (ms + 999) / 1000 }
 
 // prefersJSON reports whether an Accept header ranks application/json
 // above text/plain (explicitly listed, with a q at least as high as any

@@ -47,7 +47,12 @@ func wire(t *testing.T, base, req string) (statusLine string, fields []string, b
 func TestRepliesByteForByte(t *testing.T) {
 	const get = "GET /info HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 	const getJSON = "GET /info HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
-	rl := []string{`Ratelimit: "general";r=0;t=30`, `Ratelimit-Policy: "general";q=1;w=30`}
+	// The IETF pair as the net/http proxy wrote it, and the four Arweave
+	// 2.9.7 fields that server.ratelimit_headers = "both" (the default)
+	// adds, lower-case as the node writes them.
+	rl := []string{`Ratelimit: "general";r=0;t=30`, `Ratelimit-Policy: "general";q=1;w=30`,
+		`ratelimit-limit: 1, 1;policy="general usage", 150;policy="general concurrency" `,
+		`ratelimit-remaining: 0`, `ratelimit-reset: 30`, `ratelimit-reset-amount: 1`}
 	type reply struct {
 		status string
 		fields []string

@@ -96,6 +96,9 @@ type Main struct {
 	live     *live.Live
 	lim      *limiter.Limiter
 	throttle *throttle.Throttle
+	// dataPlane is the public listener, whose rate-limit fields
+	// (server.ratelimit_headers) a reload changes.
+	dataPlane *proxy.Handler
 }
 
 // NewMain returns a Main on the process's streams and environment, with
@@ -340,12 +343,11 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err := snaps.Restore(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	m.lim, m.live, m.throttle = lim, lv, th
-	m.mu.Unlock()
-
 	m.rejects = insight.NewRejectLog(m.log, insight.RejectLogOptions{Mode: rejectMode(cfg.Log.Rejections), GroupName: lim.GroupName})
 	dp := proxy.New(lim, dataPlaneOptions(cfg, upstream, m.log, now, m.rejects))
+	m.mu.Lock()
+	m.lim, m.live, m.throttle, m.dataPlane = lim, lv, th, dp
+	m.mu.Unlock()
 	reg := prometheus.NewRegistry()
 	srv, err := web.NewServer(lim, lv, web.Options{
 		Upstream:   upstream,
@@ -492,6 +494,7 @@ func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, n
 		Logger:                 log,
 		Now:                    now,
 		RejectLog:              rejects,
+		RateLimitHeaders:       s.RateLimitHeaders,
 	}
 }
 
@@ -573,6 +576,7 @@ func (m *Main) Reload() error {
 	}
 	m.token = admin
 	m.applyLog(m.cfg.Log, cfg.Log)
+	m.dataPlane.SetRateLimitHeaders(cfg.Server.RateLimitHeaders)
 	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
 	}

@@ -233,6 +233,11 @@ func TestNginxAuthRequest(t *testing.T) {
 			if want := fmt.Sprintf(`"general";r=%d;`, 20-ok); !strings.HasPrefix(r.header.Get("RateLimit"), want) {
 				t.Fatalf("request %d: RateLimit %q, want %s…", i, r.header.Get("RateLimit"), want)
 			}
+			// The Arweave 2.9.7 fields pass nginx too (no window here:
+			// what is left is the bucket's).
+			if got := r.header.Get("Ratelimit-Remaining"); got != strconv.Itoa(20-ok) || r.header.Get("Ratelimit-Limit") == "" {
+				t.Fatalf("request %d: ratelimit-remaining %q (want %d), ratelimit-limit %q", i, got, 20-ok, r.header.Get("Ratelimit-Limit"))
+			}
 		case http.StatusTooManyRequests:
 			limited++
 			if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 {
@@ -240,6 +245,9 @@ func TestNginxAuthRequest(t *testing.T) {
 			}
 			if !strings.HasPrefix(r.header.Get("RateLimit"), `"general";r=0;`) || r.header.Get("RateLimit-Policy") == "" {
 				t.Fatalf("request %d: 429 without the RateLimit fields: %v", i, r.header)
+			}
+			if r.header.Get("Ratelimit-Remaining") != "0" || r.header.Get("Ratelimit-Reset") == "" {
+				t.Fatalf("request %d: 429 without the Arweave fields: %v", i, r.header)
 			}
 			if r.body != "Too Many Requests" {
 				t.Fatalf("request %d: body %q", i, r.body)

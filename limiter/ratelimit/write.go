@@ -2,11 +2,13 @@ package ratelimit
 
 import "strconv"
 
-// IETFItem is one quota of the IETF fields: `"<Name>";q=<Quota>;w=<Window>`
-// in RateLimit-Policy and `"<Name>";r=<Remaining>;t=<Reset>` in RateLimit.
-// Window and Reset are whole seconds.
+// IETFItem is one quota of the IETF fields: `"<Name><Suffix>";q=<Quota>;w=<Window>`
+// in RateLimit-Policy and `"<Name><Suffix>";r=<Remaining>;t=<Reset>` in
+// RateLimit. Window and Reset are whole seconds. (The suffix is apart so
+// that a "<group>-window" item costs no string made per reply.)
 type IETFItem struct {
 	Name      string
+	Suffix    string
 	Quota     int64
 	Window    int64
 	Remaining int64
@@ -19,7 +21,7 @@ func AppendIETFPolicy(dst []byte, items []IETFItem) []byte {
 		if i > 0 {
 			dst = append(dst, ", "...)
 		}
-		dst = appendItem(dst, items[i].Name, "q", items[i].Quota, "w", items[i].Window)
+		dst = appendItem(dst, items[i].Name, items[i].Suffix, "q", items[i].Quota, "w", items[i].Window)
 	}
 	return dst
 }
@@ -30,14 +32,15 @@ func AppendIETF(dst []byte, items []IETFItem) []byte {
 		if i > 0 {
 			dst = append(dst, ", "...)
 		}
-		dst = appendItem(dst, items[i].Name, "r", items[i].Remaining, "t", items[i].Reset)
+		dst = appendItem(dst, items[i].Name, items[i].Suffix, "r", items[i].Remaining, "t", items[i].Reset)
 	}
 	return dst
 }
 
-func appendItem(b []byte, name, k1 string, v1 int64, k2 string, v2 int64) []byte {
+func appendItem(b []byte, name, suffix, k1 string, v1 int64, k2 string, v2 int64) []byte {
 	b = append(b, '"')
 	b = append(b, name...)
+	b = append(b, suffix...)
 	b = append(b, `";`...)
 	b = append(b, k1...)
 	b = append(b, '=')
