@@ -9,7 +9,10 @@
 #       server's request and response, nothing else);
 #   (c) nginx (nginx-light) with limit_req 15r/s burst=450 nodelay and
 #       limit_conn 150 per X-Forwarded-For value: general's limits;
-#   (d) limiterd answering a flood of rejections from one peer.
+#   (d) limiterd answering a flood of rejections from one peer;
+#   (h) limiterd as (a) with server.ratelimit_headers = "none": what the
+#       rate-limit fields of (a) (the default "both": the IETF pair and
+#       the four Arweave 2.9.7 fields) cost, (a)/(h) (target >= 0.95).
 # Throughput: wrk -t2 -c$conns, the targets alternated for $rounds rounds
 # (the machine's 2 cores are shared by wrk, the proxy and the upstream, and
 # by whatever else runs: read the medians and their ratios). Then:
@@ -62,6 +65,8 @@ TOML
 }
 limiterd_conf 127.0.0.1:18081 127.0.0.1:18086 "$work/data" > "$work/limiterd.toml"
 "$work/limiterd" -config "$work/limiterd.toml" 2>"$work/limiterd.log" & lpid=$!; pids+=($lpid)
+limiterd_conf 127.0.0.1:18088 127.0.0.1:18089 "$work/data-h" | sed 's/^\[server\]$/[server]\nratelimit_headers = "none"/' > "$work/limiterd-h.toml"
+"$work/limiterd" -config "$work/limiterd-h.toml" 2>"$work/limiterd-h.log" & pids+=($!)
 
 have_nginx=false
 if command -v nginx >/dev/null; then
@@ -94,7 +99,7 @@ http {
 NGINX
   nginx -c "$work/nginx.conf" -p "$work/nginx" & pids+=($!)
 fi
-for _ in $(seq 50); do curl -sf http://127.0.0.1:18086/healthz >/dev/null && break; sleep 0.1; done
+for _ in $(seq 50); do curl -sf http://127.0.0.1:18086/healthz >/dev/null && curl -sf http://127.0.0.1:18089/healthz >/dev/null && break; sleep 0.1; done
 sleep 0.5
 
 wrkrun() { # url script -> "rps non2xx requests"
@@ -108,10 +113,10 @@ ratio() { echo "scale=2; $1 / $2" | bc; }
 
 echo "== throughput: wrk -t2 -c$conns -d${secs}s, $rounds rounds alternated, $(nproc) cores, $(date -u +%FT%TZ)"
 declare -A all
-names=(a b f)
+names=(a h b f)
 $have_nginx && names+=(c)
-declare -A url=([a]=http://127.0.0.1:18081/info [b]=http://127.0.0.1:18082/info [f]=http://127.0.0.1:18087/info [c]=http://127.0.0.1:18083/info)
-declare -A label=([a]="(a) limiterd, 10k peers admitted" [b]="(b) bare httputil.ReverseProxy" [f]="(f) bare fasthttp proxy" [c]="(c) nginx limit_req+limit_conn")
+declare -A url=([a]=http://127.0.0.1:18081/info [b]=http://127.0.0.1:18082/info [f]=http://127.0.0.1:18087/info [c]=http://127.0.0.1:18083/info [h]=http://127.0.0.1:18088/info)
+declare -A label=([a]="(a) limiterd, 10k peers admitted" [b]="(b) bare httputil.ReverseProxy" [f]="(f) bare fasthttp proxy" [c]="(c) nginx limit_req+limit_conn" [h]="(h) limiterd, ratelimit_headers none")
 for r in $(seq "$rounds"); do
   for n in "${names[@]}"; do
     read -r rps non2xx _ < <(wrkrun "${url[$n]}" bench/xff.lua)
@@ -124,6 +129,7 @@ for n in "${names[@]}"; do
   med[$n]=$(echo "${all[$n]}" | median)
   printf '%-36s median %10s req/s   rounds:%s\n' "${label[$n]}" "${med[$n]}" "${all[$n]}"
 done
+echo "(a)/(h) = $(ratio "${med[a]}" "${med[h]}")   target >= 0.95 (the rate-limit fields cost at most 5 %)"
 echo "(a)/(f) = $(ratio "${med[a]}" "${med[f]}")   target >= 0.9"
 echo "(a)/(b) = $(ratio "${med[a]}" "${med[b]}")   target >= 3"
 $have_nginx && echo "(a)/(c) = $(ratio "${med[a]}" "${med[c]}")   target >= 0.8"

@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/http"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 )
@@ -58,21 +60,24 @@ var publicNames = [...]struct {
 }
 
 // setRateLimitFields writes the rate-limit fields of the exchange's
-// decision on its answer, replacing any the node sent under the same
-// names.
+// decision on its answer (setPublicFields).
 func (x *exchange) setRateLimitFields() {
-	if !x.d.Limited {
-		return
+	if x.d.Limited {
+		x.fields = x.h.setPublicFields(&x.ctx.Response.Header, &x.d, x.fields)
 	}
-	var scratch [256]byte
-	hd := &x.ctx.Response.Header
-	x.h.rateLimitFields(&x.d, scratch[:0], func(name string, v []byte) {
+}
+
+// setPublicFields writes the rate-limit fields of d on a public answer,
+// replacing any the node sent under the same names; it formats them in
+// scratch, returned for reuse.
+func (h *Handler) setPublicFields(hd *fasthttp.ResponseHeader, d *limiter.Decision, scratch []byte) []byte {
+	return h.rateLimitFields(d, scratch[:0], func(name string, v []byte) {
 		for i := range publicNames {
 			n := &publicNames[i]
 			if n.name != name {
 				continue
 			}
-			if len(n.wire) != len(n.norm) || string(n.wire) != string(n.norm) {
+			if string(n.wire) != string(n.norm) {
 				hd.DelBytes(n.norm)
 			}
 			hd.SetCanonical(n.wire, v)
@@ -84,8 +89,7 @@ func (x *exchange) setRateLimitFields() {
 // setRateLimitHeaders writes the rate-limit fields of d on an answer of
 // the admin listener's data-plane calls (check, check/auth).
 func (h *Handler) setRateLimitHeaders(hd http.Header, d *limiter.Decision) {
-	var scratch [256]byte
-	h.rateLimitFields(d, scratch[:0], func(name string, v []byte) {
+	h.rateLimitFields(d, nil, func(name string, v []byte) {
 		hd[headerKey(name)] = []string{string(v)}
 	})
 }

@@ -22,6 +22,9 @@ type exchange struct {
 	h   *Handler
 	ctx *fasthttp.RequestCtx
 	d   limiter.Decision
+	// fields is where the rate-limit fields are formatted, kept with the
+	// pooled exchange so that formatting them allocates nothing.
+	fields []byte
 
 	// handedOff is set when the answer's body was handed to fasthttp or
 	// to a hijack handler: the handler no longer finishes the exchange.
