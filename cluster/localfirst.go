@@ -209,7 +209,7 @@ func (e *lfEntry) view(t int64, g *limiter.Group, sc *sharedSched) (limiter.Hybr
 
 	// A timestamp counts while ts + duration > t and the cleanup tick in
 	// force has not dropped it.
-	lo := max(t-g.SlidingWindowDuration+1, sc.Cleanup.TimeOf(sc.Cleanup.IndexAt(t))-g.CleanupExpiry)
+	lo := max(t-g.SlidingWindowDuration+1, sc.Cleanup.TimeOf(sc.Cleanup.IndexAt(t))-g.CleanupAge())
 	w, oldest := e.wc, int64(0)
 	for _, ts := range e.soon {
 		if ts >= lo {
@@ -249,7 +249,7 @@ func (l *localFirst) prepare(e *lfEntry, g *limiter.Group, sc *sharedSched) (*fl
 	args = append(args, l.b.clockArg())
 	args = append(args, sc.args[:]...)
 	horizon := 2*l.b.opts.SyncInterval.Milliseconds() + l.b.opts.Timeout.Milliseconds()
-	args = append(args, g.CleanupExpiry, g.SlidingWindowLimit, g.SlidingWindowDuration, g.LeakyLimit,
+	args = append(args, g.CleanupAge(), g.SlidingWindowLimit, g.SlidingWindowDuration, g.LeakyLimit,
 		g.LeakyTickReduction, l.b.inst, f.id, e.open, l.lease, horizon, len(f.toks))
 	for _, r := range f.toks {
 		args = append(args, r.k, r.n)

@@ -44,7 +44,7 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 	args := make([]any, 0, 21)
 	args = append(args, s.b.clockArg())
 	args = append(args, sc.args[:]...)
-	args = append(args, g.CleanupExpiry, g.ConcurrencyLimit, g.SlidingWindowLimit, g.SlidingWindowDuration,
+	args = append(args, g.CleanupAge(), g.PeerConcurrencyLimit(), g.SlidingWindowLimit, g.SlidingWindowDuration,
 		g.LeakyLimit, g.LeakyTickReduction, member, s.b.keeper.lease)
 	v, err := s.b.t.do(deadline, scriptHybrid, keys, args)
 	if err != nil {
