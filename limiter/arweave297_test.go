@@ -247,3 +247,159 @@ func TestShardByte(t *testing.T) {
 		t.Errorf("254 mod 5: %d", got)
 	}
 }
+
+// TestCleanup297: with 2.9.7 a cleanup tick drops the timestamps with ts +
+// sliding_window_duration ≤ the tick (there is no separate expiry);
+// 2.9.6 keeps them until they are older than the expiry (120000 here).
+func TestCleanup297(t *testing.T) {
+	s := settings(2, 1000, 0, 30000, 1, 10)
+	s.CleanupInterval = 5000 // ticks at 5000, 10000, …
+	steps := func(v limiter.ArweaveVersion) []step {
+		kept := check(5000, S1a, 0, 1, 0)
+		if v == limiter.Arweave297 {
+			kept = gone(5000, S1a) // 4000 + 1000 ≤ 5000
+		}
+		return []step{
+			req(4000, S1a, "sliding"),
+			release(4000, 0),
+			req(4001, S2, "sliding"),
+			release(4001, 2),
+			tick(5000),
+			kept,
+			check(5000, S2, 0, 1, 0), // 4001 + 1000 > 5000: kept by both
+		}
+	}
+	for _, v := range []limiter.ArweaveVersion{limiter.Arweave296, limiter.Arweave297} {
+		t.Run(v.String(), func(t *testing.T) {
+			cfg := testConfig(s)
+			cfg.ArweaveVersion = v
+			run(t, newLimiter(t, cfg), "test", steps(v))
+		})
+	}
+	// The group suite's peer_cleanup (window 1/1000, leaky 1, concurrency
+	// 2), its manual ticks placed on the schedule: leaky ticks every 5000,
+	// a cleanup tick at 20000 that leaves nothing.
+	pc := settings(1, 1000, 1, 5000, 1, 2)
+	pc.CleanupInterval = 20000
+	run(t, newLimiter(t, config297(pc)), "test", []step{
+		req(1, S1a, "sliding"), req(20, S1a, "leaky").state(1, 1, 2), req(300, S1a, "concurrency").retryAfter(1),
+		release(400, 0), release(400, 1),
+		tick(5000), tick(10000), check(10000, S1a, 0, 1, 0),
+		tick(20000), gone(20000, S1a),
+	})
+	// The same tick applied lazily, by the peer's next decision.
+	l := newLimiter(t, config297(s))
+	run(t, l, "test", []step{
+		req(4000, S1a, "sliding"), release(4000, 0), req(4500, S1a, "sliding"), release(4500, 2),
+		req(5000, S1a, "sliding").state(0, 2, 1), // 4000 dropped by the tick at 5000, 4500 kept
+	})
+}
+
+// TestReduce297 runs the group suite's manual reduction sequences
+// (arweave_limiter_group_SUITE: leaky_manual_reduction and
+// sliding_manual_reduction) under both versions: with a bucket both give
+// back a token; without one 2.9.7 removes the oldest window timestamp
+// while 2.9.6 has nothing to give back. An unknown peer's reduction is an
+// ok answer that creates nothing (the node writes an empty entry, which
+// no decision can see; SPEC §6.3, docs/decisions.md).
+func TestReduce297(t *testing.T) {
+	leaky := []step{
+		req(1, S1a, "leaky"), req(20, S1a, "leaky"), req(40, S1a, "leaky"), req(60, S1a, "leaky").state(4, 0, 4),
+		reduce(61, S1a, "reduced"), reduce(61, S1a, "reduced").state(2, 0, 4),
+		reduce(61, S2, "noop"), gone(61, S2),
+		reduce(62, S1a, "reduced"), reduce(62, S1a, "reduced").state(0, 0, 4),
+		reduce(63, S1a, "noop").state(0, 0, 4),
+	}
+	sliding := func(v limiter.ArweaveVersion) []step {
+		steps := []step{req(1, S1a, "sliding"), req(20, S1a, "sliding"), req(40, S1a, "sliding"), req(60, S1a, "sliding").state(0, 4, 4)}
+		if v == limiter.Arweave296 {
+			return append(steps, reduce(61, S1a, "noop").state(0, 4, 4))
+		}
+		return append(steps,
+			reduce(61, S1a, "reduced").state(0, 3, 4),
+			reduce(61, S2, "noop"), gone(61, S2),
+			reduce(62, S1a, "reduced"), reduce(62, S1a, "reduced"), reduce(62, S1a, "reduced").state(0, 0, 4),
+			reduce(63, S1a, "noop").state(0, 0, 4),
+			// The window holds 0: five more fit.
+			req(64, S1a, "sliding"), req(64, S1a, "sliding"), req(64, S1a, "sliding"), req(64, S1a, "sliding"),
+			req(64, S1a, "sliding"), req(64, S1a, "concurrency"))
+	}
+	for _, v := range []limiter.ArweaveVersion{limiter.Arweave296, limiter.Arweave297} {
+		t.Run(v.String(), func(t *testing.T) {
+			cfg := testConfig(settings(0, 1000, 5, 100000, 1, 10))
+			cfg.ArweaveVersion = v
+			run(t, newLimiter(t, cfg), "test", leaky)
+			cfg = testConfig(settings(5, 1000, 0, 100000, 1, 9))
+			cfg.ArweaveVersion = v
+			run(t, newLimiter(t, cfg), "test", sliding(v))
+		})
+	}
+}
+
+// TestReduce297OldestStored: 2.9.7 removes the oldest timestamp held, even
+// one already out of the window (only cleanup ticks prune them): then the
+// reduction changes no decision. Before it expires, it frees a place.
+func TestReduce297OldestStored(t *testing.T) {
+	s := settings(2, 1000, 0, 30000, 1, 10)
+	for _, c := range []struct {
+		name  string
+		v     limiter.ArweaveVersion
+		at    int64
+		steps []step
+	}{
+		// At 1100 the timestamp 1 is out of the window but held.
+		{"expired/2.9.7", limiter.Arweave297, 1100, []step{
+			reduce(1100, S1a, "reduced").state(0, 1, 0),
+			req(1100, S1a, "sliding"), req(1100, S1a, "rate_limit"),
+		}},
+		{"expired/2.9.6", limiter.Arweave296, 1100, []step{
+			reduce(1100, S1a, "noop").state(0, 2, 0),
+			req(1100, S1a, "sliding"), req(1100, S1a, "rate_limit"),
+		}},
+		{"live/2.9.7", limiter.Arweave297, 600, []step{
+			reduce(600, S1a, "reduced").state(0, 1, 0),
+			req(600, S1a, "sliding"), req(600, S1a, "rate_limit"),
+		}},
+		{"live/2.9.6", limiter.Arweave296, 600, []step{
+			reduce(600, S1a, "noop").state(0, 2, 0),
+			req(600, S1a, "rate_limit"),
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(s)
+			cfg.ArweaveVersion = c.v
+			run(t, newLimiter(t, cfg), "test", append([]step{
+				req(1, S1a, "sliding"), release(1, 0), req(500, S1a, "sliding"), release(500, 2),
+			}, c.steps...))
+		})
+	}
+}
+
+// TestLeakyTicks297: the 2.9.7 tick rule, applied one tick at a time
+// (tokens ≤ 0 → the entry is deleted; 0 < tokens < reduction → 0; else
+// tokens − reduction), gives what LeakyTicks computes for n ticks at once
+// (the rule of 2.9.6, which both versions use): tokens left, ticks that
+// reduced, deletion.
+func TestLeakyTicks297(t *testing.T) {
+	for r := int64(1); r <= 7; r++ {
+		for tokens := int64(0); tokens <= 30; tokens++ {
+			left, reducing, deleted := tokens, int64(0), false
+			for n := int64(1); n <= 40; n++ {
+				if !deleted {
+					switch {
+					case left <= 0:
+						deleted = true
+					case left < r:
+						left, reducing = 0, reducing+1
+					default:
+						left, reducing = left-r, reducing+1
+					}
+				}
+				gl, gr, gd := limiter.LeakyTicks(tokens, n, r)
+				if gl != left || gr != reducing || gd != deleted {
+					t.Fatalf("tokens %d, %d ticks of %d: LeakyTicks (%d, %d, %v), 2.9.7 rule (%d, %d, %v)", tokens, n, r, gl, gr, gd, left, reducing, deleted)
+				}
+			}
+		}
+	}
+}
