@@ -325,8 +325,9 @@ func (r ReduceResult) String() string {
 }
 
 // Reduce is the manual reduction of SPEC §6: tokens -= 1 if tokens > 0
-// (for the other algorithms, §6.2: one admission given back). It never
-// creates an entry.
+// (with arweave.version 2.9.7 and leaky_limit 0, §6.3: the oldest window
+// timestamp held; for the other algorithms, §6.2: one admission given
+// back). It never creates an entry.
 func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || !st.groups[g].defined || g == LocalPeers {

@@ -316,7 +316,8 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 // counters that were replaced (a live change of number_of_workers or of
 // the scope) give their slot back to those (the Decision holds the
 // counter), so no count goes negative or leaks; until they end they are
-// not counted against the new shards.
+// not counted against the new shards. Restore (prev nil) starts new ones,
+// as it forgets the peers' own in-flight counts.
 func shardCounters(prev *settings, id GroupID, gs GroupSettings) *shardcount.Counters {
 	if gs.ConcurrencyScope != ScopeShard {
 		return nil
