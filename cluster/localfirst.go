@@ -350,6 +350,9 @@ func (l *localFirst) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.
 		return l.b.reduceAlgo(deadline, k, g, sc)
 	}
 	key := lfKey{k, g.ID}
+	if g.Arweave == limiter.Arweave297 && g.LeakyLimit == 0 {
+		return l.reduceWindow(key, k, g)
+	}
 	sh := l.shardOf(key)
 	sh.mu.Lock()
 	if e := sh.m[key]; e != nil {
@@ -376,6 +379,27 @@ func (l *localFirst) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.
 			e.until = 0
 		}
 		sh.mu.Unlock()
+	}
+	return r, err
+}
+
+// reduceWindow is the Arweave 2.9.7 reduction of a hybrid group without a
+// bucket (the strict mode's reduceWindow): this instance's admissions not
+// pushed yet are pushed first, so that the oldest timestamp of all goes,
+// and the entry is read again after it. A failed read leaves this
+// instance's view as a missed sync does, until the next one.
+func (l *localFirst) reduceWindow(key lfKey, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
+	deadline := time.Now().Add(l.b.opts.Timeout)
+	sc, err := l.b.sched.forDecision(g, deadline)
+	if err != nil {
+		return limiter.ReduceNoop, err
+	}
+	if err := l.syncNow(deadline, key, k, g, sc); err != nil {
+		return limiter.ReduceNoop, err
+	}
+	r, err := reduceWindow(l.b, deadline, sc, k, g)
+	if err == nil && r == limiter.Reduced {
+		_ = l.syncNow(time.Now().Add(l.b.opts.Timeout), key, k, g, sc)
 	}
 	return r, err
 }

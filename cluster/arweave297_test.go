@@ -11,6 +11,58 @@ import (
 	"github.com/limiterd/limiterd/redistest"
 )
 
+// TestReduceWindow297: with arweave.version 2.9.7 a reduction in a group
+// without a bucket takes the peer's oldest window timestamp (SPEC §6.3),
+// freeing a place, in both modes; local_first pushes its own admissions
+// first. An unknown peer's reduction creates nothing.
+func TestReduceWindow297(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, mode := range []cluster.Mode{cluster.Strict, cluster.LocalFirst} {
+		t.Run(mode.String(), func(t *testing.T) {
+			var c clock
+			c.ms.Store(t0.UnixMilli())
+			cfg := limiter.Config{IPv6Prefix: 64, ArweaveVersion: limiter.Arweave297, Groups: map[string]limiter.GroupSettings{
+				"general": group(2, 1000, 0, 30000, 1, 10, 120000, 120000),
+			}}
+			b, err := cluster.OpenWithClock(cluster.Options{Addrs: []string{srv.Addr()}, Mode: mode, OnFailure: cluster.FailClosed,
+				Timeout: 2 * time.Second, Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)}, c.get)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			lim, err := limiter.New(c.now(), cfg, limiter.WithBackend(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, _ := lim.GroupID("general")
+			p := peerOf(fmt.Sprintf("198.51.100.%d", 1+int(mode)))
+			step := func(ms int64, want limiter.Via) {
+				t.Helper()
+				c.ms.Store(t0.UnixMilli() + ms)
+				d := lim.Decide(c.now(), p, g)
+				if d.Via != want {
+					t.Fatalf("t=%d: %+v, want %v", ms, d, want)
+				}
+				d.Release()
+			}
+			step(1, limiter.ViaSliding)
+			step(500, limiter.ViaSliding)
+			step(600, limiter.ViaNone)
+			if r := lim.Reduce(c.now(), p.Key, g); r != limiter.Reduced {
+				t.Fatalf("reduce: %v", r)
+			}
+			step(600, limiter.ViaSliding) // the timestamp 1 went
+			step(600, limiter.ViaNone)
+			if r := lim.Reduce(c.now(), peerOf("198.51.100.99").Key, g); r != limiter.ReduceNoop {
+				t.Fatalf("reduce of an unknown peer: %v", r)
+			}
+			if st := b.Stats(); st.FailClosed != 0 || !st.Up {
+				t.Fatalf("redis failed: %+v", st)
+			}
+		})
+	}
+}
+
 // TestShardScope: with concurrency_scope "shard" (SPEC §6.3) each
 // instance counts its worker shards' requests in flight itself, and the
 // scripts get no per-peer limit: a peer with 2 requests in flight on one
