@@ -88,9 +88,9 @@ func (b *Backend) algoCall(deadline time.Time, op string, k limiter.Key, g *limi
 	keys := algoKeys(k, g, sc)
 	var args []any
 	if g.Algorithm == algo.SlidingLog {
-		args = []any{b.clockArg(), op, p.Limit, p.Period, g.ConcurrencyLimit, member, b.keeper.lease}
+		args = []any{b.clockArg(), op, p.Limit, p.Period, g.PeerConcurrencyLimit(), member, b.keeper.lease}
 	} else {
-		args = []any{b.clockArg(), op, int(g.Algorithm), p.Limit, p.Period, p.Burst, g.ConcurrencyLimit, member, b.keeper.lease, "", ""}
+		args = []any{b.clockArg(), op, int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit(), member, b.keeper.lease, "", ""}
 	}
 	for attempt := 0; ; attempt++ {
 		v, err := b.t.do(deadline, scriptFor(g.Algorithm), keys, args)

@@ -95,17 +95,48 @@ func TestSameDecisionsAsLocal(t *testing.T) {
 	for name, start := range redisServers(t) {
 		for _, mode := range []cluster.Mode{cluster.Strict, cluster.LocalFirst} {
 			t.Run(name+"/"+mode.String(), func(t *testing.T) {
-				runEquivalence(t, start(t), mode, 1)
-				runEquivalence(t, start(t), mode, 2)
+				runEquivalence(t, start(t), mode, 1, equivConfig())
+				runEquivalence(t, start(t), mode, 2, equivConfig())
 			})
 		}
 	}
 }
 
-func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64) {
+// TestSameDecisionsAsLocal297 is TestSameDecisionsAsLocal under
+// arweave.version 2.9.7 (SPEC §6.3): the cleanups by the window's
+// duration, the window-only group's reduction taking its oldest
+// timestamp (expired or not: strict mode only, local_first keeps no
+// timestamp past the window, see TestReduceWindow297), general counting
+// concurrency per worker shard (2 workers), and no group that admits
+// nothing (2.9.7 refuses one).
+func TestSameDecisionsAsLocal297(t *testing.T) {
+	cfg := func(mode cluster.Mode) limiter.Config {
+		cfg := equivConfig()
+		delete(cfg.Groups, "closed")
+		g := cfg.Groups["general"]
+		g.NumberOfWorkers, g.ConcurrencyScope = 2, limiter.ScopeShard
+		cfg.Groups["general"] = g
+		// The window-only group never full of requests in flight, so that
+		// reductions find timestamps to take.
+		w := cfg.Groups["win"]
+		w.ConcurrencyLimit = 1000
+		w.ManualReductionDisabled = mode == cluster.LocalFirst
+		cfg.Groups["win"] = w
+		cfg.ArweaveVersion = limiter.Arweave297
+		return cfg
+	}
+	for name, start := range redisServers(t) {
+		for _, mode := range []cluster.Mode{cluster.Strict, cluster.LocalFirst} {
+			t.Run(name+"/"+mode.String(), func(t *testing.T) {
+				runEquivalence(t, start(t), mode, 3, cfg(mode))
+			})
+		}
+	}
+}
+
+func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64, cfg limiter.Config) {
 	var c clock
 	c.ms.Store(t0.UnixMilli())
-	cfg := equivConfig()
 	local, err := limiter.New(c.now(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +161,12 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 		{Addr: netip.MustParseAddr("2001:db8::1"), Key: limiter.KeyFromAddr(netip.MustParseAddr("2001:db8::1"), 64)},
 		{Key: limiter.OpaqueKey("bad{hop}|x")},
 	}
-	groups := []string{"general", "tight", "win", "closed", "dry", "bucket", "gcra", "fixed", "log", "sliding"}
+	var groups []string
+	for _, name := range []string{"general", "tight", "win", "closed", "dry", "bucket", "gcra", "fixed", "log", "sliding"} {
+		if _, ok := cfg.Groups[name]; ok {
+			groups = append(groups, name)
+		}
+	}
 	type held struct{ a, b limiter.Decision }
 	var open []held
 	rng := rand.New(rand.NewPCG(seed, 99))
@@ -160,6 +196,7 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 				t.Fatalf("step %d: reduce %s in %s: local %v, %s %v", step, p.Key, gname, ra, mode, rb)
 			}
 			counts["reduce_"+ra.String()]++
+			counts[gname+"/reduce_"+ra.String()]++
 		case r < 27:
 			// A live change: the general group's tick intervals, the
 			// limits of an algorithm (its state rescaled), or a group's
@@ -226,6 +263,9 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 	want := []string{"sliding_window/", "leaky_bucket/", "none/concurrency", "none/rate_limit", "release", "reduce_reduced", "reduce_noop", "retime", "limits", "algorithm"}
 	for _, k := range []string{"token_bucket", "gcra", "fixed_window", "sliding_log", "sliding_window"} {
 		want = append(want, k+"/algorithm/", k+"/none/rate_limit")
+	}
+	if cfg.ArweaveVersion == limiter.Arweave297 && mode == cluster.Strict {
+		want = append(want, "win/reduce_reduced") // the oldest timestamp taken
 	}
 	for _, want := range want {
 		if counts[want] == 0 {

@@ -209,7 +209,7 @@ func (e *lfEntry) view(t int64, g *limiter.Group, sc *sharedSched) (limiter.Hybr
 
 	// A timestamp counts while ts + duration > t and the cleanup tick in
 	// force has not dropped it.
-	lo := max(t-g.SlidingWindowDuration+1, sc.Cleanup.TimeOf(sc.Cleanup.IndexAt(t))-g.CleanupExpiry)
+	lo := max(t-g.SlidingWindowDuration+1, sc.Cleanup.TimeOf(sc.Cleanup.IndexAt(t))-g.CleanupAge())
 	w, oldest := e.wc, int64(0)
 	for _, ts := range e.soon {
 		if ts >= lo {
@@ -249,7 +249,7 @@ func (l *localFirst) prepare(e *lfEntry, g *limiter.Group, sc *sharedSched) (*fl
 	args = append(args, l.b.clockArg())
 	args = append(args, sc.args[:]...)
 	horizon := 2*l.b.opts.SyncInterval.Milliseconds() + l.b.opts.Timeout.Milliseconds()
-	args = append(args, g.CleanupExpiry, g.SlidingWindowLimit, g.SlidingWindowDuration, g.LeakyLimit,
+	args = append(args, g.CleanupAge(), g.SlidingWindowLimit, g.SlidingWindowDuration, g.LeakyLimit,
 		g.LeakyTickReduction, l.b.inst, f.id, e.open, l.lease, horizon, len(f.toks))
 	for _, r := range f.toks {
 		args = append(args, r.k, r.n)
@@ -350,6 +350,9 @@ func (l *localFirst) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.
 		return l.b.reduceAlgo(deadline, k, g, sc)
 	}
 	key := lfKey{k, g.ID}
+	if g.Arweave == limiter.Arweave297 && g.LeakyLimit == 0 {
+		return l.reduceWindow(key, k, g)
+	}
 	sh := l.shardOf(key)
 	sh.mu.Lock()
 	if e := sh.m[key]; e != nil {
@@ -376,6 +379,27 @@ func (l *localFirst) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.
 			e.until = 0
 		}
 		sh.mu.Unlock()
+	}
+	return r, err
+}
+
+// reduceWindow is the Arweave 2.9.7 reduction of a hybrid group without a
+// bucket (the strict mode's reduceWindow): this instance's admissions not
+// pushed yet are pushed first, so that the oldest timestamp of all goes,
+// and the entry is read again after it. A failed read leaves this
+// instance's view as a missed sync does, until the next one.
+func (l *localFirst) reduceWindow(key lfKey, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
+	deadline := time.Now().Add(l.b.opts.Timeout)
+	sc, err := l.b.sched.forDecision(g, deadline)
+	if err != nil {
+		return limiter.ReduceNoop, err
+	}
+	if err := l.syncNow(deadline, key, k, g, sc); err != nil {
+		return limiter.ReduceNoop, err
+	}
+	r, err := reduceWindow(l.b, deadline, sc, k, g)
+	if err == nil && r == limiter.Reduced {
+		_ = l.syncNow(time.Now().Add(l.b.opts.Timeout), key, k, g, sc)
 	}
 	return r, err
 }

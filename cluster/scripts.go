@@ -25,6 +25,8 @@ var (
 	hybridSrc string
 	//go:embed lua/reduce.lua
 	reduceSrc string
+	//go:embed lua/reduce_window.lua
+	reduceWindowSrc string
 	//go:embed lua/renew.lua
 	renewSrc string
 	//go:embed lua/cas.lua
@@ -47,6 +49,7 @@ var (
 var (
 	scriptHybrid   = newScript("hybrid", hybridSrc)
 	scriptReduce   = newScript("reduce", reduceSrc)
+	scriptReduceW  = newScript("reduce_window", reduceWindowSrc)
 	scriptRenew    = newScript("renew", renewSrc)
 	scriptCAS      = newScript("cas", casSrc)
 	scriptLFHybrid = newScript("lf_hybrid", lfHybridSrc)

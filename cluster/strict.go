@@ -41,11 +41,11 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 	}
 	keys := hybridKeys(k, g, sc)
 	member := s.b.keeper.member()
-	args := make([]any, 0, 21)
+	args := make([]any, 0, 22)
 	args = append(args, s.b.clockArg())
 	args = append(args, sc.args[:]...)
-	args = append(args, g.CleanupExpiry, g.ConcurrencyLimit, g.SlidingWindowLimit, g.SlidingWindowDuration,
-		g.LeakyLimit, g.LeakyTickReduction, member, s.b.keeper.lease)
+	args = append(args, g.CleanupAge(), g.PeerConcurrencyLimit(), g.SlidingWindowLimit, g.SlidingWindowDuration,
+		g.LeakyLimit, g.LeakyTickReduction, member, s.b.keeper.lease, windowTTL(g, sc))
 	v, err := s.b.t.do(deadline, scriptHybrid, keys, args)
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
@@ -101,7 +101,33 @@ func (s *strict) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.Redu
 	if g.Algorithm != algo.Hybrid {
 		return s.b.reduceAlgo(deadline, k, g, sc)
 	}
+	if g.Arweave == limiter.Arweave297 && g.LeakyLimit == 0 {
+		return reduceWindow(s.b, deadline, sc, k, g)
+	}
 	return reduceShared(s.b, deadline, sc, k, g)
+}
+
+// windowTTL is how long a hybrid's window key outlives an admission: the
+// window and a second; with arweave.version 2.9.7, whose reduction takes
+// the oldest timestamp held even past the window, until the cleanup tick
+// that drops it too (one interval more), as the local backend keeps it.
+func windowTTL(g *limiter.Group, sc *sharedSched) int64 {
+	ttl := g.SlidingWindowDuration + 1000
+	if g.Arweave == limiter.Arweave297 {
+		ttl += max(sc.Cleanup.Interval, sc.Cleanup.NextInterval)
+	}
+	return ttl
+}
+
+// reduceWindow is the Arweave 2.9.7 reduction of a hybrid group without a
+// bucket (SPEC §6.3): the oldest window timestamp (k, g) holds goes.
+func reduceWindow(b *Backend, deadline time.Time, sc *sharedSched, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
+	args := make([]any, 0, 8)
+	args = append(args, b.clockArg())
+	args = append(args, sc.args[6:12]...)
+	args = append(args, g.CleanupAge())
+	v, err := b.t.do(deadline, scriptReduceW, []string{baseKey(k, g.Name, sc) + sufHybridWin}, args)
+	return reduceReply(v, err)
 }
 
 // reduceShared runs the reduce script on (k, g)'s shared tokens.
@@ -111,6 +137,11 @@ func reduceShared(b *Backend, deadline time.Time, sc *sharedSched, k limiter.Key
 	args = append(args, sc.args[:6]...)
 	args = append(args, g.LeakyTickReduction)
 	v, err := b.t.do(deadline, scriptReduce, []string{baseKey(k, g.Name, sc) + sufHybrid}, args)
+	return reduceReply(v, err)
+}
+
+// reduceReply reads a reduce script's reply {1 reduced | 0, now}.
+func reduceReply(v any, err error) (limiter.ReduceResult, error) {
 	if err != nil {
 		return limiter.ReduceNoop, err
 	}
@@ -156,7 +187,7 @@ func (s *strict) probe(ctx context.Context) error {
 	args := []any{s.b.clockArg()}
 	args = append(args, sched[:]...)
 	args = append(args, sched[:]...)
-	args = append(args, 1000, 1<<30, 1, 1000, 1, 1, "probe", 1000)
+	args = append(args, 1000, 1<<30, 1, 1000, 1, 1, "probe", 1000, 2000)
 	v, err := s.b.t.runOne(ctx, scriptHybrid, keys, args...)
 	if err == nil {
 		_, err = ints(v)

@@ -43,7 +43,7 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 		u.Tokens, u.Window = s.A, s.B
 	}
 	switch {
-	case int64(e.inflight)+1 > g.ConcurrencyLimit:
+	case int64(e.inflight)+1 > g.PeerConcurrencyLimit():
 		out = Outcome{Reason: ReasonConcurrency, RetryAfter: 1}
 		if !exact {
 			u = logUsage(sh.win(e), p, ms)

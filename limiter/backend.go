@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/shardcount"
 )
 
 // Backend is where the state of every (peer, group) lives: the local slab
@@ -179,6 +180,13 @@ type Group struct {
 	// Leaky and Cleanup place the group's leaky and cleanup ticks.
 	Leaky   Schedule
 	Cleanup Schedule
+	// Arweave is arweave.version: which node's cleanup (CleanupAge) and
+	// reduce rules apply.
+	Arweave ArweaveVersion
+	// inflight counts the requests in flight per worker shard when the
+	// scope is "shard" (nil otherwise); it is kept across versions while
+	// the scope and number_of_workers stay (see Limiter.build).
+	inflight *shardcount.Counters
 	// params are GroupSettings.Params(); stateVer changes when the
 	// algorithm or the limits its state is measured in change (see
 	// local.sync).
@@ -189,6 +197,19 @@ type Group struct {
 // Params returns the group's limits, burst resolved (the algorithms but
 // the hybrid).
 func (g *Group) Params() algo.Params { return g.params }
+
+// CleanupAge returns how far before a cleanup tick a window timestamp
+// must lie for the tick to drop it: more than
+// sliding_window_timestamp_cleanup_expiry ms (2.9.6); with arweave.version
+// 2.9.7, which has no expiry, at least sliding_window_duration ms (the
+// node drops ts when ts + duration ≤ the tick), that is more than
+// duration − 1.
+func (g *Group) CleanupAge() int64 {
+	if g.Arweave == Arweave297 {
+		return g.SlidingWindowDuration - 1
+	}
+	return g.CleanupExpiry
+}
 
 // closed reports whether the group admits nothing: no window, no bucket.
 func (g *Group) closed() bool { return g.SlidingWindowLimit == 0 && g.LeakyLimit == 0 }

@@ -71,6 +71,9 @@ type Decision struct {
 	// b holds the in-flight slot h until Release; nil when none is held.
 	b Backend
 	h Handle
+	// sc is the counter of the shard whose slot the admission holds (scope
+	// "shard"), given back by Release whatever became of the entry.
+	sc *atomic.Int64
 }
 
 // quotaState is what Quota needs, captured by the decision: the few values
@@ -80,6 +83,9 @@ type quotaState struct {
 	g  *Group // immutable once built
 	ms int64  // the decision's time
 	u  Usage
+	// full: rejected because the peer's worker shard was full; the
+	// Backend was not asked, so u means nothing.
+	full bool
 }
 
 // Quota returns the state of the (peer, group) right after the decision,
@@ -89,6 +95,20 @@ func (d *Decision) Quota() Quota {
 	g := q.g
 	if g == nil {
 		return Quota{}
+	}
+	if q.full {
+		// The peer's state was not read: nothing left, admission possible
+		// again in a second, as the Arweave fields say of a concurrency
+		// rejection ({concurrency, 0, 1, concurrency}).
+		if g.Algorithm != algo.Hybrid {
+			return Quota{Algorithm: g.Algorithm, BucketLimit: g.Limit, BucketWindow: g.Period, BucketReset: 1000, ResetAmount: 1}
+		}
+		out := Quota{BucketLimit: g.LeakyLimit, BucketWindow: g.LeakyTickInterval, BucketReset: 1000,
+			WindowLimit: g.SlidingWindowLimit, WindowDuration: g.SlidingWindowDuration}
+		if g.SlidingWindowLimit > 0 {
+			out.WindowReset = 1000
+		}
+		return out
 	}
 	if g.Algorithm != algo.Hybrid {
 		// One policy, the algorithm's: q = L, w = P, r what is left, t
@@ -155,6 +175,10 @@ func (d *Decision) Holds() bool { return d.b != nil }
 // no-op on a rejected or unlimited decision, on a second call, and when the
 // entry was forgotten or evicted in the meantime. It does not allocate.
 func (d *Decision) Release() {
+	if sc := d.sc; sc != nil {
+		d.sc = nil
+		sc.Add(-1)
+	}
 	b := d.b
 	if b == nil {
 		return
@@ -172,16 +196,24 @@ type policyStats struct {
 	reduce      atomic.Uint64
 	wouldConc   atomic.Uint64 // dry_run rejections by concurrency let through
 	wouldRate   atomic.Uint64 // dry_run rejections by rate limit let through
-	_           [16]byte
+	shardConc   atomic.Uint64 // rejections by a full worker shard (shardFull)
+	shardWould  atomic.Uint64 // those of them a dry_run group let through
 }
 
 // Decide decides one request of peer p in group g at now (SPEC §6). The
 // policy is here: the deny list, the exemption (→ local_peers), the global
-// switch and the group's mode; then the group's Backend takes the state
-// part (concurrency, then sliding window and leaky bucket, StepHybrid, or
-// the group's algorithm, package algo), and a dry_run group lets a
-// rejection through. An admitted request must be
-// released (Decision.Release).
+// switch and the group's mode; with concurrency_scope "shard" (SPEC
+// §6.3) the in-flight count of the peer's worker shard, over all its
+// peers; then the group's Backend takes the state part (the peer's
+// concurrency, then sliding window and leaky bucket, StepHybrid, or the
+// group's algorithm, package algo), and a dry_run group lets a rejection
+// through. An admitted request must be released (Decision.Release).
+//
+// The shard's count is taken before the Backend decides (added, then
+// rolled back when over the limit) and given back when the Backend does
+// not admit, so the shard never holds more than concurrency_limit; the
+// Backend, told so by PeerConcurrencyLimit, keeps count of the peer's own
+// requests in flight (the ar_limiter concurrency gauges) without a limit.
 func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) (d Decision) {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || !st.groups[g].defined {
@@ -202,7 +234,17 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) (d Decision) {
 	}
 
 	ms := now.UnixMilli()
+	var sc *atomic.Int64
+	if c := gr.inflight; c != nil {
+		if sc = c.Acquire(c.Shard(p.Key.ShardByte()), gr.ConcurrencyLimit); sc == nil {
+			return l.shardFull(gr, g, ms)
+		}
+	}
 	out, u, h := gr.backend.Admit(ms, KeyOf(&p.Key), gr)
+	if sc != nil && (out.Via == ViaNone || out.Via == ViaUnlimited) {
+		sc.Add(-1) // no slot held: no limit was evaluated, or a rejection
+		sc = nil
+	}
 	if out.Reason == ReasonUnavailable {
 		l.policy[g].unavailable.Add(1)
 		return Decision{Reason: ReasonUnavailable, Group: g, RetryAfter: out.RetryAfter}
@@ -216,7 +258,7 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) (d Decision) {
 	d.Via, d.Reason, d.RetryAfter = out.Via, out.Reason, out.RetryAfter
 	if out.Via != ViaNone {
 		d.Allowed = true
-		d.b, d.h = gr.backend, h
+		d.b, d.h, d.sc = gr.backend, h, sc
 	} else if gr.Mode == ModeDryRun {
 		if out.Reason == ReasonConcurrency {
 			l.policy[g].wouldConc.Add(1)
@@ -226,6 +268,23 @@ func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) (d Decision) {
 		d.Allowed, d.WouldReject = true, true
 	}
 	d.q.g, d.q.ms, d.q.u = gr, ms, u
+	return d
+}
+
+// shardFull is the decision of a request whose worker shard already holds
+// concurrency_limit requests in flight (scope "shard", SPEC §6.3): a
+// concurrency rejection with Retry-After 1 (a dry_run group lets it
+// through), counted by the policy. The Backend is not asked, so nothing
+// changes there and the peer's entry does not count it (its requests and
+// rejections, the dashboard's record of decisions).
+func (l *Limiter) shardFull(gr *Group, g GroupID, ms int64) Decision {
+	ps := &l.policy[g]
+	ps.shardConc.Add(1)
+	d := Decision{Group: g, Limited: true, Reason: ReasonConcurrency, RetryAfter: 1, q: quotaState{g: gr, ms: ms, full: true}}
+	if gr.Mode == ModeDryRun {
+		ps.shardWould.Add(1)
+		d.Allowed, d.WouldReject = true, true
+	}
 	return d
 }
 
@@ -266,8 +325,9 @@ func (r ReduceResult) String() string {
 }
 
 // Reduce is the manual reduction of SPEC §6: tokens -= 1 if tokens > 0
-// (for the other algorithms, §6.2: one admission given back). It never
-// creates an entry.
+// (with arweave.version 2.9.7 and leaky_limit 0, §6.3: the oldest window
+// timestamp held; for the other algorithms, §6.2: one admission given
+// back). It never creates an entry.
 func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || !st.groups[g].defined || g == LocalPeers {

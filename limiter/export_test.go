@@ -3,6 +3,8 @@ package limiter
 import (
 	"reflect"
 	"unsafe"
+
+	"github.com/limiterd/limiterd/limiter/shardcount"
 )
 
 // EntrySize is the size of one tracked (peer, group) entry, for tests.
@@ -33,4 +35,10 @@ func holdsPointers(t reflect.Type) bool {
 		return false
 	}
 	return true
+}
+
+// ShardCounters returns the shard in-flight counters of group g (nil
+// unless its scope is "shard").
+func ShardCounters(l *Limiter, g GroupID) *shardcount.Counters {
+	return l.set.Load().groups[g].inflight
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/peerid"
+	"github.com/limiterd/limiterd/limiter/shardcount"
 )
 
 // GroupID is a group's index in a Limiter. IDs are stable for the
@@ -239,7 +240,8 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 			next++
 		}
 		g := Group{ID: id, defined: true, backend: l.backend, Version: ver, Name: name, GroupSettings: gs,
-			params: gs.Params(), stateVer: ver}
+			params: gs.Params(), stateVer: ver, Arweave: cfg.ArweaveVersion}
+		g.inflight = shardCounters(prev, id, gs)
 		if prev != nil && prev.groups[id].defined {
 			// The state stays valid while the algorithm stays and, for the
 			// two whose units are made of the limits (and the sliding
@@ -306,6 +308,27 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 	}
 	st.names = l.names
 	return st, nil
+}
+
+// shardCounters returns the shard in-flight counters of group id with
+// settings gs (SPEC §6.3): nil unless the scope is "shard"; those of prev
+// while they have as many shards, else new ones. Requests admitted under
+// counters that were replaced (a live change of number_of_workers or of
+// the scope) give their slot back to those (the Decision holds the
+// counter), so no count goes negative or leaks; until they end they are
+// not counted against the new shards. Restore (prev nil) starts new ones,
+// as it forgets the peers' own in-flight counts.
+func shardCounters(prev *settings, id GroupID, gs GroupSettings) *shardcount.Counters {
+	if gs.ConcurrencyScope != ScopeShard {
+		return nil
+	}
+	n := int(max(1, gs.NumberOfWorkers))
+	if prev != nil && prev.groups[id].defined {
+		if c := prev.groups[id].inflight; c != nil && c.Len() == n {
+			return c
+		}
+	}
+	return shardcount.New(n)
 }
 
 // CheckConfig reports whether New would accept cfg, without building the

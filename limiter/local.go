@@ -98,7 +98,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	stats := &sh.stats[g.ID]
 	// The leaky tick span holding ms, looked up once for the decision.
 	lc := &sh.leakyCache[g.ID]
-	lk := lc.index(&g.Leaky, g.Version, ms)
+	lk := lc.Index(&g.Leaky, g.Version, ms)
 	if ok {
 		sh.applyTicks(e, g, ms, stats)
 	}
@@ -115,7 +115,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 			s.Window, s.Oldest = int64(wn), w.at(w.n-wn)
 		}
 	}
-	resetAt := lc.to // read under the lock: another decision may move the span
+	resetAt := lc.To // read under the lock: another decision may move the span
 	s, out = StepHybrid(s, &g.GroupSettings, ms, resetAt)
 	switch out.Via {
 	case ViaLeaky:
@@ -205,8 +205,9 @@ func (b *local) Release(h Handle) {
 }
 
 // Reduce gives back one token of (k, g), ReduceHybrid on the entry with
-// its due ticks applied (one admission of the other algorithms:
-// reduceAlgo); it never creates an entry.
+// its due ticks applied (with arweave.version 2.9.7 and no bucket, the
+// oldest window timestamp: reduceOldest; one admission of the other
+// algorithms: reduceAlgo); it never creates an entry.
 func (b *local) Reduce(ms int64, k Key, g *Group) ReduceResult {
 	key := makeEntryKey(g.ID, k)
 	sh, _, tag := b.shardOf(&key)
@@ -227,6 +228,14 @@ func (b *local) Reduce(ms int64, k Key, g *Group) ReduceResult {
 	}
 	pos := sh.posOf(slot, tag)
 	sh.applyTicks(e, g, ms, &sh.stats[g.ID])
+	if g.Arweave == Arweave297 && g.LeakyLimit == 0 {
+		res := sh.reduceOldest(e, &sh.stats[g.ID])
+		if sh.dead(e) {
+			sh.remove(slot, pos)
+			b.total.Add(-1)
+		}
+		return res
+	}
 	ns, res := ReduceHybrid(HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)})
 	if res == Reduced {
 		sh.stats[g.ID].ItemsTokens -= int64(e.tokens) - ns.Tokens
@@ -238,6 +247,26 @@ func (b *local) Reduce(ms int64, k Key, g *Group) ReduceResult {
 		b.total.Add(-1)
 	}
 	return res
+}
+
+// reduceOldest is the reduction of Arweave 2.9.7 in a group without a
+// bucket (leaky_limit 0, SPEC §6.3): the oldest window timestamp held
+// goes, expired or not (the node drops the head of the list it stored,
+// which only its cleanup ticks prune), so a reduction may change no
+// decision. Reduced when one went.
+func (sh *shard) reduceOldest(e *entry, st *GroupStats) ReduceResult {
+	w := sh.win(e)
+	if w == nil || w.n == 0 {
+		return ReduceNoop
+	}
+	w.dropOldest()
+	st.ItemsWindow--
+	if w.n == 0 {
+		sh.dropWin(e)
+		st.PeersWindow--
+	}
+	e.flags |= flagDirty
+	return Reduced
 }
 
 // Forget deletes the entry of (k, g), if any.
@@ -336,26 +365,10 @@ func (sh *shard) applyTicks(e *entry, g *Group, ms int64, st *GroupStats) {
 	}
 }
 
-// tickSpan caches, per shard and group, the span [from, to) of times that
-// share one tick index, so that a decision divides only when a tick passed.
-type tickSpan struct {
-	ver      uint64
-	from, to int64
-	k        int64
-}
-
-func (c *tickSpan) index(s *Schedule, ver uint64, ms int64) int64 {
-	if c.ver != ver || ms < c.from || ms >= c.to {
-		k := s.IndexAt(ms)
-		*c = tickSpan{ver: ver, from: s.TimeOf(k), to: s.TimeOf(k + 1), k: k}
-	}
-	return c.k
-}
-
 func (sh *shard) leakyIndex(g *Group, ms int64) int64 {
-	return sh.leakyCache[g.ID].index(&g.Leaky, g.Version, ms)
+	return sh.leakyCache[g.ID].Index(&g.Leaky, g.Version, ms)
 }
 
 func (sh *shard) cleanupIndex(g *Group, ms int64) int64 {
-	return sh.cleanupCache[g.ID].index(&g.Cleanup, g.Version, ms)
+	return sh.cleanupCache[g.ID].Index(&g.Cleanup, g.Version, ms)
 }

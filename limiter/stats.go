@@ -4,71 +4,12 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/groupstats"
 )
 
 // GroupStats are the counters and gauges of one group: the numbers behind
-// the metrics of SPEC §9. Counters only grow; gauges are current.
-type GroupStats struct {
-	// Counters.
-	Requests            uint64 // ar_limiter_requests_total
-	RejectedConcurrency uint64 // ar_limiter_rejected_total{reason="concurrency"}
-	RejectedRateLimit   uint64 // ar_limiter_rejected_total{reason="rate_limit"}
-	Denied              uint64 // requests of denied peers (403)
-	WouldReject         uint64 // dry_run rejections let through
-	AllowedSliding      uint64 // admitted by the sliding window
-	AllowedLeaky        uint64 // admitted with a leaky-bucket token
-	Unlimited           uint64 // admitted with no limiting applied
-	Unavailable         uint64 // answered ReasonUnavailable by the backend
-	ReduceRequests      uint64 // ar_limiter_reduce_requests_total
-	TickReductionsPeer  uint64 // ar_limiter_leaky_tick_reductions_peer
-	TickTokenReductions uint64 // ar_limiter_leaky_tick_token_reductions_total
-	TickDeletePeer      uint64 // ar_limiter_leaky_tick_delete_peer_total
-	CleanupDeletePeer   uint64 // ar_limiter_cleanup_tick_expired_sliding_peers_deleted_total
-	Evictions           uint64 // entries evicted by max_tracked
-	LeakyTicks          uint64 // ar_limiter_leaky_ticks
-	AllowedAlgorithm    uint64 // admitted by an algorithm other than the hybrid
-	StateDrops          uint64 // entries dropped because the group's algorithm changed
-
-	// Gauges: ar_limiter_peers and ar_limiter_tracked_items_total.
-	PeersConcurrency int64
-	PeersTokens      int64
-	PeersWindow      int64
-	ItemsConcurrency int64
-	ItemsTokens      int64
-	ItemsWindow      int64
-	// Entries are the group's (peer, group) entries, LogItems the
-	// timestamps its sliding logs hold (limiterd's gauges).
-	Entries  int64
-	LogItems int64
-}
-
-func (s *GroupStats) add(o *GroupStats) {
-	s.Requests += o.Requests
-	s.RejectedConcurrency += o.RejectedConcurrency
-	s.RejectedRateLimit += o.RejectedRateLimit
-	s.Denied += o.Denied
-	s.WouldReject += o.WouldReject
-	s.AllowedSliding += o.AllowedSliding
-	s.AllowedLeaky += o.AllowedLeaky
-	s.Unlimited += o.Unlimited
-	s.Unavailable += o.Unavailable
-	s.ReduceRequests += o.ReduceRequests
-	s.TickReductionsPeer += o.TickReductionsPeer
-	s.TickTokenReductions += o.TickTokenReductions
-	s.TickDeletePeer += o.TickDeletePeer
-	s.CleanupDeletePeer += o.CleanupDeletePeer
-	s.Evictions += o.Evictions
-	s.AllowedAlgorithm += o.AllowedAlgorithm
-	s.StateDrops += o.StateDrops
-	s.Entries += o.Entries
-	s.LogItems += o.LogItems
-	s.PeersConcurrency += o.PeersConcurrency
-	s.PeersTokens += o.PeersTokens
-	s.PeersWindow += o.PeersWindow
-	s.ItemsConcurrency += o.ItemsConcurrency
-	s.ItemsTokens += o.ItemsTokens
-	s.ItemsWindow += o.ItemsWindow
-}
+// the metrics of SPEC §9 (package groupstats).
+type GroupStats = groupstats.Stats
 
 // Stats returns the counters and gauges of every group ever defined (a
 // removed group keeps its counters), keyed by group name: the policy's
@@ -79,16 +20,21 @@ func (l *Limiter) Stats() map[string]GroupStats {
 	// The policy's counters first: a dry_run rejection is counted by the
 	// backend before the policy counts it let through, so the backend's
 	// rejections read next are never fewer than those moved out of them.
-	var would [MaxGroups][2]uint64
+	// The shard rejections (shardFull) are the policy's alone: the
+	// let-through ones read first, so never more than all of them.
+	var would, shard [MaxGroups][2]uint64
 	for g := range sum {
 		p, s := &l.policy[g], &sum[g]
 		s.Denied = p.denied.Load()
 		s.Unlimited = p.unlimited.Load()
 		s.Unavailable = p.unavailable.Load()
 		s.ReduceRequests = p.reduce.Load()
-		s.Requests = s.Denied + s.Unlimited + s.Unavailable
+		shard[g][1] = p.shardWould.Load()
+		shard[g][0] = p.shardConc.Load()
+		s.Requests = s.Denied + s.Unlimited + s.Unavailable + shard[g][0]
+		s.RejectedConcurrency = shard[g][0] - shard[g][1]
 		would[g] = [2]uint64{p.wouldConc.Load(), p.wouldRate.Load()}
-		s.WouldReject = would[g][0] + would[g][1]
+		s.WouldReject = would[g][0] + would[g][1] + shard[g][1]
 	}
 	if sr, ok := l.backend.(StatsReporter); ok {
 		sr.AddStats(&sum)
@@ -117,7 +63,7 @@ func (b *local) AddStats(sum *[MaxGroups]GroupStats) {
 		sh := &b.shards[i]
 		sh.mu.Lock()
 		for g := range sum {
-			sum[g].add(&sh.stats[g])
+			sum[g].Add(&sh.stats[g])
 		}
 		sh.mu.Unlock()
 	}

@@ -34,8 +34,9 @@ func (o Outcome) Allowed() bool { return o.Via != ViaNone }
 // StepHybrid is the hybrid decision of SPEC §6, the one place it is
 // written: for state s of a (peer, group) with settings g, at ms, with the
 // group's next leaky tick at nextTick, it returns the outcome and the state
-// after it. Concurrency first, then the sliding window, then the leaky
-// bucket:
+// after it. Concurrency first (the peer's own, PeerConcurrencyLimit: with
+// scope "shard" the Limiter checks the shard's before), then the sliding
+// window, then the leaky bucket:
 //
 //	inflight + 1 > concurrency_limit       → reject (concurrency)
 //	window + 1 > sliding_window_limit:
@@ -49,7 +50,7 @@ func (o Outcome) Allowed() bool { return o.Via != ViaNone }
 // lock, no allocation.
 func StepHybrid(s HybridState, g *GroupSettings, ms, nextTick int64) (HybridState, Outcome) {
 	switch {
-	case s.Inflight+1 > g.ConcurrencyLimit:
+	case s.Inflight+1 > g.PeerConcurrencyLimit():
 		return s, Outcome{Reason: ReasonConcurrency, RetryAfter: 1}
 	case s.Window+1 > g.SlidingWindowLimit:
 		if s.Tokens+1 > g.LeakyLimit {
@@ -109,8 +110,9 @@ func LeakyTicks(tokens, n, r int64) (left, reducing int64, deleted bool) {
 	return max(0, tokens-n*r), n, false
 }
 
-// CleanupCut returns the cut of cleanup tick k of group g (SPEC §6): the
-// tick drops every window timestamp older than the cut.
+// CleanupCut returns the cut of cleanup tick k of group g (SPEC §6, and
+// §6.3 for 2.9.7: Group.CleanupAge): the tick drops every window
+// timestamp older than the cut.
 func CleanupCut(g *Group, k int64) int64 {
-	return g.Cleanup.TimeOf(k) - g.CleanupExpiry
+	return g.Cleanup.TimeOf(k) - g.CleanupAge()
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/schedule"
 )
 
 // entryKey is a (peer, group) pair: the PeerKey, then the group ID in the
@@ -134,8 +135,8 @@ type shard struct {
 	// SnapshotDelta.
 	deleted []entryKey
 
-	leakyCache   [MaxGroups]tickSpan
-	cleanupCache [MaxGroups]tickSpan
+	leakyCache   [MaxGroups]schedule.Span
+	cleanupCache [MaxGroups]schedule.Span
 	// synced is, per group, the Group.stateVer the shard's entries are
 	// kept for, with the limits they are measured in (see sync).
 	synced [MaxGroups]shardSync

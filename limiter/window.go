@@ -35,6 +35,14 @@ func (w *window) dropBefore(cut int64) int32 {
 	return k
 }
 
+// dropOldest removes the oldest timestamp (n > 0).
+func (w *window) dropOldest() {
+	w.head = (w.head + 1) % int32(len(w.ts))
+	if w.n--; w.n == 0 {
+		w.head = 0
+	}
+}
+
 // countFrom returns how many timestamps are ≥ cut (the unexpired ones).
 func (w *window) countFrom(cut int64) int32 {
 	// Timestamps are sorted: count the expired prefix (most often none).

@@ -11,7 +11,9 @@
 -- ARGV[8..13]  the group's cleanup schedule, likewise
 -- ARGV[14] cleanup expiry  15 concurrency_limit  16 sliding_window_limit
 -- ARGV[17] sliding_window_duration  18 leaky_limit  19 leaky_tick_reduction
--- ARGV[20] slot id (unique)  21 lease ms
+-- ARGV[20] slot id (unique)  21 lease ms  22 ms the window key outlives an
+--          admission (arweave.version 2.9.7 keeps timestamps past the window
+--          until a cleanup tick drops them: its reduction may take one)
 -- Returns the state before the decision and the verdict, integers only:
 --   {verdict, inflight, window, oldest, tokens, now, next_tick}
 --   verdict 0 concurrency, 1 rate_limit, 2 admitted by the window, 3 by the bucket
@@ -89,7 +91,7 @@ if wc + 1 > swl then
 else
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - swd)
   redis.call('ZADD', KEYS[2], now, now .. ':' .. slot)
-  redis.call('PEXPIRE', KEYS[2], swd + 1000)
+  redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[22]))
   verdict = 2
 end
 redis.call('ZADD', KEYS[3], now + lease, slot)

@@ -61,6 +61,24 @@ func FromAddr(addr netip.Addr, ipv6Prefix int) Key {
 	return k
 }
 
+// ShardByte returns the byte of k that picks its worker shard (SPEC
+// §6.3; the shard is this byte mod number_of_workers): the last octet of
+// an IPv4 address, as Arweave 2.9.7 does. Arweave has no IPv6 path (its
+// middleware accepts IPv4 peers only), so the rest is limiterd's own
+// extension: for an IPv6 prefix key (a /64 by default) the last byte of
+// the prefix, for a whole IPv6 address or an opaque key its last byte.
+func (k *Key) ShardByte() byte {
+	switch k[0] {
+	case keyIPv4:
+		return k[4]
+	case keyIPv6Net:
+		// Address bytes are k[1:17]; a prefix of b bits ends in address
+		// byte (b+7)/8 − 1, which is k[(b+7)/8].
+		return k[(int(k[16])+7)/8]
+	}
+	return k[16]
+}
+
 // Opaque returns the fallback key of a source that is not an IP address:
 // an FNV-128a hash of raw, stable across restarts, distinct for distinct raw
 // strings (up to hash collisions), never shared by everybody.

@@ -108,3 +108,24 @@ func (s Schedule) Valid() bool {
 		(s.Switch == 0 || (s.NextInterval > 0 && s.NextInterval <= maxInterval)) &&
 		s.Anchor > math.MinInt64/4 && s.Anchor < math.MaxInt64/4
 }
+
+// Span caches the span [From, To) of times that share one tick index of a
+// schedule, and that index, for one version of the schedule: a caller
+// that asks again within the span does not divide. The zero Span is
+// empty. It is not safe for concurrent use (the limiter keeps one per
+// table shard and group, under the shard's lock).
+type Span struct {
+	ver      uint64
+	From, To int64
+	k        int64
+}
+
+// Index returns s.IndexAt(ms), from the span when ms is in it and ver is
+// the version it was computed for, else computing the span anew.
+func (c *Span) Index(s *Schedule, ver uint64, ms int64) int64 {
+	if c.ver != ver || ms < c.From || ms >= c.To {
+		k := s.IndexAt(ms)
+		*c = Span{ver: ver, From: s.TimeOf(k), To: s.TimeOf(k + 1), k: k}
+	}
+	return c.k
+}
