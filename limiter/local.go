@@ -111,8 +111,8 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	s := HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)}
 	w := sh.win(e)
 	if w != nil {
-		if wn := w.countFrom(cut); wn > 0 {
-			s.Window, s.Oldest = int64(wn), w.at(w.n-wn)
+		if wn := w.CountFrom(cut); wn > 0 {
+			s.Window, s.Oldest = int64(wn), w.At(w.N-wn)
 		}
 	}
 	resetAt := lc.to // read under the lock: another decision may move the span
@@ -129,13 +129,13 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		stats.AllowedLeaky++
 	case ViaSliding:
 		if w == nil {
-			w = sh.setWin(e, window{ctick: uint32(sh.cleanupIndex(g, ms))})
+			w = sh.setWin(e, window{Ctick: uint32(sh.cleanupIndex(g, ms))})
 		}
-		if w.n == 0 {
+		if w.N == 0 {
 			stats.PeersWindow++
 		}
-		stats.ItemsWindow -= int64(w.dropBefore(cut))
-		w.add(ms, int32(g.SlidingWindowLimit))
+		stats.ItemsWindow -= int64(w.DropBefore(cut))
+		w.Add(ms, int32(g.SlidingWindowLimit))
 		stats.ItemsWindow++
 		stats.AllowedSliding++
 	default:
@@ -262,7 +262,7 @@ func (sh *shard) dead(e *entry) bool {
 		return false
 	}
 	w := sh.win(e)
-	return w == nil || w.n == 0
+	return w == nil || w.N == 0
 }
 
 // account adds (sign 1) or removes (sign -1) e's share of the gauges.
@@ -276,13 +276,13 @@ func (sh *shard) account(e *entry, sign int64) {
 		st.PeersTokens += sign
 		st.ItemsTokens += sign * int64(e.tokens)
 	}
-	if w := sh.win(e); w != nil && w.n > 0 {
+	if w := sh.win(e); w != nil && w.N > 0 {
 		if e.algo != algo.Hybrid {
-			st.LogItems += sign * int64(w.n)
+			st.LogItems += sign * int64(w.N)
 			return
 		}
 		st.PeersWindow += sign
-		st.ItemsWindow += sign * int64(w.n)
+		st.ItemsWindow += sign * int64(w.N)
 	}
 }
 
@@ -319,12 +319,12 @@ func (sh *shard) applyTicks(e *entry, g *Group, ms int64, st *GroupStats) {
 	}
 	if w := sh.win(e); w != nil {
 		k := sh.cleanupIndex(g, ms)
-		if d := int32(uint32(k) - w.ctick); d > 0 {
-			had := w.n
-			w.dropBefore(CleanupCut(g, k))
-			st.ItemsWindow -= int64(had - w.n)
-			w.ctick = uint32(k)
-			if w.n == 0 {
+		if d := int32(uint32(k) - w.Ctick); d > 0 {
+			had := w.N
+			w.DropBefore(CleanupCut(g, k))
+			st.ItemsWindow -= int64(had - w.N)
+			w.Ctick = uint32(k)
+			if w.N == 0 {
 				sh.dropWin(e)
 				if had > 0 {
 					st.PeersWindow--
