@@ -74,6 +74,11 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 		u.Tokens, u.Window = ns.A, ns.B
 		out.Via = ViaAlgorithm
 	}
+	if g.Algorithm == algo.SlidingLog {
+		e.setPress(algo.PressureOf(p.Limit-u.Window, p.Limit))
+	} else {
+		e.setPress(algo.PressureAt(g.Algorithm, algo.State{A: u.Tokens, B: u.Window}, *p, ms))
+	}
 	switch out.Reason {
 	case ReasonNone:
 		if e.inflight == 0 {
@@ -282,6 +287,28 @@ func (sh *shard) expireAlgo(e *entry, g *Group, ms int64) bool {
 		e.flags |= flagDirty
 	}
 	return sh.dead(e)
+}
+
+// classify sets e's pressure at ms (a sweep: restrictions lapse with
+// time), after its ticks or expiry were applied.
+func (sh *shard) classify(e *entry, g *Group, ms int64) {
+	switch {
+	case e.algo == algo.Hybrid:
+		var n, tokens int64
+		if w := sh.win(e); w != nil {
+			n = int64(w.CountFrom(ms - g.SlidingWindowDuration + 1))
+		}
+		if e.flags&flagTokens != 0 {
+			tokens = int64(e.tokens)
+		}
+		e.setPress(hybridPress(n, tokens, &g.GroupSettings))
+	case e.algo == algo.SlidingLog:
+		e.setPress(algo.PressureOf(g.params.Limit-logUsage(sh.win(e), &g.params, ms).Window, g.params.Limit))
+	case e.flags&flagState != 0:
+		e.setPress(algo.PressureAt(g.Algorithm, e.words(), g.params, ms))
+	default:
+		e.setPress(algo.Light)
+	}
 }
 
 // reduceAlgo is Reduce for an entry of an algorithm other than the hybrid:

@@ -25,7 +25,7 @@ type local struct {
 	hash       hasher
 
 	shards *[nShards]shard
-	cands  [nShards]atomic.Uint32 // each shard's next eviction candidate
+	cands  [nShards]atomic.Uint64 // each shard's next eviction candidate
 
 	afterScan func() // tests: runs between SnapshotDelta's scan and its drain
 
@@ -117,6 +117,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	}
 	resetAt := lc.to // read under the lock: another decision may move the span
 	s, out = StepHybrid(s, &g.GroupSettings, ms, resetAt)
+	e.setPress(hybridPress(s.Window, s.Tokens, &g.GroupSettings))
 	switch out.Via {
 	case ViaLeaky:
 		if e.flags&flagTokens == 0 {
@@ -263,6 +264,12 @@ func (sh *shard) dead(e *entry) bool {
 	}
 	w := sh.win(e)
 	return w == nil || w.N == 0
+}
+
+// hybridPress grades a hybrid state of window unexpired timestamps and
+// tokens consumed: what both admit at once against a fresh entry's.
+func hybridPress(window, tokens int64, g *GroupSettings) algo.Pressure {
+	return algo.PressureOf(max(0, g.SlidingWindowLimit-window)+max(0, g.LeakyLimit-tokens), g.SlidingWindowLimit+g.LeakyLimit)
 }
 
 // account adds (sign 1) or removes (sign -1) e's share of the gauges.
