@@ -5,12 +5,18 @@
 # order swapped every round (2 shared cores: read the per-round ratios).
 #   DecideEvicting:          full table of light entries, a new peer per decision;
 #   DecideEvictingStateful:  full table of limited entries, a new light peer per decision.
-# Usage: bench/evict.sh REV [rounds] [benchtime]
+# Other benchmarks by pattern (as -test.bench takes it) after benchtime,
+# e.g. 'BenchmarkDecide$/limiterd/peers=10000/serial' for a decision on a
+# tracked peer below the cap.
+# Usage: bench/evict.sh REV [rounds] [benchtime] [pattern...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:?usage: bench/evict.sh REV [rounds] [benchtime]}
 rounds=${2:-6}
 bt=${3:-1s}
+shift 3 2>/dev/null || shift $#
+patterns=("$@")
+[ ${#patterns[@]} -gt 0 ] || patterns=('^BenchmarkDecideEvicting$' '^BenchmarkDecideEvictingStateful$')
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
 mkdir "$w/old-src"
@@ -18,11 +24,11 @@ git archive "$rev" | tar -x -C "$w/old-src"
 cp bench/evict_test.go "$w/old-src/bench/"
 (cd "$w/old-src" && go test -c -o "$w/old.test" ./bench/)
 go test -c -o "$w/new.test" ./bench/
-run() { # binary benchmark
-  "$1" -test.run XXX -test.bench "^Benchmark$2\$" -test.benchtime "$bt" -test.benchmem | awk '/^Benchmark/ {print $3, $5, $7}'
+run() { # binary pattern
+  "$1" -test.run XXX -test.bench "$2" -test.benchtime "$bt" -test.benchmem | awk '/^Benchmark/ {print $3, $5, $7; exit}'
 }
 echo "== new (working tree) against $rev (old), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
-for b in DecideEvicting DecideEvictingStateful; do
+for b in "${patterns[@]}"; do
   ratios=(); olds=(); news=()
   for r in $(seq "$rounds"); do
     if (( r % 2 )); then o=$(run "$w/old.test" $b); n=$(run "$w/new.test" $b)
