@@ -40,6 +40,9 @@ var arrows = map[string][]string{
 	// The in-flight counts of worker shards (SPEC §6.3, concurrency_scope
 	// "shard"), split off the core for its size; pure like it.
 	"limiter/shardcount": {},
+	// The timestamp ring of the local backend's sliding windows, split off
+	// the core for its size; pure like it.
+	"limiter/tsring": {},
 	// The Arweave 2.9.7 rate-limit header fields as a pure function of a
 	// decision's numbers; pure like the core.
 	"limiter/ratelimit": {},
@@ -73,7 +76,7 @@ var arrows = map[string][]string{
 
 // pure are the packages of the core: the standard library only, plus (for
 // a sub-package of limiter) the other pure sub-packages of its own core.
-var pure = []string{"limiter", "limiter/algo", "limiter/arweavenames", "limiter/groupstats", "limiter/shardcount", "limiter/peerid", "limiter/peerkey", "limiter/prefixset", "limiter/schedule", "limiter/ratelimit", "throttle"}
+var pure = []string{"limiter", "limiter/algo", "limiter/arweavenames", "limiter/groupstats", "limiter/shardcount", "limiter/peerid", "limiter/peerkey", "limiter/prefixset", "limiter/schedule", "limiter/tsring", "limiter/ratelimit", "throttle"}
 
 // never are arrows STYLE.md names as forbidden, checked on the full
 // dependency closure (not only direct imports).

@@ -144,7 +144,7 @@ func build(p *problems, t tree) *Config {
 	}
 
 	// [snapshot]
-	c.Snapshot.Interval = b.positiveDuration("snapshot", "interval")
+	c.Snapshot.Interval = b.loopDuration(MinSnapshotInterval, "snapshot", "interval")
 
 	// [http_api.limiter.*], before the routes that name the groups.
 	groups, names := b.groups()
@@ -170,6 +170,7 @@ func build(p *problems, t tree) *Config {
 	}
 	c.Throttle.Period = b.millis("throttle", "period")
 	c.Throttle.RetryInterval = b.millis("throttle", "retry_interval")
+	b.atLeast(c.Throttle.RetryInterval, MinRetryInterval, "throttle", "retry_interval")
 	c.Throttle.ExemptPeers = b.strs("throttle", "exempt_peers")
 	for i, s := range c.Throttle.ExemptPeers {
 		if s == "" {
@@ -197,7 +198,7 @@ func build(p *problems, t tree) *Config {
 	c.Cluster.Backend = b.oneOf("cluster.backend", "local", "redis")
 	c.Cluster.Mode = b.oneOf("cluster.mode", "strict", "local_first")
 	c.Cluster.OnFailure = b.oneOf("cluster.on_failure", "open", "closed", "local")
-	c.Cluster.SyncInterval = b.positiveDuration("cluster", "sync_interval")
+	c.Cluster.SyncInterval = b.loopDuration(MinSyncInterval, "cluster", "sync_interval")
 	c.Cluster.Timeout = b.positiveDuration("cluster", "timeout")
 	c.Cluster.Lease = b.positiveDuration("cluster", "lease")
 	if c.Cluster.Lease > 0 && c.Cluster.Lease < time.Second {

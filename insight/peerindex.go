@@ -22,6 +22,12 @@ const (
 	IndexTop = 1000
 	// indexSearchMax bounds the entries one prefix search reads live.
 	indexSearchMax = 10000
+	// DirectKeys is the most peer keys a search may cover to be answered
+	// by looking each key up in the limiter (live and complete, peers
+	// first seen since the index's rebuild included) rather than through
+	// the index: an address, an IPv4 /24, an IPv6 prefix at most 8 bits
+	// wider than the configured peer prefix.
+	DirectKeys = 256
 	// IndexFrom is the table size from which queries go through the
 	// index; below it a direct scan is fast and exact.
 	IndexFrom = 20000
@@ -36,8 +42,10 @@ const (
 // indexMaxAge, in Run) keeps the top IndexTop entries of each sort
 // order and the sorted list of every tracked (peer, group); a query reads
 // the top lists, or binary-searches the sorted keys for an IP or CIDR and
-// reads those few entries live. Below IndexFrom entries it scans directly
-// (exact and live). Safe for concurrent use.
+// reads those few entries live; a search of at most DirectKeys keys (an
+// address, a /24) looks each key up instead, so that it also finds the
+// peers first seen since the last rebuild. Below IndexFrom entries it
+// scans directly (exact and live). Safe for concurrent use.
 type PeerIndex struct {
 	lim *limiter.Limiter
 	now func() time.Time
@@ -130,9 +138,14 @@ func compareKeys(a, b *limiter.PeerKey) int {
 type PeerPage struct {
 	Rows  []limiter.EntryView
 	Total int
-	// AsOf is when the rows were read: now for direct scans and searches,
-	// the index's last refresh for top lists.
+	// AsOf is when the rows were read: now for direct scans and searches
+	// of at most DirectKeys keys; the index's last rebuild for top lists
+	// and wider searches (whose rows are read live, but chosen among the
+	// peers the index held then).
 	AsOf time.Time
+	// Indexed is true when the rows were chosen from the index: peers
+	// first seen after AsOf may be missing.
+	Indexed bool
 	// Capped is true when the answer is limited by the index's size
 	// (IndexTop rows per order, indexSearchMax per search).
 	Capped bool
@@ -167,10 +180,10 @@ func (x *PeerIndex) Query(q PeerQuery) PeerPage {
 		total = d.total
 	}
 	if q.Offset >= len(rows) {
-		return PeerPage{Total: total, AsOf: d.at, Capped: capped}
+		return PeerPage{Total: total, AsOf: d.at, Capped: capped, Indexed: true}
 	}
 	rows = rows[q.Offset:min(len(rows), q.Offset+q.Limit)]
-	return PeerPage{Rows: rows, Total: total, AsOf: d.at, Capped: capped}
+	return PeerPage{Rows: rows, Total: total, AsOf: d.at, Capped: capped, Indexed: true}
 }
 
 // search reads live the entries whose keys fall in q.Prefix (at most
@@ -185,6 +198,22 @@ func (x *PeerIndex) search(d *peerIndexData, q PeerQuery, now time.Time) PeerPag
 		return PeerPage{AsOf: now}
 	}
 	top := newEntryTop(q.Sort, q.Offset+q.Limit)
+	if keys := directKeys(q.Prefix, x.lim.Config().IPv6Prefix); keys != nil {
+		total := 0
+		offer := func(v limiter.EntryView) { total++; top.Offer(&v) }
+		for _, k := range keys {
+			if q.Group != "" {
+				if v, ok := x.lim.Entry(now, k, gid); ok {
+					offer(v)
+				}
+				continue
+			}
+			for _, v := range x.lim.Peer(now, k) {
+				offer(v)
+			}
+		}
+		return pageOf(top.Drain(), q.Offset, total, now, false)
+	}
 	read, total, capped := 0, 0, false
 	for _, r := range keyRanges(q.Prefix, x.lim.Config().IPv6Prefix) {
 		i, _ := slices.BinarySearchFunc(d.refs, r[0], func(a indexRef, k limiter.PeerKey) int { return bytes.Compare(a.peer[:], k[:]) })
@@ -204,11 +233,51 @@ func (x *PeerIndex) search(d *peerIndexData, q PeerQuery, now time.Time) PeerPag
 			}
 		}
 	}
-	rows := top.Drain()
-	if q.Offset >= len(rows) {
-		return PeerPage{Total: total, AsOf: now, Capped: capped}
+	pg := pageOf(top.Drain(), q.Offset, total, d.at, true)
+	pg.Capped = capped
+	return pg
+}
+
+// pageOf is the page of rows (the top offset+limit) from offset.
+func pageOf(rows []limiter.EntryView, offset, total int, asOf time.Time, indexed bool) PeerPage {
+	pg := PeerPage{Total: total, AsOf: asOf, Indexed: indexed}
+	if offset < len(rows) {
+		pg.Rows = rows[offset:]
 	}
-	return PeerPage{Rows: rows[q.Offset:], Total: total, AsOf: now, Capped: capped}
+	return pg
+}
+
+// directKeys returns the peer keys of the addresses in p, keyed as the
+// limiter keys them (IPv6 by its first ipv6Prefix bits), when there are at
+// most DirectKeys of them; nil otherwise.
+func directKeys(p netip.Prefix, ipv6Prefix int) []limiter.PeerKey {
+	p = p.Masked()
+	unit := 32
+	if !p.Addr().Is4() {
+		if ipv6Prefix < 1 || ipv6Prefix > 128 {
+			return nil
+		}
+		unit = ipv6Prefix
+	}
+	free := max(0, unit-p.Bits()) // the bits that vary between keys
+	if 1<<min(free, 30) > DirectKeys {
+		return nil
+	}
+	keys := make([]limiter.PeerKey, 0, 1<<free)
+	base := p.Addr().AsSlice()
+	b := make([]byte, len(base))
+	for v := range 1 << free {
+		copy(b, base)
+		for j := range free { // bit j of v into bit unit-1-j of the address
+			if v>>j&1 != 0 {
+				pos := unit - 1 - j
+				b[pos/8] |= 0x80 >> (pos % 8)
+			}
+		}
+		a, _ := netip.AddrFromSlice(b)
+		keys = append(keys, limiter.KeyFromAddr(a, ipv6Prefix))
+	}
+	return keys
 }
 
 // keyRanges returns the [first, last] PeerKey ranges whose keys stand for

@@ -100,6 +100,8 @@ func BenchmarkDashboardQueries1M(b *testing.B) {
 		{"search-/20", insight.PeerQuery{Sort: "tokens", Limit: 50, Prefix: netip.MustParsePrefix("11.3.16.0/20")}},
 		{"search-/8", insight.PeerQuery{Sort: "requests", Limit: 50, Prefix: netip.MustParsePrefix("11.0.0.0/8")}},
 		{"search-ip", insight.PeerQuery{Sort: "tokens", Limit: 50, Prefix: netip.MustParsePrefix("11.3.16.7/32")}},
+		{"search-/24", insight.PeerQuery{Sort: "tokens", Limit: 50, Prefix: netip.MustParsePrefix("11.3.16.0/24")}},
+		{"search-/23", insight.PeerQuery{Sort: "tokens", Limit: 50, Prefix: netip.MustParsePrefix("11.3.16.0/23")}},
 	} {
 		b.Run(q.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

@@ -56,8 +56,8 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 		if w = sh.win(e); w == nil {
 			w = sh.setWin(e, window{})
 		}
-		stats.LogItems -= int64(w.dropBefore(ms - p.Period + 1))
-		w.add(ms, int32(p.Limit))
+		stats.LogItems -= int64(w.DropBefore(ms - p.Period + 1))
+		w.Add(ms, int32(p.Limit))
 		stats.LogItems++
 		// Every timestamp left counts (an out-of-order ms is in the past
 		// by a few µs at most).
@@ -73,6 +73,11 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 		e.flags |= flagState
 		u.Tokens, u.Window = ns.A, ns.B
 		out.Via = ViaAlgorithm
+	}
+	if g.Algorithm == algo.SlidingLog {
+		e.setPress(algo.PressureOf(p.Limit-u.Window, p.Limit))
+	} else {
+		e.setPress(algo.PressureAt(g.Algorithm, algo.State{A: u.Tokens, B: u.Window}, *p, ms))
 	}
 	switch out.Reason {
 	case ReasonNone:
@@ -135,10 +140,10 @@ func logUsage(w *window, p *algo.Params, ms int64) Usage {
 	if w == nil {
 		return Usage{}
 	}
-	c := w.countFrom(ms - p.Period + 1)
+	c := w.CountFrom(ms - p.Period + 1)
 	u := Usage{Window: int64(c)}
 	if int64(c) >= p.Limit {
-		u.Oldest = w.at(w.n - int32(p.Limit))
+		u.Oldest = w.At(w.N - int32(p.Limit))
 	}
 	return u
 }
@@ -174,12 +179,12 @@ func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (u Usage, exact boo
 // setGate sets e's gate from its log w, and returns the Usage of a log
 // whose timestamps all count.
 func (sh *shard) setGate(e *entry, w *window, p *algo.Params) Usage {
-	u := Usage{Window: int64(w.n)}
+	u := Usage{Window: int64(w.N)}
 	if u.Window < p.Limit {
 		e.flags &^= flagState
 		return u
 	}
-	u.Oldest = w.at(w.n - int32(p.Limit))
+	u.Oldest = w.At(w.N - int32(p.Limit))
 	e.tokens, e.tick = int32(uint32(u.Oldest)), uint32(uint64(u.Oldest)>>32)
 	e.flags |= flagState
 	return u
@@ -270,10 +275,10 @@ func (b *local) current(sh *shard, slot uint32, g *Group) bool {
 func (sh *shard) expireAlgo(e *entry, g *Group, ms int64) bool {
 	st := &sh.stats[g.ID]
 	if w := sh.win(e); w != nil {
-		st.LogItems -= int64(w.dropBefore(ms - g.params.Period + 1))
+		st.LogItems -= int64(w.DropBefore(ms - g.params.Period + 1))
 		// The gate, the L-th newest, stays while L are held.
 		sh.setGate(e, w, &g.params)
-		if w.n == 0 {
+		if w.N == 0 {
 			sh.dropWin(e)
 		}
 	} else if e.algo != algo.SlidingLog && e.flags&flagState != 0 && algo.Idle(g.Algorithm, e.words(), g.params, ms) {
@@ -284,16 +289,38 @@ func (sh *shard) expireAlgo(e *entry, g *Group, ms int64) bool {
 	return sh.dead(e)
 }
 
+// classify sets e's pressure at ms (a sweep: restrictions lapse with
+// time), after its ticks or expiry were applied.
+func (sh *shard) classify(e *entry, g *Group, ms int64) {
+	switch {
+	case e.algo == algo.Hybrid:
+		var n, tokens int64
+		if w := sh.win(e); w != nil {
+			n = int64(w.CountFrom(ms - g.SlidingWindowDuration + 1))
+		}
+		if e.flags&flagTokens != 0 {
+			tokens = int64(e.tokens)
+		}
+		e.setPress(hybridPress(n, tokens, &g.GroupSettings))
+	case e.algo == algo.SlidingLog:
+		e.setPress(algo.PressureOf(g.params.Limit-logUsage(sh.win(e), &g.params, ms).Window, g.params.Limit))
+	case e.flags&flagState != 0:
+		e.setPress(algo.PressureAt(g.Algorithm, e.words(), g.params, ms))
+	default:
+		e.setPress(algo.Light)
+	}
+}
+
 // reduceAlgo is Reduce for an entry of an algorithm other than the hybrid:
 // one admission given back (algo.Reduce; the sliding log's newest
 // timestamp that still counts).
 func (sh *shard) reduceAlgo(e *entry, g *Group, ms int64) ReduceResult {
 	if g.Algorithm == algo.SlidingLog {
 		w := sh.win(e)
-		if w == nil || w.n == 0 || w.at(w.n-1) <= ms-g.params.Period {
+		if w == nil || w.N == 0 || w.At(w.N-1) <= ms-g.params.Period {
 			return ReduceNoop
 		}
-		w.n--
+		w.N--
 		sh.stats[g.ID].LogItems--
 		sh.setGate(e, w, &g.params)
 		e.flags |= flagDirty

@@ -10,6 +10,7 @@ import (
 	"github.com/limiterd/limiterd/limiter/peerkey"
 	"github.com/limiterd/limiterd/limiter/prefixset"
 	"github.com/limiterd/limiterd/limiter/schedule"
+	"github.com/limiterd/limiterd/limiter/tsring"
 )
 
 // Schedule places a group's ticks on a fixed timeline (package schedule):
@@ -56,3 +57,7 @@ func NewPrefixSet(ps []netip.Prefix) *PrefixSet { return prefixset.New(ps) }
 
 // ParsePrefixSet parses an address list into a set (prefixset.ParseSet).
 func ParsePrefixSet(items []string) (*PrefixSet, error) { return prefixset.ParseSet(items) }
+
+// window is a (peer, group)'s sliding window of timestamps (package
+// tsring).
+type window = tsring.Ring

@@ -1,28 +1,54 @@
 package limiter
 
 import (
+	"cmp"
 	"math"
 	"slices"
+
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
-// Eviction at max_tracked picks the (peer, group) entry idle longest, to
-// the second, among those with nothing in flight. It keeps no LRU list
-// (whose upkeep cost every decision two more cache misses at a million
-// entries): each shard keeps the victimBatch entries it found idle longest
-// the last time it surveyed its slab, and evictions take from those. An
-// entry's lastSeen only grows, so a candidate that was not touched since
-// the survey is still older than every entry outside the batch; one that
-// was touched is dropped when met.
+// Eviction at max_tracked picks, among the (peer, group) entries with
+// nothing in flight, the one of the lowest pressure (algo.Pressure: light,
+// some, limited; kept in the entry's flags by each decision and each
+// sweep), and among those the one idle longest, to the second: so that a
+// flood of new peers, each light, cannot launder an exhausted peer's
+// entry. An entry with requests in flight is never evicted (its slots
+// would be freed by nobody's release): when every entry has some, the
+// table goes over max_tracked by those.
+//
+// It keeps no LRU list (whose upkeep cost every decision two more cache
+// misses at a million entries): each shard keeps the victimBatch entries
+// of the lowest eviction keys (pressure, then lastSeen) it found the last
+// time it surveyed its slab, and evictions take from those. A candidate
+// whose key is unchanged since the survey is still below every entry that
+// was outside the batch then, except entries inserted since (light, most
+// often) and entries a sweep made lighter: so a shard whose next candidate
+// carries state drops its candidates, to be surveyed again, once
+// resurveyAfter entries were inserted since its survey (noteInsert). That
+// bounds both how many light newcomers (fewer than resurveyAfter per
+// shard) a candidate with state can be taken before, and what the
+// surveys cost (a shard's size per resurveyAfter insertions, at worst).
 
 // victim is an eviction candidate: its slot, the generation of the slot,
-// and its lastSeen at the survey.
-type victim struct{ slot, gen, seen uint32 }
+// and its eviction key at the survey.
+type victim struct {
+	slot, gen uint32
+	key       uint64
+}
+
+// evictKey orders eviction candidates: pressure, then lastSeen.
+func (e *entry) evictKey() uint64 { return uint64(e.press())<<32 | uint64(e.lastSeen) }
+
+// resurveyAfter is how many insertions since its survey make a shard
+// whose next candidate carries state (pressure above light) survey again.
+const resurveyAfter = 64
 
 // victimBatch is how many candidates one survey of a shard keeps.
 const victimBatch = 512
 
 // candEmpty marks a shard without candidates: the next eviction surveys it.
-const candEmpty = math.MaxUint32
+const candEmpty = math.MaxUint64
 
 // valid reports whether v still names an untouched entry that may go.
 func (sh *shard) valid(v victim) bool {
@@ -30,17 +56,19 @@ func (sh *shard) valid(v victim) bool {
 		return false
 	}
 	e := sh.at(v.slot)
-	return e.gen == v.gen && e.key.live() && e.lastSeen == v.seen && e.inflight == 0
+	return e.gen == v.gen && e.key.live() && e.evictKey() == v.key && e.inflight == 0
 }
 
-// survey refills the shard's candidates with the victimBatch entries idle
-// longest, tickBatch slots per lock hold so that no decision waits long.
+// survey refills the shard's candidates with the victimBatch entries of
+// the lowest eviction keys, tickBatch slots per lock hold so that no
+// decision waits long.
 func (sh *shard) survey() {
 	sh.mu.Lock()
 	epoch := sh.epoch
+	sh.surveyed = sh.inserted
 	// Reuse the spent list's memory (a concurrent survey of the same
 	// shard finds nil and allocates its own).
-	heap := sh.victims[:0] // a max-heap on seen
+	heap := sh.victims[:0] // a max-heap on key
 	sh.victims = nil
 	sh.mu.Unlock()
 	if cap(heap) < victimBatch {
@@ -57,20 +85,20 @@ func (sh *shard) survey() {
 			if !e.key.live() || e.inflight != 0 {
 				continue
 			}
-			v := victim{slot, e.gen, e.lastSeen}
+			v := victim{slot, e.gen, e.evictKey()}
 			switch {
 			case len(heap) < victimBatch:
 				heap = append(heap, v)
 				siftUp(heap, len(heap)-1)
-			case v.seen < heap[0].seen:
+			case v.key < heap[0].key:
 				heap[0] = v
 				siftDown(heap, 0)
 			}
 		}
 		sh.mu.Unlock()
 	}
-	// Oldest last: evictions pop from the end.
-	slices.SortFunc(heap, func(a, b victim) int { return int(int64(b.seen) - int64(a.seen)) })
+	// Lowest last: evictions pop from the end.
+	slices.SortFunc(heap, func(a, b victim) int { return cmp.Compare(b.key, a.key) })
 	sh.mu.Lock()
 	if sh.epoch == epoch {
 		sh.victims = heap
@@ -79,8 +107,23 @@ func (sh *shard) survey() {
 	sh.mu.Unlock()
 }
 
+// noteInsert counts an insertion into sh; when resurveyAfter came since
+// the survey and the next candidate carries state, the candidates are
+// dropped so that the next eviction surveys the shard again. sh.mu is
+// held.
+func (sh *shard) noteInsert() {
+	sh.inserted++
+	if sh.inserted-sh.surveyed < resurveyAfter {
+		return
+	}
+	if c := sh.cand.Load(); c != candEmpty && c>>32 != uint64(algo.Light) {
+		sh.victims = sh.victims[:0]
+		sh.cand.Store(candEmpty)
+	}
+}
+
 // setCand drops the candidates that no longer qualify from the end of the
-// list and publishes the lastSeen of the next one. sh.mu must be held.
+// list and publishes the key of the next one. sh.mu must be held.
 func (sh *shard) setCand() {
 	for len(sh.victims) > 0 && !sh.valid(sh.victims[len(sh.victims)-1]) {
 		sh.victims = sh.victims[:len(sh.victims)-1]
@@ -89,13 +132,13 @@ func (sh *shard) setCand() {
 		sh.cand.Store(candEmpty)
 		return
 	}
-	sh.cand.Store(sh.victims[len(sh.victims)-1].seen)
+	sh.cand.Store(sh.victims[len(sh.victims)-1].key)
 }
 
 func siftUp(h []victim, i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if h[p].seen >= h[i].seen {
+		if h[p].key >= h[i].key {
 			return
 		}
 		h[p], h[i] = h[i], h[p]
@@ -109,10 +152,10 @@ func siftDown(h []victim, i int) {
 		if c >= len(h) {
 			return
 		}
-		if c+1 < len(h) && h[c+1].seen > h[c].seen {
+		if c+1 < len(h) && h[c+1].key > h[c].key {
 			c++
 		}
-		if h[i].seen >= h[c].seen {
+		if h[i].key >= h[c].key {
 			return
 		}
 		h[i], h[c] = h[c], h[i]
@@ -120,8 +163,9 @@ func siftDown(h []victim, i int) {
 	}
 }
 
-// evictOne deletes the (peer, group) entry idle longest among those with
-// nothing in flight, when the table is full. It reads every shard's next
+// evictOne deletes the (peer, group) entry of the lowest eviction key
+// (pressure, then idle longest) among those with nothing in flight, when
+// the table is full. It reads every shard's next
 // candidate without a lock and locks the one shard it evicts from (and,
 // now and then, each shard in turn for a survey).
 func (b *local) evictOne() {
@@ -130,7 +174,7 @@ func (b *local) evictOne() {
 	// shard settle on the true oldest; past that, take what is found.
 	const looks = 2 * nShards
 	for attempt := 0; attempt < looks; attempt++ {
-		best, bestSeen, next := -1, uint32(candEmpty), uint32(candEmpty)
+		best, bestKey, next := -1, uint64(candEmpty), uint64(candEmpty)
 		for i := range b.cands {
 			c := b.cands[i].Load()
 			if c == candEmpty {
@@ -138,8 +182,8 @@ func (b *local) evictOne() {
 				c = b.cands[i].Load()
 			}
 			switch {
-			case c < bestSeen:
-				best, bestSeen, next = i, c, bestSeen
+			case c < bestKey:
+				best, bestKey, next = i, c, bestKey
 			case c < next:
 				next = c
 			}

@@ -25,7 +25,7 @@ type local struct {
 	hash       hasher
 
 	shards *[nShards]shard
-	cands  [nShards]atomic.Uint32 // each shard's next eviction candidate
+	cands  [nShards]atomic.Uint64 // each shard's next eviction candidate
 
 	afterScan func() // tests: runs between SnapshotDelta's scan and its drain
 
@@ -111,12 +111,13 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	s := HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)}
 	w := sh.win(e)
 	if w != nil {
-		if wn := w.countFrom(cut); wn > 0 {
-			s.Window, s.Oldest = int64(wn), w.at(w.n-wn)
+		if wn := w.CountFrom(cut); wn > 0 {
+			s.Window, s.Oldest = int64(wn), w.At(w.N-wn)
 		}
 	}
 	resetAt := lc.To // read under the lock: another decision may move the span
 	s, out = StepHybrid(s, &g.GroupSettings, ms, resetAt)
+	e.setPress(hybridPress(s.Window, s.Tokens, &g.GroupSettings))
 	switch out.Via {
 	case ViaLeaky:
 		if e.flags&flagTokens == 0 {
@@ -129,13 +130,13 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		stats.AllowedLeaky++
 	case ViaSliding:
 		if w == nil {
-			w = sh.setWin(e, window{ctick: uint32(sh.cleanupIndex(g, ms))})
+			w = sh.setWin(e, window{Ctick: uint32(sh.cleanupIndex(g, ms))})
 		}
-		if w.n == 0 {
+		if w.N == 0 {
 			stats.PeersWindow++
 		}
-		stats.ItemsWindow -= int64(w.dropBefore(cut))
-		w.add(ms, int32(g.SlidingWindowLimit))
+		stats.ItemsWindow -= int64(w.DropBefore(cut))
+		w.Add(ms, int32(g.SlidingWindowLimit))
 		stats.ItemsWindow++
 		stats.AllowedSliding++
 	default:
@@ -256,12 +257,12 @@ func (b *local) Reduce(ms int64, k Key, g *Group) ReduceResult {
 // decision. Reduced when one went.
 func (sh *shard) reduceOldest(e *entry, st *GroupStats) ReduceResult {
 	w := sh.win(e)
-	if w == nil || w.n == 0 {
+	if w == nil || w.N == 0 {
 		return ReduceNoop
 	}
-	w.dropOldest()
+	w.DropOldest()
 	st.ItemsWindow--
-	if w.n == 0 {
+	if w.N == 0 {
 		sh.dropWin(e)
 		st.PeersWindow--
 	}
@@ -291,7 +292,13 @@ func (sh *shard) dead(e *entry) bool {
 		return false
 	}
 	w := sh.win(e)
-	return w == nil || w.n == 0
+	return w == nil || w.N == 0
+}
+
+// hybridPress grades a hybrid state of window unexpired timestamps and
+// tokens consumed: what both admit at once against a fresh entry's.
+func hybridPress(window, tokens int64, g *GroupSettings) algo.Pressure {
+	return algo.PressureOf(max(0, g.SlidingWindowLimit-window)+max(0, g.LeakyLimit-tokens), g.SlidingWindowLimit+g.LeakyLimit)
 }
 
 // account adds (sign 1) or removes (sign -1) e's share of the gauges.
@@ -305,13 +312,13 @@ func (sh *shard) account(e *entry, sign int64) {
 		st.PeersTokens += sign
 		st.ItemsTokens += sign * int64(e.tokens)
 	}
-	if w := sh.win(e); w != nil && w.n > 0 {
+	if w := sh.win(e); w != nil && w.N > 0 {
 		if e.algo != algo.Hybrid {
-			st.LogItems += sign * int64(w.n)
+			st.LogItems += sign * int64(w.N)
 			return
 		}
 		st.PeersWindow += sign
-		st.ItemsWindow += sign * int64(w.n)
+		st.ItemsWindow += sign * int64(w.N)
 	}
 }
 
@@ -348,12 +355,12 @@ func (sh *shard) applyTicks(e *entry, g *Group, ms int64, st *GroupStats) {
 	}
 	if w := sh.win(e); w != nil {
 		k := sh.cleanupIndex(g, ms)
-		if d := int32(uint32(k) - w.ctick); d > 0 {
-			had := w.n
-			w.dropBefore(CleanupCut(g, k))
-			st.ItemsWindow -= int64(had - w.n)
-			w.ctick = uint32(k)
-			if w.n == 0 {
+		if d := int32(uint32(k) - w.Ctick); d > 0 {
+			had := w.N
+			w.DropBefore(CleanupCut(g, k))
+			st.ItemsWindow -= int64(had - w.N)
+			w.Ctick = uint32(k)
+			if w.N == 0 {
 				sh.dropWin(e)
 				if had > 0 {
 					st.PeersWindow--

@@ -83,13 +83,13 @@ func (sh *shard) snapshotEntry(e *entry, gr *Group, ms int64) EntrySnapshot {
 		es.Tokens = int64(e.tokens)
 		es.LeakyTick = widen(e.tick, sh.leakyIndex(gr, ms))
 	}
-	if w := sh.win(e); w != nil && w.n > 0 {
-		es.Window = make([]int64, w.n)
-		for i := int32(0); i < w.n; i++ {
-			es.Window[i] = w.at(i)
+	if w := sh.win(e); w != nil && w.N > 0 {
+		es.Window = make([]int64, w.N)
+		for i := int32(0); i < w.N; i++ {
+			es.Window[i] = w.At(i)
 		}
 		if e.algo == algo.Hybrid {
-			es.CleanupTick = widen(w.ctick, sh.cleanupIndex(gr, ms))
+			es.CleanupTick = widen(w.Ctick, sh.cleanupIndex(gr, ms))
 		}
 	}
 	return es
@@ -336,9 +336,9 @@ func (b *local) Restore(ms int64, gt *GroupTable, snap *Snapshot) RestoreReport 
 			}
 		}
 		if len(es.Window) > 0 && gr.Algorithm.Logged() {
-			w := window{ctick: tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))}
+			w := window{Ctick: tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))}
 			for _, t := range es.Window {
-				w.add(t+shift, int32(max(limit, int64(len(es.Window)))))
+				w.Add(t+shift, int32(max(limit, int64(len(es.Window)))))
 			}
 			sh.setWin(e, w)
 		}

@@ -136,8 +136,8 @@ func (sh *shard) view(e *entry, g *Group, ms int64) EntryView {
 		v.Tokens = int64(e.tokens)
 	}
 	if w := sh.win(e); w != nil {
-		v.Window = int64(w.n)
-		v.WindowActive = int64(w.countFrom(ms - g.SlidingWindowDuration + 1))
+		v.Window = int64(w.N)
+		v.WindowActive = int64(w.CountFrom(ms - g.SlidingWindowDuration + 1))
 	}
 	return v
 }

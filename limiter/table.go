@@ -55,6 +55,13 @@ const (
 	flagState                       // holds an algo.State (the algorithms but the hybrid and the log)
 )
 
+// pressShift places an entry's algo.Pressure in two bits of its flags.
+const pressShift = 4
+
+func (e *entry) press() algo.Pressure { return algo.Pressure(e.flags >> pressShift & 3) }
+
+func (e *entry) setPress(p algo.Pressure) { e.flags = e.flags&^(3<<pressShift) | uint8(p)<<pressShift }
+
 // entry is the state of one (peer, group). Its size is what a tracked peer
 // costs, and one entry is one cache line: keep it at 64 bytes (checked by a
 // test; pages are allocated on their own, so entries stay line-aligned).
@@ -123,13 +130,16 @@ type shard struct {
 	wins    []window
 	winFree []uint32
 
-	// victims are the entries idle longest when the shard was last
-	// surveyed (see evictOne), the oldest last; *cand is the lastSeen of
-	// the last one, or candEmpty when there is none. cand points into the
-	// local backend's array of them, which evictOne reads in four cache
-	// lines. Only a full table uses them.
+	// victims are the entries of the lowest eviction keys when the shard
+	// was last surveyed (see evictOne), the lowest last; *cand is the key
+	// of the last one, or candEmpty when there is none. cand points into
+	// the local backend's array of them, which evictOne reads in eight
+	// cache lines. Only a full table uses them.
 	victims []victim
-	cand    *atomic.Uint32
+	cand    *atomic.Uint64
+	// inserted counts insertions (wrapping); surveyed is its value at the
+	// last survey (see resurveyAfter).
+	inserted, surveyed uint32
 
 	// deleted holds the keys of persisted entries removed since the last
 	// SnapshotDelta.
@@ -195,6 +205,7 @@ func (s *shard) insert(k *entryKey, tag uint32) uint32 {
 	gen := e.gen
 	*e = entry{key: *k, gen: gen}
 	s.stats[k.group()].Entries++
+	s.noteInsert()
 	pos := tag & s.mask
 	for s.idx[pos] != 0 {
 		pos = (pos + 1) & s.mask

@@ -41,7 +41,8 @@ func (l *Limiter) Tick(now time.Time) {
 // Sweep applies the ticks due at ms to every entry (expires the other
 // algorithms' state: expireAlgo), interleaving the shards (see scan), and
 // deletes the empty ones, those of groups gt no longer defines and those
-// of another algorithm than their group's.
+// of another algorithm than their group's; the others' pressure (evictKey)
+// is graded again at ms.
 func (b *local) Sweep(ms int64, gt *GroupTable) {
 	b.scan(func(sh *shard, slot uint32, e *entry) {
 		g := e.key.group()
@@ -52,9 +53,11 @@ func (b *local) Sweep(ms int64, gt *GroupTable) {
 			}
 			if e.algo != algo.Hybrid {
 				if !sh.expireAlgo(e, gr, ms) {
+					sh.classify(e, gr, ms)
 					return
 				}
 			} else if sh.applyTicks(e, gr, ms, &sh.stats[g]); !sh.dead(e) {
+				sh.classify(e, gr, ms)
 				return
 			}
 		} else {

@@ -259,6 +259,11 @@ type Peers struct {
 	Prev, Next string
 	// Error is the message for Field.
 	Error, Field string
+	// IndexAsOf is, when the rows were chosen from the peer index, its
+	// last rebuild: peers first seen since may be missing. Zero when live.
+	IndexAsOf Stamp
+	// DirectKeys is how many keys a search may cover to be live.
+	DirectKeys int
 }
 
 // PeerDetail is the data of a peer's page.

@@ -96,8 +96,9 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Through the peer index, as the dashboard: above its threshold the
-	// orders come from its last refresh and a search reads at most its
-	// cap of entries, and the answer says so ("capped", "as_of").
+	// orders and the wide searches come from its last rebuild, and the
+	// answer says so ("as_of", "may_miss_newer_peers"); a search reads at
+	// most its cap of entries ("capped").
 	pg := s.peers.Query(q)
 	out := make([]peerEntry, len(pg.Rows))
 	for i, v := range pg.Rows {
@@ -107,6 +108,11 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 	if pg.Capped {
 		resp["capped"] = true
 		resp["as_of"] = pg.AsOf.UTC().Format(time.RFC3339)
+	}
+	if pg.Indexed {
+		resp["as_of"] = pg.AsOf.UTC().Format(time.RFC3339)
+		resp["may_miss_newer_peers"] = true
+		resp["note"] = fmt.Sprintf("chosen from the peer index rebuilt at as_of: peers first seen since may be missing; a search of one address or at most %d keys (an IPv4 /24) is live and complete", insight.DirectKeys)
 	}
 	if q.Offset+len(pg.Rows) < pg.Total {
 		resp["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(q.Offset + len(pg.Rows))))

@@ -150,6 +150,9 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 	} else {
 		pg := d.s.peers.Query(q)
 		total = pg.Total
+		if pg.Indexed {
+			data.IndexAsOf, data.DirectKeys = stamp(pg.AsOf), insight.DirectKeys
+		}
 		for i := range pg.Rows {
 			page = append(page, rows.row(&pg.Rows[i]))
 		}

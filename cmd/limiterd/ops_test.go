@@ -297,7 +297,7 @@ func TestLogs(t *testing.T) {
 // there, and the daemon takes new edits.
 func TestBackupRestoreDrill(t *testing.T) {
 	up, _ := countingUpstream(t, nil)
-	extra := "leaky_tick_interval = 3600000\n[snapshot]\ninterval = \"25ms\"\n"
+	extra := "leaky_tick_interval = 3600000\n[snapshot]\ninterval = \"1s\"\n"
 	d := startDaemon(t, up.URL, extra)
 	for range 8 {
 		d.get("/info")

@@ -235,10 +235,10 @@ func TestRestartTicksUnderLiveSettings(t *testing.T) {
 
 func TestRestartAfterKill9(t *testing.T) {
 	up, _ := countingUpstream(t, nil)
-	cfg, _ := writeProcConfig(t, up.URL, "200ms")
+	cfg, _ := writeProcConfig(t, up.URL, "1s")
 	p := startProc(t, cfg)
 	exhaust(t, p)
-	time.Sleep(700 * time.Millisecond) // a few snapshot intervals
+	time.Sleep(2500 * time.Millisecond) // a few snapshot intervals
 	// A live edit just before the kill: acknowledged means durable.
 	if code, v := p.api("POST", "/api/v1/exemptions", `{"kind":"deny_peer","value":"192.0.2.99"}`); code != 201 {
 		t.Fatalf("%d %v", code, v)

@@ -1,0 +1,50 @@
+package bench_test
+
+import (
+	"testing"
+
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// BenchmarkDecideEvictingStateful: the table is full (max_tracked 100 000)
+// of limited entries — peers of a group admitting one request an hour,
+// each past it — and every decision is a new peer of the general group: a
+// light newcomer whose eviction of another is what bench/evict.sh
+// compares across builds. Since issue 18 eviction prefers light entries,
+// so the shards survey again as newcomers arrive (resurveyAfter); the
+// build before took the idlest limited entry each time.
+func BenchmarkDecideEvictingStateful(b *testing.B) {
+	const capacity = 100_000
+	groups := limiter.ArweaveGroups()
+	groups["strict"] = limiter.GroupSettings{
+		SlidingWindowLimit: 1, SlidingWindowDuration: 3_600_000,
+		CleanupInterval: 3_600_000, CleanupExpiry: 3_600_000,
+		LeakyLimit: 0, LeakyTickInterval: 3_600_000, LeakyTickReduction: 1,
+		ConcurrencyLimit: 10,
+	}
+	l, err := limiter.New(t0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64, MaxTracked: capacity})
+	if err != nil {
+		b.Fatal(err)
+	}
+	strict, _ := l.GroupID("strict")
+	g, _ := l.GroupID(limiter.GroupGeneral)
+	ps := peers(capacity * 4)
+	for i := range capacity {
+		d := l.Decide(clock(i), ps[i], strict)
+		d.Release()
+		if d = l.Decide(clock(i), ps[i], strict); d.Allowed {
+			b.Fatal("strict admitted twice")
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		j := capacity + i%(len(ps)-capacity)
+		d := l.Decide(clock((capacity+i)*1000), ps[j], g)
+		d.Release()
+	}
+	b.StopTimer()
+	if l.Tracked() > capacity {
+		b.Fatalf("tracked %d > %d", l.Tracked(), capacity)
+	}
+}

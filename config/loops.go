@@ -1,0 +1,38 @@
+package config
+
+import (
+	"strings"
+	"time"
+)
+
+// The minimums of the durations that drive a loop (docs/config.md, "Loop
+// intervals"; why each, docs/decisions.md): a smaller value is refused at
+// load, and so on reload, with the key and the minimum named. None of
+// these keys is live-editable.
+const (
+	// MinSnapshotInterval bounds snapshot.interval: each snapshot scans
+	// every tracked entry (tens of ms at a million) before writing the
+	// changed ones.
+	MinSnapshotInterval = time.Second
+	// MinSyncInterval bounds cluster.sync_interval: each local_first push
+	// is a pipeline of Redis round trips.
+	MinSyncInterval = 10 * time.Millisecond
+	// MinRetryInterval bounds throttle.retry_interval: every waiting call
+	// is evaluated again once an interval.
+	MinRetryInterval = 10 * time.Millisecond
+)
+
+// loopDuration returns the duration at keys, checking that it is > 0 and
+// at least min.
+func (b *builder) loopDuration(min time.Duration, keys ...string) time.Duration {
+	d := b.positiveDuration(keys...)
+	b.atLeast(d, min, keys...)
+	return d
+}
+
+// atLeast checks that d, a duration > 0 read at keys, is at least min.
+func (b *builder) atLeast(d, min time.Duration, keys ...string) {
+	if d > 0 && d < min {
+		b.p.addf(strings.Join(keys, "."), "must be at least %s: it drives a loop (docs/config.md, \"Loop intervals\"), got %s", min, d)
+	}
+}
