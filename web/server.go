@@ -186,6 +186,8 @@ func (s *Server) Run(ctx context.Context) error {
 // AdminHandler serves health, metrics and the admin API.
 func (s *Server) AdminHandler() http.Handler {
 	r := chi.NewRouter()
+	// No route takes a body over jsonbody.MaxBody: larger is 413, unread.
+	r.Use(jsonbody.Bounded)
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
 	if s.opts.Gatherer != nil {
