@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,3 +134,132 @@ func TestHugeBodiesOnEveryAdminRoute(t *testing.T) {
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
+
+// recordingNode is a node that answers every request with its own mark
+// (X-From-Node) and records the method and target of each.
+type recordingNode struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []string
+}
+
+func newRecordingNode(t *testing.T) *recordingNode {
+	n := &recordingNode{}
+	n.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		n.mu.Lock()
+		n.seen = append(n.seen, r.Method+" "+r.RequestURI)
+		n.mu.Unlock()
+		w.Header().Set("X-From-Node", "1")
+		io.WriteString(w, "from the node")
+	}))
+	t.Cleanup(n.Close)
+	return n
+}
+
+func (n *recordingNode) last() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.seen) == 0 {
+		return ""
+	}
+	return n.seen[len(n.seen)-1]
+}
+
+func (n *recordingNode) saw(target string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.seen {
+		if strings.HasSuffix(s, " "+target) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPublicNeverServesAdminRoutes: every route of the admin listener
+// (walked from its router), asked of the public listener with the admin
+// token, is proxied to the node as an ordinary path, never answered by
+// limiterd's admin handler.
+func TestPublicNeverServesAdminRoutes(t *testing.T) {
+	node := newRecordingNode(t)
+	d := startDaemonWith(t, func(dir string) string { return faultConfig(node.URL, dir) })
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, r := range d.adminRoutes(t) {
+		if r.method == http.MethodConnect { // never proxied: 405 (TestNeverAnOpenProxy)
+			continue
+		}
+		path := concrete(r.pattern)
+		req, _ := http.NewRequest(r.method, d.PublicURL()+path, strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer test-token")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", r.method, path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-From-Node") != "1" || (r.method != "HEAD" && string(b) != "from the node") {
+			t.Errorf("%s %s on the public listener: %d %q, want the node's answer", r.method, path, resp.StatusCode, b)
+		}
+		if got, want := node.last(), r.method+" "+path; got != want {
+			t.Errorf("the node got %q, want %q", got, want)
+		}
+	}
+	d.noPanic(t)
+}
+
+// TestAdminPathTricks: spellings of a token-protected route that a
+// router might read differently from the token check (dot segments,
+// doubled or encoded slashes, case, the static files' prefix) never
+// answer without the token; paths with NUL, invalid UTF-8 or ".." get a
+// clear 4xx and never a panic.
+func TestAdminPathTricks(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	d := startDaemon(t, up.URL, "")
+	addr := addrOf(d.AdminURL())
+	for _, target := range []string{
+		"/api/v1/groups", "/api/v1/./groups", "/api/v1/x/../groups", "//api/v1/groups", "/api/v1//groups",
+		"/api/v1/groups/", "/API/V1/GROUPS", "/api/v1/%67roups", "/api/v1%2fgroups", "/api/v1/groups%00",
+		"/api/v1/groups;x", "/static/../api/v1/groups", "/static/..%2f..%2fapi/v1/groups", "/api/v1/peers/..%2f..%2fgroups",
+		"/api/v1/backup", "/api/v1/./backup", "/static/%2e%2e/api/v1/backup", "/metrics/../api/v1/backup",
+		"/groups", "/./groups", "//groups", "/static/../groups", "/login/../groups",
+	} {
+		got, _ := rawExchange(t, addr, "GET "+target+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second)
+		st := status(got)
+		code := 0
+		fmt.Sscanf(st, "HTTP/1.1 %d", &code)
+		if code < 300 || code >= 500 {
+			t.Errorf("GET %s without a token: %q, want a redirect or a 4xx", target, st)
+		}
+		if code >= 300 && code < 400 && !strings.Contains(got, "\r\nLocation: /login") && !strings.Contains(got, "\r\nLocation: /api/") &&
+			!strings.Contains(got, "\r\nLocation: /groups") {
+			t.Errorf("GET %s without a token: redirected elsewhere: %q", target, got)
+		}
+	}
+	for _, target := range []string{"/api/v1/\xff\xfe", "/\xc0\xaf", "/api/v1/groups/%ff", "/api/v1/peers/%00", "/a%00b",
+		"/static/../../../../etc/passwd", "/static/%2e%2e/%2e%2e/go.mod", "/static/..\\..\\go.mod", "/api/v1/peers/\x00"} {
+		got, _ := rawExchange(t, addr, "GET "+target+" HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer test-token\r\nConnection: close\r\n\r\n", 5*time.Second)
+		code := 0
+		fmt.Sscanf(status(got), "HTTP/1.1 %d", &code)
+		if code < 400 || code >= 500 {
+			t.Errorf("GET %q: %q, want a 4xx", target, status(got))
+		}
+		if strings.Contains(got, "module github.com") || strings.Contains(got, "root:") {
+			t.Errorf("GET %q served a file outside the static assets", target)
+		}
+	}
+	// Headers with NUL, invalid UTF-8 or a bare LF on the admin listener.
+	for _, h := range []string{"X-A: a\x00b", "X-A: \xff\xfe", "X-A: a\nX-B: b", "X-A: a\r\n b"} {
+		got, _ := rawExchange(t, addr, "GET /healthz HTTP/1.1\r\nHost: a\r\n"+h+"\r\nConnection: close\r\n\r\n", 5*time.Second)
+		if st := status(got); st != "HTTP/1.1 400 Bad Request" && st != "HTTP/1.1 200 OK" {
+			t.Errorf("header %q: %q, want 400 (or 200 for a value net/http accepts)", h, st)
+		}
+	}
+	d.noPanic(t)
+}
+
+// status returns the status line of a raw answer.
+func status(answer string) string {
+	line, _, _ := strings.Cut(answer, "\r\n")
+	return line
+}
