@@ -186,8 +186,9 @@ func (s *Server) Run(ctx context.Context) error {
 // AdminHandler serves health, metrics and the admin API.
 func (s *Server) AdminHandler() http.Handler {
 	r := chi.NewRouter()
-	// No route takes a body over jsonbody.MaxBody: larger is 413, unread.
-	r.Use(jsonbody.Bounded)
+	// A handler's panic is logged at ERROR; no route takes a body over
+	// jsonbody.MaxBody: larger is 413, unread.
+	r.Use(s.recoverPanic, jsonbody.Bounded)
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
 	if s.opts.Gatherer != nil {
