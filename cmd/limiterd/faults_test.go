@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -63,6 +64,10 @@ type faultNode struct {
 	// closed while the node was still writing or waiting.
 	gone chan string
 
+	// extra counts the bytes received on a connection after its request
+	// (a request on a connection the daemon should have discarded).
+	extra atomic.Int64
+
 	mu    sync.Mutex
 	paths []string // the request targets received, in order
 	wg    sync.WaitGroup
@@ -106,10 +111,12 @@ func (n *faultNode) accept() {
 }
 
 // untilClosed reads c until the daemon closes it (or resets it): false
-// when 10 s pass first.
-func untilClosed(c net.Conn) bool {
+// when 10 s pass first. Anything the daemon sends meanwhile is a request
+// written on a connection whose exchange had not ended: counted in extra.
+func (n *faultNode) untilClosed(c net.Conn) bool {
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	_, err := io.Copy(io.Discard, c)
+	got, err := io.Copy(io.Discard, c)
+	n.extra.Add(got)
 	var ne net.Error
 	return !(errors.As(err, &ne) && ne.Timeout())
 }
@@ -135,17 +142,17 @@ func (n *faultNode) serve(c *net.TCPConn) {
 		}
 		c.SetLinger(0)
 	case "/slow-head":
-		if untilClosed(c) {
+		if n.untilClosed(c) {
 			n.gone <- "slow-head"
 		}
 	case "/stall-body":
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("x", 1000))
-		if untilClosed(c) {
+		if n.untilClosed(c) {
 			n.gone <- "stall-body"
 		}
 	case "/huge-header":
 		go io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: "+strings.Repeat("a", 1<<20)+"\r\n\r\n")
-		if untilClosed(c) {
+		if n.untilClosed(c) {
 			n.gone <- "huge-header"
 		}
 	case "/endless":
@@ -427,6 +434,9 @@ func TestUpstreamFaultsThroughDaemon(t *testing.T) {
 		}
 		d.idle(t, "after", base)
 	})
+	if b := n.extra.Load(); b != 0 {
+		t.Errorf("the node got %d bytes after a request on connections that should have been closed", b)
+	}
 	m := d.metrics()
 	if v := m[`limiterd_upstream_errors_total{kind="unreachable"}`]; v < 2 { // reset before, huge header
 		t.Errorf("limiterd_upstream_errors_total{kind=unreachable} = %v, want ≥ 2", v)
