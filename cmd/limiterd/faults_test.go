@@ -369,6 +369,15 @@ func TestUpstreamFaultsThroughDaemon(t *testing.T) {
 		if code, _, err := get(d, "/reset-before"); code != 502 || err != nil {
 			t.Errorf("%d %v, want 502", code, err)
 		}
+		sent := 0
+		for _, p := range n.received() {
+			if p == "/reset-before" {
+				sent++
+			}
+		}
+		if sent != 1 {
+			t.Errorf("the node got the request %d times, want once (a new connection is never retried)", sent)
+		}
 		d.idle(t, "reset before", base)
 	})
 	t.Run("reset after the first byte", func(t *testing.T) {
