@@ -57,3 +57,22 @@ func TestBounded(t *testing.T) {
 		t.Errorf("a body of MaxBody bytes: %d, the handler got %d bytes", w.Code, len(got))
 	}
 }
+
+// TestBoundedBy: a bound of its own, answered by the caller's page.
+func TestBoundedBy(t *testing.T) {
+	h := BoundedBy(10, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		io.WriteString(w, "the form is too large")
+	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	body := &endless{}
+	r := httptest.NewRequest("POST", "/login", body)
+	r.ContentLength = -1
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusRequestEntityTooLarge || w.Body.String() != "the form is too large" || w.Header().Get("Connection") != "close" {
+		t.Errorf("%d %q %v", w.Code, w.Body, w.Header())
+	}
+	if body.n > 4096 {
+		t.Errorf("%d bytes read of the body, bound 10", body.n)
+	}
+}
