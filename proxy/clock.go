@@ -58,3 +58,16 @@ func (c *coarseClock) halt() {
 	c.stop = nil
 	c.ns.Store(0)
 }
+
+// moveDeadline returns the deadline of an idle timeout t after activity at
+// now (the coarse clock's), and whether it changed. It is moved lazily, at
+// most once a quarter of t (moving it costs a timer's update), yet never
+// leaves less than t: it moves when less than t is left (plus the clock's
+// resolution, as now may be that old), and then to t and a quarter ahead.
+// A stall is thus cut after t to t and a quarter, never before.
+func moveDeadline(dl, now time.Time, t time.Duration) (time.Time, bool) {
+	if dl.Sub(now) >= t+coarseTick {
+		return dl, false
+	}
+	return now.Add(t + t/4 + coarseTick), true
+}

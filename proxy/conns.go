@@ -279,12 +279,12 @@ func (c conn) Read(p []byte) (int, error) {
 }
 
 // Write writes p within the send timeout: a client that stops reading is
-// cut off, one that reads slowly is not (nginx's send_timeout). The
-// deadline moves when a quarter of it is used up, not on every write.
+// cut off, one that reads slowly is not (nginx's send_timeout). The deadline
+// moves at most once a quarter of it (moveDeadline), not on every write.
 func (c conn) Write(p []byte) (int, error) {
 	c.idleExit = false
-	if t, now := c.l.sendTimeout, c.l.clock.now(); c.writeDL.Sub(now) < t*3/4 {
-		c.writeDL = now.Add(t)
+	if dl, moved := moveDeadline(c.writeDL, c.l.clock.now(), c.l.sendTimeout); moved {
+		c.writeDL = dl
 		if err := c.TCPConn.SetWriteDeadline(c.writeDL); err != nil {
 			return 0, err
 		}

@@ -172,8 +172,8 @@ func (b *reqBody) Read(p []byte) (int, error) {
 	if x.bodyErr != nil {
 		return 0, x.bodyErr
 	}
-	if t, now := x.h.opts.ClientBodyTimeout, x.h.clock.now(); x.readDL.Sub(now) < t*3/4 {
-		x.readDL = now.Add(t)
+	if dl, moved := moveDeadline(x.readDL, x.h.clock.now(), x.h.opts.ClientBodyTimeout); moved {
+		x.readDL = dl
 		_ = x.ctx.SetReadDeadline(x.readDL)
 	}
 	n, err := x.body.Read(p)

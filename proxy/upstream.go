@@ -348,10 +348,9 @@ func (c *upConn) cut() {
 
 func (c *upConn) Write(p []byte) (int, error) {
 	c.awaiting, c.firstSet = true, false
-	now := c.h.clock.now()
-	// Moved when a quarter of the timeout is used up, not on every write.
-	if t := c.h.opts.UpstreamReadTimeout; c.writeDL.Sub(now) < t*3/4 {
-		c.writeDL = now.Add(t)
+	// Moved about once a quarter of the timeout, not on every write.
+	if dl, moved := moveDeadline(c.writeDL, c.h.clock.now(), c.h.opts.UpstreamReadTimeout); moved {
+		c.writeDL = dl
 		if err := c.Conn.SetWriteDeadline(c.writeDL); err != nil {
 			return 0, err
 		}
@@ -366,8 +365,8 @@ func (c *upConn) Read(p []byte) (int, error) {
 	if c.cutOff.Load() {
 		return 0, errClientGone
 	}
-	if t, now := c.h.opts.UpstreamReadTimeout, c.h.clock.now(); c.readDL.Sub(now) < t*3/4 {
-		c.readDL = now.Add(t)
+	if dl, moved := moveDeadline(c.readDL, c.h.clock.now(), c.h.opts.UpstreamReadTimeout); moved {
+		c.readDL = dl
 		if err := c.Conn.SetReadDeadline(c.readDL); err != nil {
 			return 0, err
 		}

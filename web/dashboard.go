@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/limiterd/limiterd/insight"
+	"github.com/limiterd/limiterd/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/static"
@@ -286,6 +287,27 @@ func (d *dashboard) limitForm(next http.Handler) http.Handler {
 			}
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// boundBody refuses a body over its route's bound before any handler
+// runs, even one that ignores its body (jsonbody.BoundedBy): the API's,
+// the metrics' and the health checks' at jsonbody.MaxBody, answered in
+// JSON; the dashboard's (its forms, and its pages, which take none) at
+// maxFormBody, answered with its page, so that an unauthenticated post
+// to /login costs 8 KiB even chunked.
+func (s *Server) boundBody(next http.Handler) http.Handler {
+	api := jsonbody.Bounded(next)
+	dash := jsonbody.BoundedBy(maxFormBody, func(w http.ResponseWriter, r *http.Request) {
+		s.dash.renderError(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is larger than %d KiB.", maxFormBody>>10))
+	})(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case strings.HasPrefix(p, "/api/"), p == "/metrics", p == "/healthz", p == "/readyz":
+			api.ServeHTTP(w, r)
+		default:
+			dash.ServeHTTP(w, r)
+		}
 	})
 }
 

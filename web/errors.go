@@ -3,7 +3,9 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"runtime/debug"
 
 	"github.com/limiterd/limiterd/insight"
 	"github.com/limiterd/limiterd/jsonbody"
@@ -41,4 +43,27 @@ func statusOf(err error) (status int, field string) {
 		return http.StatusConflict, ""
 	}
 	return http.StatusInternalServerError, ""
+}
+
+// recoverPanic logs a panic of an admin handler at ERROR with its route
+// and stack (net/http alone would log it through ErrorLog, at debug level,
+// unseen) and answers 500 (appended to the answer, if it had begun).
+// http.ErrAbortHandler passes through: it is how a handler cuts a
+// connection on purpose.
+func (s *Server) recoverPanic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("admin listener: internal error", "method", r.Method, "path", r.URL.Path,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			writeError(w, http.StatusInternalServerError, "internal error: a bug in limiterd; its log has it", "")
+		}()
+		next.ServeHTTP(w, r)
+	})
 }

@@ -186,6 +186,9 @@ func (s *Server) Run(ctx context.Context) error {
 // AdminHandler serves health, metrics and the admin API.
 func (s *Server) AdminHandler() http.Handler {
 	r := chi.NewRouter()
+	// A handler's panic is logged at ERROR; a body over a route's bound
+	// is 413, unread (boundBody).
+	r.Use(s.recoverPanic, s.boundBody)
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
 	if s.opts.Gatherer != nil {
