@@ -166,7 +166,7 @@ func (a *adaptive) restore(ms int64, s AdaptiveSnapshot) {
 		}
 		for _, rq := range r.Quotas {
 			if _, ok := p.ids[rq.Group]; !ok || r.Incompatible || rq.Total < 1 || rq.Remaining < 0 || rq.Remaining >= rq.Total ||
-				rq.ResetSeconds < 0 || rq.ResetSeconds > MaxResetSeconds || rq.ResetAmount < 0 {
+				rq.ResetSeconds < 0 || rq.ResetSeconds > MaxResetSeconds || rq.ResetAmount < 1 {
 				continue
 			}
 			q := p.quotas[rq.Group]

@@ -334,3 +334,26 @@ func TestAdaptiveConcurrent(t *testing.T) {
 		t.Errorf("waiting %d after every call ended", s.Waiting)
 	}
 }
+
+// TestAdaptiveRestoreRefusesZeroAmount: a snapshot's quota is held to the
+// bounds of a reply's fields. A reset amount of 0 (which ParseQuota
+// refuses) used to restore, leaving a quota whose refill restores
+// nothing. Found by FuzzCheckSnapshot.
+func TestAdaptiveRestoreRefusesZeroAmount(t *testing.T) {
+	th := newAdaptive(t)
+	b := []byte(`{"adaptive":{"peers":[{"peer":"p","routes":{"/info":"g"},"quotas":[` +
+		`{"group":"g","total":10,"remaining":0,"reset_amount":0,"reset_seconds":2,"updated_ms":1},` +
+		`{"group":"g","total":10,"remaining":0,"reset_amount":-1,"reset_seconds":2,"updated_ms":1}]}]}}`)
+	if err := th.RestoreSnapshot(ams(0), b); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range th.AdaptiveViews(ams(0), 0) {
+		if v.Known {
+			t.Errorf("restored a quota with reset amount %d: %+v", v.ResetAmount, v)
+		}
+	}
+	if r := th.TryAdaptive(ams(0), "p", "/info"); !r.Admitted {
+		t.Errorf("the refused quota throttles: %+v", r)
+		th.CancelAdaptive(r.Ticket)
+	}
+}
