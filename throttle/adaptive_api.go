@@ -3,6 +3,7 @@ package throttle
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // Mode returns the mode in force (throttle.mode).
@@ -101,15 +102,23 @@ func (a *adaptive) snapshot() AdaptiveSnapshot {
 		sh := &a.shards[i]
 		sh.mu.Lock()
 		for name, p := range sh.m {
+			// Text that is not UTF-8 cannot travel in JSON (it would come
+			// back altered, bound to routes in place of the real id): it is
+			// left out and relearned from the next reply.
+			if !utf8.ValidString(name) {
+				continue
+			}
 			r := AdaptivePeerRecord{Peer: name, Incompatible: p.incompatible}
-			if len(p.routes) > 0 {
-				r.Routes = make(map[string]string, len(p.routes))
-				for k, g := range p.routes {
+			for k, g := range p.routes {
+				if utf8.ValidString(k) && utf8.ValidString(g) {
+					if r.Routes == nil {
+						r.Routes = make(map[string]string, len(p.routes))
+					}
 					r.Routes[k] = g
 				}
 			}
 			for g, q := range p.quotas {
-				if q.known {
+				if q.known && utf8.ValidString(g) {
 					r.Quotas = append(r.Quotas, AdaptiveQuota{Group: g, Total: q.total, Remaining: q.remaining,
 						ResetAmount: q.amount, ResetSeconds: q.resetSec, RefillAt: q.refillAt, Updated: q.updated})
 				}
