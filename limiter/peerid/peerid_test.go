@@ -224,6 +224,11 @@ func TestPeerOfForwarded(t *testing.T) {
 		{"Forwarded empty for", "10.0.0.1:1", headers("Forwarded", "for="), "-"},
 		{"Forwarded garbage", "10.0.0.1:1", headers("Forwarded", "garbage, for=10.0.0.3"), "-"},
 		{"Forwarded unquoted quote", "10.0.0.1:1", headers("Forwarded", `for="9.9.9.9`), "-"},
+		// Found by FuzzForwardedChain: a quote that never closes in another
+		// parameter made the element well-formed alone, malformed with
+		// anything on its left.
+		{"Forwarded unclosed quote after for", "10.0.0.1:1", headers("Forwarded", `for=9.9.9.9;x="`), "-"},
+		{"Forwarded unclosed quote left of a hop", "10.0.0.1:1", headers("Forwarded", `for=9.9.9.9;ext="x, for=10.0.0.3`), "-"},
 		{"Forwarded escape in value", "10.0.0.1:1", headers("Forwarded", `for="9.9.9.\9"`), "-"},
 		{"Forwarded bad port", "10.0.0.1:1", headers("Forwarded", `for="[2001:db8::17]:x"`), "-"},
 		{"Forwarded IPv4 in brackets", "10.0.0.1:1", headers("Forwarded", `for="[9.9.9.9]"`), "-"},
