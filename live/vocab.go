@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
@@ -59,7 +60,7 @@ func (e Exemption) Normalize() (Exemption, error) {
 	default:
 		return e, &FieldError{Field: "kind", Problem: fmt.Sprintf("%q is not one of exempt_peer, exempt_path, deny_peer", e.Kind)}
 	}
-	if len(e.Note) > 500 {
+	if utf8.RuneCountInString(e.Note) > 500 {
 		return e, &FieldError{Field: "note", Problem: "at most 500 characters"}
 	}
 	return e, nil

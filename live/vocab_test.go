@@ -41,3 +41,23 @@ func TestParseOverride(t *testing.T) {
 		t.Errorf("partial %+v", p)
 	}
 }
+
+// TestExemptionNoteLength: the note's limit is in characters, as its
+// message says, not in bytes: 500 "é" (1000 bytes) fit. Found by
+// FuzzExemptionNormalize.
+func TestExemptionNoteLength(t *testing.T) {
+	for _, c := range []struct {
+		note string
+		ok   bool
+	}{
+		{strings.Repeat("é", 500), true},
+		{strings.Repeat("é", 501), false},
+		{strings.Repeat("n", 500), true},
+		{strings.Repeat("n", 501), false},
+	} {
+		_, err := live.Exemption{Kind: live.DenyPeer, Value: "192.0.2.7", Note: c.note}.Normalize()
+		if (err == nil) != c.ok {
+			t.Errorf("a note of %d characters (%d bytes): %v", len([]rune(c.note)), len(c.note), err)
+		}
+	}
+}
