@@ -122,6 +122,10 @@ func ParseOverride(body []byte) (limiter.PartialGroup, Override, error) {
 			val = s
 		default:
 			if !isIntKey(k) {
+				if k == "" {
+					// The field of the error cannot name it.
+					return limiter.PartialGroup{}, nil, &FieldError{Problem: `unknown key "" (a key with an empty name)`}
+				}
 				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "unknown key"}
 			}
 			if lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {

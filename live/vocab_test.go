@@ -23,6 +23,9 @@ func TestParseOverride(t *testing.T) {
 		{`{"mode": 1}`, "mode", "must be a string"},
 		{`{"leaky_limt": 5}`, "leaky_limt", "unknown key"},
 		{`{}`, "", "the body names no key to change"},
+		// Found by FuzzParseOverride: the empty key was "unknown key",
+		// naming nothing.
+		{`{"": 5}`, "", `unknown key "" (a key with an empty name)`},
 	} {
 		_, _, err := live.ParseOverride([]byte(c.body))
 		fe, ok := err.(*live.FieldError)
