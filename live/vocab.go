@@ -42,6 +42,14 @@ type Exemption struct {
 // an IPv4-mapped address unmapped). The error names the field.
 func (e Exemption) Normalize() (Exemption, error) {
 	e.Value = strings.TrimSpace(e.Value)
+	// The store keeps exemptions as JSON, which would turn invalid UTF-8
+	// into U+FFFD: the entry would change meaning at the next restart.
+	if !utf8.ValidString(e.Value) {
+		return e, &FieldError{Field: "value", Problem: fmt.Sprintf("%q is not UTF-8 text", e.Value)}
+	}
+	if !utf8.ValidString(e.Note) {
+		return e, &FieldError{Field: "note", Problem: "not UTF-8 text"}
+	}
 	switch e.Kind {
 	case ExemptPeer, DenyPeer:
 		p, err := limiter.ParsePrefix(e.Value)

@@ -64,3 +64,26 @@ func TestExemptionNoteLength(t *testing.T) {
 		}
 	}
 }
+
+// TestExemptionNotUTF8: a value or note that is not UTF-8 (a form or a
+// query string can carry one; JSON bodies cannot) is refused, naming the
+// field: the store keeps exemptions as JSON, where it would turn into
+// U+FFFD, so an exempt path "/\xff" came back from a restart as "/\ufffd".
+// Found by FuzzExemptionNormalize.
+func TestExemptionNotUTF8(t *testing.T) {
+	for _, c := range []struct {
+		e     live.Exemption
+		field string
+	}{
+		{live.Exemption{Kind: live.ExemptPath, Value: "/\xff"}, "value"},
+		{live.Exemption{Kind: live.DenyPeer, Value: "192.0.2.7", Note: "\xc3"}, "note"},
+	} {
+		_, err := c.e.Normalize()
+		if fe, ok := err.(*live.FieldError); !ok || fe.Field != c.field {
+			t.Errorf("%+v: %v, want an error naming %s", c.e, err, c.field)
+		}
+	}
+	if _, err := (live.Exemption{Kind: live.ExemptPath, Value: "/caf\u00e9", Note: "caf\u00e9"}).Normalize(); err != nil {
+		t.Errorf("UTF-8: %v", err)
+	}
+}
