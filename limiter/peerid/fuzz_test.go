@@ -1,7 +1,6 @@
 package peerid_test
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 
@@ -64,8 +63,8 @@ func FuzzForwardedChain(f *testing.F) {
 			id, name, other, bad = rfc, "Forwarded", "X-Forwarded-For", "for=unknown, "
 		}
 		lines := strings.Split(chain, "\n")
-		with := func(lines []string) http.Header {
-			return http.Header{name: lines}
+		with := func(lines []string) header {
+			return header{name: lines}
 		}
 		direct := id.PeerOf(remote, nil)
 		p := id.PeerOf(remote, with(lines))
