@@ -174,8 +174,7 @@ func (a *adaptive) restore(ms int64, s AdaptiveSnapshot) {
 			p.routes[k] = g
 		}
 		for _, rq := range r.Quotas {
-			if _, ok := p.ids[rq.Group]; !ok || r.Incompatible || rq.Total < 1 || rq.Remaining < 0 || rq.Remaining >= rq.Total ||
-				rq.ResetSeconds < 0 || rq.ResetSeconds > MaxResetSeconds || rq.ResetAmount < 1 {
+			if _, ok := p.ids[rq.Group]; !ok || r.Incompatible || !restorable(rq) {
 				continue
 			}
 			q := p.quotas[rq.Group]
@@ -189,6 +188,20 @@ func (a *adaptive) restore(ms int64, s AdaptiveSnapshot) {
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// restorable reports whether q is a state the throttle itself reaches: a
+// reply's fields (total ≥ 1, remaining 0 … total−1, reset 0 … 86400,
+// amount ≥ 1), or what a refill leaves of them (remaining up to the whole
+// total, amount 0, no refill pending).
+func restorable(q AdaptiveQuota) bool {
+	if q.Total < 1 || q.Remaining < 0 || q.Remaining > q.Total || q.ResetSeconds < 0 || q.ResetSeconds > MaxResetSeconds {
+		return false
+	}
+	if q.ResetAmount == 0 {
+		return q.RefillAt == 0 // refilled
+	}
+	return q.ResetAmount > 0 && q.Remaining < q.Total
 }
 
 // adaptiveJSON encodes the adaptive state for a ThrottleSnapshot; nil

@@ -336,21 +336,25 @@ func TestAdaptiveConcurrent(t *testing.T) {
 }
 
 // TestAdaptiveRestoreRefusesZeroAmount: a snapshot's quota is held to the
-// bounds of a reply's fields. A reset amount of 0 (which ParseQuota
-// refuses) used to restore, leaving a quota whose refill restores
-// nothing. Found by FuzzCheckSnapshot.
+// states the throttle itself reaches. A pending refill (refill_at_ms set)
+// always restores at least 1, as a reply's reset amount is ≥ 1: one of 0
+// (or a negative amount) is skipped, and so is a full quota with a refill
+// to come. After a refill none is pending, the amount is 0 and remaining
+// may be the whole total: that quota restores (it used to be skipped, as
+// remaining ≥ total). Found by FuzzCheckSnapshot.
 func TestAdaptiveRestoreRefusesZeroAmount(t *testing.T) {
 	th := newAdaptive(t)
-	b := []byte(`{"adaptive":{"peers":[{"peer":"p","routes":{"/info":"g"},"quotas":[` +
-		`{"group":"g","total":10,"remaining":0,"reset_amount":0,"reset_seconds":2,"updated_ms":1},` +
-		`{"group":"g","total":10,"remaining":0,"reset_amount":-1,"reset_seconds":2,"updated_ms":1}]}]}}`)
+	b := []byte(`{"adaptive":{"peers":[{"peer":"p","routes":{"/info":"g","/chunk/1":"h"},"quotas":[` +
+		`{"group":"g","total":10,"remaining":0,"reset_amount":0,"reset_seconds":2,"refill_at_ms":1700000002000,"updated_ms":1},` +
+		`{"group":"g","total":10,"remaining":0,"reset_amount":-1,"reset_seconds":2,"updated_ms":1},` +
+		`{"group":"h","total":10,"remaining":10,"reset_amount":0,"reset_seconds":0,"updated_ms":1},` +
+		`{"group":"g","total":10,"remaining":10,"reset_amount":3,"reset_seconds":0,"updated_ms":1}]}]}}`)
 	if err := th.RestoreSnapshot(ams(0), b); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range th.AdaptiveViews(ams(0), 0) {
-		if v.Known {
-			t.Errorf("restored a quota with reset amount %d: %+v", v.ResetAmount, v)
-		}
+	views := th.AdaptiveViews(ams(0), 0)
+	if len(views) != 1 || views[0].Group != "h" || !views[0].Known || views[0].Remaining != 10 {
+		t.Errorf("restored %+v, want h's quota alone", views)
 	}
 	if r := th.TryAdaptive(ams(0), "p", "/info"); !r.Admitted {
 		t.Errorf("the refused quota throttles: %+v", r)

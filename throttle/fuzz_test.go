@@ -198,10 +198,21 @@ func FuzzCheckSnapshot(f *testing.F) {
 		}
 		views := th.AdaptiveViews(fz0, 0)
 		for _, v := range views {
-			if v.Known {
-				checkQuotaBounds(t, throttle.Quota{GroupID: v.Group, Total: v.Total, Remaining: v.Remaining,
-					ResetAmount: v.ResetAmount, ResetSeconds: 0}, string(b))
+			if !v.Known {
+				continue
 			}
+			// A refill that fell due restores min(total, remaining+amount)
+			// and leaves none pending (amount 0): remaining may then be the
+			// whole total, as in 2.9.7's client.
+			remaining, amount := v.Remaining, v.ResetAmount
+			if remaining == v.Total {
+				remaining--
+			}
+			if amount == 0 && v.RefillIn == 0 {
+				amount = 1
+			}
+			checkQuotaBounds(t, throttle.Quota{GroupID: v.Group, Total: v.Total, Remaining: remaining,
+				ResetAmount: amount, ResetSeconds: 0}, string(b))
 		}
 		again, err := th.MarshalSnapshot(fz0)
 		if err != nil {
