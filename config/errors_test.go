@@ -48,6 +48,12 @@ func TestErrors(t *testing.T) {
 			want: []string{"config: http_api.limiters: unknown key", "config: serverr: unknown key"},
 		},
 		{
+			// Found by FuzzLoad: the empty name gave the key "".
+			name: "unknown keys that are not bare",
+			file: "[\"\"]\n[server]\n\"a.b\" = 1\n",
+			want: []string{`config: server."a.b": unknown key`, `config: "": unknown key`},
+		},
+		{
 			name: "unknown group key",
 			file: "[http_api.limiter.chunk]\nleaky_limt = 5\n",
 			want: []string{"config: http_api.limiter.chunk.leaky_limt: unknown key"},

@@ -297,10 +297,27 @@ func describe(v any) string {
 
 // join returns prefix.name, or name for an empty prefix.
 func join(prefix, name string) string {
+	if !bareKey(name) {
+		// As TOML writes it, so that an empty or dotted name still names
+		// a key: `""`, `server."a.b"`.
+		name = strconv.Quote(name)
+	}
 	if prefix == "" {
 		return name
 	}
 	return prefix + "." + name
+}
+
+// bareKey reports whether name is a TOML bare key: A-Z a-z 0-9 _ -, at
+// least one.
+func bareKey(name string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // sortedKeys returns the keys of m in order.

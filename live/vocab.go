@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
@@ -41,6 +42,14 @@ type Exemption struct {
 // an IPv4-mapped address unmapped). The error names the field.
 func (e Exemption) Normalize() (Exemption, error) {
 	e.Value = strings.TrimSpace(e.Value)
+	// The store keeps exemptions as JSON, which would turn invalid UTF-8
+	// into U+FFFD: the entry would change meaning at the next restart.
+	if !utf8.ValidString(e.Value) {
+		return e, &FieldError{Field: "value", Problem: fmt.Sprintf("%q is not UTF-8 text", e.Value)}
+	}
+	if !utf8.ValidString(e.Note) {
+		return e, &FieldError{Field: "note", Problem: "not UTF-8 text"}
+	}
 	switch e.Kind {
 	case ExemptPeer, DenyPeer:
 		p, err := limiter.ParsePrefix(e.Value)
@@ -59,7 +68,7 @@ func (e Exemption) Normalize() (Exemption, error) {
 	default:
 		return e, &FieldError{Field: "kind", Problem: fmt.Sprintf("%q is not one of exempt_peer, exempt_path, deny_peer", e.Kind)}
 	}
-	if len(e.Note) > 500 {
+	if utf8.RuneCountInString(e.Note) > 500 {
 		return e, &FieldError{Field: "note", Problem: "at most 500 characters"}
 	}
 	return e, nil
@@ -121,6 +130,10 @@ func ParseOverride(body []byte) (limiter.PartialGroup, Override, error) {
 			val = s
 		default:
 			if !isIntKey(k) {
+				if k == "" {
+					// The field of the error cannot name it.
+					return limiter.PartialGroup{}, nil, &FieldError{Problem: `unknown key "" (a key with an empty name)`}
+				}
 				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "unknown key"}
 			}
 			if lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {

@@ -3,6 +3,7 @@ package throttle
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // Mode returns the mode in force (throttle.mode).
@@ -101,15 +102,23 @@ func (a *adaptive) snapshot() AdaptiveSnapshot {
 		sh := &a.shards[i]
 		sh.mu.Lock()
 		for name, p := range sh.m {
+			// Text that is not UTF-8 cannot travel in JSON (it would come
+			// back altered, bound to routes in place of the real id): it is
+			// left out and relearned from the next reply.
+			if !utf8.ValidString(name) {
+				continue
+			}
 			r := AdaptivePeerRecord{Peer: name, Incompatible: p.incompatible}
-			if len(p.routes) > 0 {
-				r.Routes = make(map[string]string, len(p.routes))
-				for k, g := range p.routes {
+			for k, g := range p.routes {
+				if utf8.ValidString(k) && utf8.ValidString(g) {
+					if r.Routes == nil {
+						r.Routes = make(map[string]string, len(p.routes))
+					}
 					r.Routes[k] = g
 				}
 			}
 			for g, q := range p.quotas {
-				if q.known {
+				if q.known && utf8.ValidString(g) {
 					r.Quotas = append(r.Quotas, AdaptiveQuota{Group: g, Total: q.total, Remaining: q.remaining,
 						ResetAmount: q.amount, ResetSeconds: q.resetSec, RefillAt: q.refillAt, Updated: q.updated})
 				}
@@ -165,8 +174,7 @@ func (a *adaptive) restore(ms int64, s AdaptiveSnapshot) {
 			p.routes[k] = g
 		}
 		for _, rq := range r.Quotas {
-			if _, ok := p.ids[rq.Group]; !ok || r.Incompatible || rq.Total < 1 || rq.Remaining < 0 || rq.Remaining >= rq.Total ||
-				rq.ResetSeconds < 0 || rq.ResetSeconds > MaxResetSeconds || rq.ResetAmount < 0 {
+			if _, ok := p.ids[rq.Group]; !ok || r.Incompatible || !restorable(rq) {
 				continue
 			}
 			q := p.quotas[rq.Group]
@@ -180,6 +188,20 @@ func (a *adaptive) restore(ms int64, s AdaptiveSnapshot) {
 		}
 		sh.mu.Unlock()
 	}
+}
+
+// restorable reports whether q is a state the throttle itself reaches: a
+// reply's fields (total ≥ 1, remaining 0 … total−1, reset 0 … 86400,
+// amount ≥ 1), or what a refill leaves of them (remaining up to the whole
+// total, amount 0, no refill pending).
+func restorable(q AdaptiveQuota) bool {
+	if q.Total < 1 || q.Remaining < 0 || q.Remaining > q.Total || q.ResetSeconds < 0 || q.ResetSeconds > MaxResetSeconds {
+		return false
+	}
+	if q.ResetAmount == 0 {
+		return q.RefillAt == 0 // refilled
+	}
+	return q.ResetAmount > 0 && q.Remaining < q.Total
 }
 
 // adaptiveJSON encodes the adaptive state for a ThrottleSnapshot; nil

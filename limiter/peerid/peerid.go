@@ -299,7 +299,7 @@ func openingQuote(s string, end int) int {
 // element ("for=192.0.2.60;proto=http", `For="[2001:db8::17]:4711"`). ok is
 // false when the element has no for parameter, more than one, or one that is
 // not an address ("unknown", "_hidden", garbage, a quoted value with
-// escapes).
+// escapes), or when a quote in it never closes.
 func forwardedFor(elem string) (a netip.Addr, ok bool) {
 	var val string
 	found := false
@@ -320,6 +320,11 @@ func forwardedFor(elem string) (a netip.Addr, ok bool) {
 				pair, elem = pair[:i], pair[i+1:]
 				break
 			}
+		}
+		if quoted {
+			// A quote that never closes: the element is malformed, as
+			// cutLastForwarded says, whatever precedes it.
+			return netip.Addr{}, false
 		}
 		name, v, hasEq := strings.Cut(pair, "=")
 		if !hasEq || !strings.EqualFold(trimOWS(name), "for") {

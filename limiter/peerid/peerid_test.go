@@ -1,7 +1,6 @@
 package peerid_test
 
 import (
-	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -34,11 +33,19 @@ func mustIdentifierFor(tb testing.TB, trusted []string, ipv6Prefix int, header p
 	return id
 }
 
+// header is the request header the tests give PeerOf: http.Header's
+// shape, keys written canonical, without importing net/http (whose
+// instrumented build would cost chaos/fuzz.sh's short CI run some 25 s).
+type header map[string][]string
+
+// Values returns the values of the canonical key.
+func (h header) Values(key string) []string { return h[key] }
+
 // headers builds a header from name, value pairs; a name may repeat.
-func headers(kv ...string) http.Header {
-	h := http.Header{}
+func headers(kv ...string) header {
+	h := header{}
 	for i := 0; i < len(kv); i += 2 {
-		h.Add(kv[i], kv[i+1])
+		h[kv[i]] = append(h[kv[i]], kv[i+1])
 	}
 	return h
 }
@@ -150,7 +157,7 @@ func TestPeerOfForwarded(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
 		remoteAddr string
-		h          http.Header
+		h          header
 		want       string // the peer's Addr
 	}{
 		// Untrusted sources: headers ignored.
@@ -224,6 +231,11 @@ func TestPeerOfForwarded(t *testing.T) {
 		{"Forwarded empty for", "10.0.0.1:1", headers("Forwarded", "for="), "-"},
 		{"Forwarded garbage", "10.0.0.1:1", headers("Forwarded", "garbage, for=10.0.0.3"), "-"},
 		{"Forwarded unquoted quote", "10.0.0.1:1", headers("Forwarded", `for="9.9.9.9`), "-"},
+		// Found by FuzzForwardedChain: a quote that never closes in another
+		// parameter made the element well-formed alone, malformed with
+		// anything on its left.
+		{"Forwarded unclosed quote after for", "10.0.0.1:1", headers("Forwarded", `for=9.9.9.9;x="`), "-"},
+		{"Forwarded unclosed quote left of a hop", "10.0.0.1:1", headers("Forwarded", `for=9.9.9.9;ext="x, for=10.0.0.3`), "-"},
 		{"Forwarded escape in value", "10.0.0.1:1", headers("Forwarded", `for="9.9.9.\9"`), "-"},
 		{"Forwarded bad port", "10.0.0.1:1", headers("Forwarded", `for="[2001:db8::17]:x"`), "-"},
 		{"Forwarded IPv4 in brackets", "10.0.0.1:1", headers("Forwarded", `for="[9.9.9.9]"`), "-"},
@@ -254,7 +266,7 @@ func TestPeerOfForwardedHeader(t *testing.T) {
 	both := headers("X-Forwarded-For", "8.8.8.8", "Forwarded", "for=9.9.9.9")
 	for _, tt := range []struct {
 		header peerid.ForwardedHeader
-		h      http.Header
+		h      header
 		want   string
 	}{
 		{peerid.ForwardedXFF, both, "8.8.8.8"},
@@ -392,7 +404,7 @@ func FuzzPeerOf(f *testing.F) {
 	proxied := mustIdentifier(f, []string{"10.0.0.0/8", "2001:db8:ffff::/48", "127.0.0.1"}, 56)
 	trusted, _ := prefixset.ParseSet([]string{"10.0.0.0/8", "2001:db8:ffff::/48", "127.0.0.1"})
 	f.Fuzz(func(t *testing.T, remoteAddr, xff, forwarded string) {
-		h := http.Header{}
+		h := header{}
 		if xff != "" {
 			h["X-Forwarded-For"] = strings.Split(xff, "\n")
 		}
@@ -432,7 +444,7 @@ func BenchmarkPeerOf(b *testing.B) {
 		name       string
 		id         *peerid.Identifier
 		remoteAddr string
-		h          http.Header
+		h          header
 	}{
 		{"IPv4", plain, "203.0.113.9:5678", nil},
 		{"IPv6", plain, "[2001:db8::1]:443", nil},
