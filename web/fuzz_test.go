@@ -74,7 +74,7 @@ func answer(t *testing.T, what string, status int, b []byte) map[string]any {
 	if status < 400 {
 		return v
 	}
-	if !slices.Contains([]int{400, 403, 404, 409, 422, 429}, status) {
+	if !slices.Contains([]int{400, 403, 404, 409, 413, 422, 429}, status) {
 		t.Fatalf("%s: status %d: %s", what, status, b)
 	}
 	if msg, _ := v["error"].(string); msg == "" && status != 403 && status != 429 {
