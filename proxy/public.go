@@ -275,7 +275,7 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, rout
 	if route != nil && slices.Contains(route.ReduceOnStatus, status) {
 		h.lim.Reduce(h.now(), x.peerKey, route.Group)
 	}
-	cleanResponseHeaders(hd)
+	x.nodeFields = cleanResponseHeaders(hd)
 	x.setRateLimitFields()
 	if !x.answerBody {
 		// Taken whole already, or none: HEAD (its Content-Length, the

@@ -63,27 +63,44 @@ var publicNames = [...]struct {
 // decision on its answer (setPublicFields).
 func (x *exchange) setRateLimitFields() {
 	if x.d.Limited {
-		x.fields = x.h.setPublicFields(&x.ctx.Response.Header, &x.d, x.fields)
+		x.keep.fields = x.h.setPublicFields(&x.ctx.Response.Header, &x.d, x.keep.fields, x.nodeFields)
 	}
 }
 
 // setPublicFields writes the rate-limit fields of d on a public answer,
-// replacing any the node sent under the same names; it formats them in
-// scratch, returned for reuse.
-func (h *Handler) setPublicFields(hd *fasthttp.ResponseHeader, d *limiter.Decision, scratch []byte) []byte {
+// replacing (when replace says the node sent some) any the node sent under
+// the same names; it formats them in scratch, returned for reuse. Each
+// field costs fasthttp's checks of a header set (its key, its value, the
+// special names): about 70 ns here, the six of "both" about 0.4 µs.
+func (h *Handler) setPublicFields(hd *fasthttp.ResponseHeader, d *limiter.Decision, scratch []byte, replace bool) []byte {
 	return h.rateLimitFields(d, scratch[:0], func(name string, v []byte) {
 		for i := range publicNames {
 			n := &publicNames[i]
 			if n.name != name {
 				continue
 			}
-			if string(n.wire) != string(n.norm) {
+			if replace && string(n.wire) != string(n.norm) {
 				hd.DelBytes(n.norm)
 			}
 			hd.SetCanonical(n.wire, v)
 			return
 		}
 	})
+}
+
+// hasRateLimitName reports whether a field name begins with "ratelimit",
+// in any case.
+func hasRateLimitName(k []byte) bool {
+	const p = "ratelimit"
+	if len(k) < len(p) {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if k[i]|0x20 != p[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // setRateLimitHeaders writes the rate-limit fields of d on an answer of

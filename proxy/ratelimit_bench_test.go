@@ -38,7 +38,7 @@ func BenchmarkRateLimitFields(b *testing.B) {
 				resp.Header.Reset()
 				resp.Header.Set("Content-Type", "application/json")
 				resp.Header.Set("Content-Length", "11")
-				scratch = h.setPublicFields(&resp.Header, &d, scratch)
+				scratch = h.setPublicFields(&resp.Header, &d, scratch, false)
 			}
 		})
 	}

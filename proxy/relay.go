@@ -22,9 +22,9 @@ type exchange struct {
 	h   *Handler
 	ctx *fasthttp.RequestCtx
 	d   limiter.Decision
-	// fields is where the rate-limit fields are formatted, kept with the
-	// pooled exchange so that formatting them allocates nothing.
-	fields []byte
+	// nodeFields is set when the node's answer carries a field named
+	// ratelimit…: ours must replace it.
+	nodeFields bool
 
 	// handedOff is set when the answer's body was handed to fasthttp or
 	// to a hijack handler: the handler no longer finishes the exchange.
@@ -75,6 +75,9 @@ type exchange struct {
 	// keep is what the exchange keeps across the pool.
 	keep struct {
 		up *fasthttp.Response // the node's answer, when streamed
+		// fields is where the rate-limit fields are formatted, so that
+		// formatting them allocates nothing.
+		fields []byte
 	}
 	// peerAddr and peerIP are the TCP peer as text (the connection's).
 	peerAddr, peerIP []byte

@@ -345,11 +345,15 @@ func prepareRequest(h *fasthttp.RequestHeader, fr *framing) {
 // client's answer, fit for the client: without its hop-by-hop fields and
 // those Connection nominates, with the server's own settings (no default
 // Content-Type, the connection's fate the server's). Framing is the
-// server's; fasthttp dropped the node's Date when it read the head.
-func cleanResponseHeaders(h *fasthttp.ResponseHeader) {
+// server's; fasthttp dropped the node's Date when it read the head. It
+// reports whether the node sent a rate-limit field (hasRateLimitName).
+func cleanResponseHeaders(h *fasthttp.ResponseHeader) (rateLimitFields bool) {
 	var conn tokens
 	hop := false
 	for _, k := range h.PeekKeys() {
+		if len(k) >= 9 && (k[0]|0x20) == 'r' && hasRateLimitName(k) {
+			rateLimitFields = true
+		}
 		if hopByHop(k) {
 			hop = true
 			if eqFold(k, "connection") {
@@ -369,6 +373,7 @@ func cleanResponseHeaders(h *fasthttp.ResponseHeader) {
 	if conn.n > 0 {
 		conn.each(h.DelBytes)
 	}
+	return rateLimitFields
 }
 
 // peerHeaders gives limiter.PeerOf the forwarding fields of a request
