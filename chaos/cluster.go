@@ -1,0 +1,234 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// clusterLimit is general's leaky_limit in the cluster crash loop: a new
+// peer gets exactly this many admissions over both instances together
+// while they share Redis.
+const clusterLimit = 20
+
+// ClusterResult is what a ClusterCrashLoop found.
+type ClusterResult struct {
+	Rounds, RedisKills int
+	// DownAnswers are the statuses the instances gave while Redis was
+	// down (on_failure = "local": 200 and 429 only).
+	DownAnswers map[int]int
+	// Recovery is the longest time from Redis's restart until both
+	// instances said limiterd_cluster_redis_up 1.
+	Recovery time.Duration
+	Requests string
+	Failures []string
+}
+
+// OK reports whether nothing failed.
+func (r *ClusterResult) OK() bool { return len(r.Failures) == 0 }
+
+// String is the report.
+func (r *ClusterResult) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster crash loop: %d rounds (an instance killed with -9 in each, Redis killed with -9 in %d); answers %s\n",
+		r.Rounds, r.RedisKills, r.Requests)
+	fmt.Fprintf(&b, "while Redis was down (on_failure = \"local\"): %v\n", r.DownAnswers)
+	fmt.Fprintf(&b, "back to shared decisions (exactly %d of %d for a new peer over both) at most %v after Redis restarted\n",
+		clusterLimit, 2*clusterLimit, r.Recovery.Round(time.Millisecond))
+	for _, f := range r.Failures {
+		fmt.Fprintf(&b, "  FAIL %s\n", f)
+	}
+	return b.String()
+}
+
+// ClusterCrashLoop runs two limiterd instances in cluster mode (strict,
+// on_failure = "local") on one redis-server, under load on both; each
+// round kills one instance with SIGKILL at a random moment and restarts
+// it (its database must open and pass tx.Check), and every other round
+// kills Redis with SIGKILL too: while it is down both instances must
+// answer (200 or 429, decided locally), and once it is back a new peer
+// must get exactly general's limit over both instances together.
+func ClusterCrashLoop(ctx context.Context, o CrashOptions) (*ClusterResult, error) {
+	o.defaults()
+	up, err := StartUpstream()
+	if err != nil {
+		return nil, err
+	}
+	defer up.Close()
+	rdir := filepath.Join(o.Dir, "redis")
+	if err := os.MkdirAll(rdir, 0o700); err != nil {
+		return nil, err
+	}
+	red, err := StartRedis(rdir)
+	if err != nil {
+		return nil, err
+	}
+	defer red.Stop()
+	clusterTOML := fmt.Sprintf(`[snapshot]
+interval = %q
+
+[cluster]
+backend = "redis"
+mode = "strict"
+on_failure = "local"
+timeout = "100ms"
+
+[cluster.redis]
+addrs = [%q]
+`, o.Interval, red.Addr())
+	var ds [2]*Daemon
+	var setups [2]*Setup
+	for i := range ds {
+		dir := filepath.Join(o.Dir, fmt.Sprint("instance", i))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		if setups[i], err = NewSetup(dir, up.URL, clusterLimit, "", clusterTOML); err != nil {
+			return nil, err
+		}
+		ds[i] = &Daemon{Bin: o.Bin, Config: setups[i].Config, Log: o.Log}
+		if err := ds[i].Start(); err != nil {
+			return nil, err
+		}
+		defer ds[i].Stop()
+	}
+	res := &ClusterResult{DownAnswers: map[int]int{}}
+	fail := func(f string, a ...any) { res.Failures = append(res.Failures, fmt.Sprintf(f, a...)) }
+	rng := rand.New(rand.NewPCG(o.Seed, 3))
+	as := func(i int, peer string) (int, error) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://" + setups[i].Public + "/info")
+		req.Header.Set("X-Forwarded-For", peer)
+		if err := fasthttp.DoTimeout(req, resp, 5*time.Second); err != nil {
+			return 0, err
+		}
+		return resp.StatusCode(), nil
+	}
+	waitUp := func(want string, within time.Duration) error {
+		deadline := time.Now().Add(within)
+		for i := 0; i < 2; {
+			m, err := Metrics(ds[i].Admin())
+			if err == nil && fmt.Sprint(m["limiterd_cluster_redis_up"]) == want {
+				i++
+				continue
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("instance %d: limiterd_cluster_redis_up is not %s after %v (%v)", i, want, within, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	}
+	// shared: a new peer, its requests alternating between the instances,
+	// gets exactly clusterLimit admissions.
+	shared := func(peer string) string {
+		ok := 0
+		for k := range 2 * clusterLimit {
+			c, err := as(k%2, peer)
+			if err != nil {
+				return err.Error()
+			}
+			if c == 200 {
+				ok++
+			}
+		}
+		if ok != clusterLimit {
+			return fmt.Sprintf("%d of %d admitted over both instances, want %d", ok, 2*clusterLimit, clusterLimit)
+		}
+		return ""
+	}
+	if msg := shared("192.0.2.200"); msg != "" {
+		return nil, fmt.Errorf("before the first round: %s", msg)
+	}
+	codes := map[string]int64{}
+	for round := 1; round <= o.Rounds && ctx.Err() == nil; round++ {
+		rctx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		loads := make([]*Load, 2)
+		for i := range loads {
+			loads[i] = &Load{Addr: setups[i].Public, Conns: 4, Rate: o.Rate / 2, Next: func(w int, n int64, req *fasthttp.Request) bool {
+				req.SetRequestURI("/info")
+				req.Header.Set("X-Forwarded-For", IPv4(int64((w*7919+int(n))%40)))
+				return true
+			}}
+			wg.Go(func() { loads[i].Run(rctx) })
+		}
+		victim := round % 2
+		upFor := o.MinUp + time.Duration(rng.Int64N(int64(o.MaxUp-o.MinUp)))
+		time.Sleep(upFor)
+		if err := ds[victim].Kill(); err != nil {
+			stop()
+			return nil, err
+		}
+		killRedis := round%2 == 0
+		if killRedis {
+			res.RedisKills++
+			red.Kill()
+			// The survivor answers on its own while Redis is down.
+			if err := waitUp("0", 15*time.Second); err != nil && !strings.Contains(err.Error(), fmt.Sprint("instance ", victim)) {
+				fail("round %d: %v", round, err)
+			}
+			for k := range 2 * clusterLimit {
+				c, err := as(1-victim, fmt.Sprintf("192.0.2.%d", k%5))
+				if err != nil {
+					fail("round %d, Redis down: instance %d: %v", round, 1-victim, err)
+					break
+				}
+				res.DownAnswers[c]++
+				if c != 200 && c != 429 {
+					fail("round %d, Redis down: instance %d answered %d", round, 1-victim, c)
+				}
+			}
+		}
+		for _, f := range CheckDB(filepath.Join(setups[victim].DataDir, "limiterd.db")) {
+			fail("round %d: instance %d's database: %s", round, victim, f)
+		}
+		if err := ds[victim].Start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("round %d: restart of instance %d: %w", round, victim, err)
+		}
+		if killRedis {
+			// The restarted instance answers too, Redis still down.
+			if c, err := as(victim, "192.0.2.50"); err != nil || (c != 200 && c != 429) {
+				fail("round %d, Redis down: restarted instance %d answered %d %v", round, victim, c, err)
+			} else {
+				res.DownAnswers[c]++
+			}
+			if err := red.Start(); err != nil {
+				stop()
+				return nil, err
+			}
+			restarted := time.Now()
+			if err := waitUp("1", 30*time.Second); err != nil {
+				fail("round %d: %v", round, err)
+			}
+			res.Recovery = max(res.Recovery, time.Since(restarted))
+		}
+		if msg := shared(fmt.Sprintf("192.0.2.%d", 100+round)); msg != "" {
+			fail("round %d: after the restarts: %s", round, msg)
+		}
+		stop()
+		wg.Wait()
+		for _, l := range loads {
+			for c, n := range l.Codes() {
+				codes[fmt.Sprint(c)] += n
+			}
+			codes["errors"] += l.Errors()
+		}
+		res.Rounds = round
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "  round %d: instance %d killed after %v, Redis killed: %v\n", round, victim, upFor.Round(time.Millisecond), killRedis)
+		}
+	}
+	res.Requests = fmt.Sprint(codes)
+	return res, ctx.Err()
+}
