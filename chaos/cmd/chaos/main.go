@@ -73,6 +73,18 @@ func main() {
 			}
 			return r.String(), r.OK(), nil
 		}
+	case "soak":
+		duration := fs.Duration("duration", 30*time.Minute, "how long the load runs")
+		rate := fs.Float64("rate", 1000, "GET requests per second (POST /tx: a tenth)")
+		interval := fs.Duration("interval", time.Second, "snapshot.interval")
+		run = func() (string, bool, error) {
+			r, err := chaos.Soak(ctx, chaos.SoakOptions{Bin: *bin, Dir: *dir, Duration: *duration, Rate: *rate, Interval: *interval,
+				Log: logTo(*verbose), Progress: os.Stdout})
+			if err != nil {
+				return "", false, err
+			}
+			return r.String(), r.OK(), nil
+		}
 	default:
 		fmt.Fprintf(os.Stderr, "chaos: unknown command %q\n", os.Args[1])
 		os.Exit(2)
