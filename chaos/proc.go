@@ -159,6 +159,7 @@ func (t *tailBuffer) add(l string) {
 	}
 }
 
+// String returns the lines kept.
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -44,6 +44,7 @@ type Sample struct {
 	Snapshots, Compact int64
 }
 
+// String formats the sample on one line.
 func (s Sample) String() string {
 	return fmt.Sprintf("goroutines %d, heap in use %s, RSS %s, open fds %d, tracked %d, snapshots %d, compactions %d",
 		s.Goroutines, MiB(s.Heap), MiB(s.RSS), s.FDs, s.Tracked, s.Snapshots, s.Compact)
