@@ -25,6 +25,8 @@ type FloodOptions struct {
 	// Rate is the flood's requests per second (0: as fast as limiterd
 	// answers).
 	Rate float64
+	// Interval is snapshot.interval (default 5s).
+	Interval time.Duration
 	// PoliteEvery is the polite peer's pace (default 1s).
 	PoliteEvery time.Duration
 	// Log receives the daemon's log; Progress a line every few seconds
@@ -102,12 +104,15 @@ func Flood(ctx context.Context, o FloodOptions) (*FloodResult, error) {
 	if o.PoliteEvery == 0 {
 		o.PoliteEvery = time.Second
 	}
+	if o.Interval == 0 {
+		o.Interval = 5 * time.Second
+	}
 	up, err := StartUpstream()
 	if err != nil {
 		return nil, err
 	}
 	defer up.Close()
-	s, err := NewSetup(o.Dir, up.URL, floodLimit, fmt.Sprintf("max_tracked = %d", o.MaxTracked), "[snapshot]\ninterval = \"5s\"\n")
+	s, err := NewSetup(o.Dir, up.URL, floodLimit, fmt.Sprintf("max_tracked = %d", o.MaxTracked), fmt.Sprintf("[snapshot]\ninterval = %q\n", o.Interval))
 	if err != nil {
 		return nil, err
 	}

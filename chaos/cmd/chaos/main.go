@@ -38,11 +38,12 @@ func main() {
 		ipv6 := fs.Int("ipv6", 100000, "distinct IPv6 peers (/64s)")
 		maxTracked := fs.Int("max-tracked", 100000, "peers.max_tracked")
 		conns := fs.Int("conns", 32, "keep-alive connections")
+		interval := fs.Duration("interval", 5*time.Second, "snapshot.interval")
 		polite := fs.Duration("polite", time.Second, "the polite peer's pace")
 		rate := fs.Float64("rate", 0, "the flood's requests per second (0: as fast as answered)")
 		run = func() (string, bool, error) {
 			r, err := chaos.Flood(ctx, chaos.FloodOptions{Bin: *bin, Dir: *dir, IPv4: *ipv4, IPv6: *ipv6, MaxTracked: *maxTracked,
-				Conns: *conns, Rate: *rate, PoliteEvery: *polite, Log: logTo(*verbose), Progress: os.Stdout})
+				Conns: *conns, Rate: *rate, Interval: *interval, PoliteEvery: *polite, Log: logTo(*verbose), Progress: os.Stdout})
 			if err != nil {
 				return "", false, err
 			}
