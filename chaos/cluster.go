@@ -53,8 +53,10 @@ func (r *ClusterResult) String() string {
 // round kills one instance with SIGKILL at a random moment and restarts
 // it (its database must open and pass tx.Check), and every other round
 // kills Redis with SIGKILL too: while it is down both instances must
-// answer (200 or 429, decided locally), and once it is back a new peer
-// must get exactly general's limit over both instances together.
+// answer (200 or 429: a new peer gets exactly general's limit from the
+// survivor, decided locally), and once it is back a new peer must get
+// exactly general's limit over both instances together (each of those
+// peers a /64 of its own).
 func ClusterCrashLoop(ctx context.Context, o CrashOptions) (*ClusterResult, error) {
 	o.defaults()
 	up, err := StartUpstream()
@@ -113,12 +115,14 @@ addrs = [%q]
 		}
 		return resp.StatusCode(), nil
 	}
-	waitUp := func(want string, within time.Duration) error {
+	// waitUp waits until the instances say limiterd_cluster_redis_up want.
+	waitUp := func(want string, within time.Duration, instances ...int) error {
 		deadline := time.Now().Add(within)
-		for i := 0; i < 2; {
+		for len(instances) > 0 {
+			i := instances[0]
 			m, err := Metrics(ds[i].Admin())
 			if err == nil && fmt.Sprint(m["limiterd_cluster_redis_up"]) == want {
-				i++
+				instances = instances[1:]
 				continue
 			}
 			if time.Now().After(deadline) {
@@ -146,7 +150,7 @@ addrs = [%q]
 		}
 		return ""
 	}
-	if msg := shared("192.0.2.200"); msg != "" {
+	if msg := shared("192.0.2.254"); msg != "" {
 		return nil, fmt.Errorf("before the first round: %s", msg)
 	}
 	codes := map[string]int64{}
@@ -174,19 +178,28 @@ addrs = [%q]
 			res.RedisKills++
 			red.Kill()
 			// The survivor answers on its own while Redis is down.
-			if err := waitUp("0", 15*time.Second); err != nil && !strings.Contains(err.Error(), fmt.Sprint("instance ", victim)) {
+			if err := waitUp("0", 15*time.Second, 1-victim); err != nil {
 				fail("round %d: %v", round, err)
 			}
-			for k := range 2 * clusterLimit {
-				c, err := as(1-victim, fmt.Sprintf("192.0.2.%d", k%5))
+			// A new peer there: its limit applied on the instance's own
+			// state, exactly.
+			ok := 0
+			for range 2 * clusterLimit {
+				c, err := as(1-victim, fmt.Sprintf("2001:db8:a:%x::1", round))
 				if err != nil {
 					fail("round %d, Redis down: instance %d: %v", round, 1-victim, err)
 					break
 				}
 				res.DownAnswers[c]++
-				if c != 200 && c != 429 {
+				if c == 200 {
+					ok++
+				} else if c != 429 {
 					fail("round %d, Redis down: instance %d answered %d", round, 1-victim, c)
 				}
+			}
+			if ok != clusterLimit {
+				fail("round %d, Redis down: a new peer was admitted %d times of %d by instance %d, want %d (decided locally)",
+					round, ok, 2*clusterLimit, 1-victim, clusterLimit)
 			}
 		}
 		for _, f := range CheckDB(filepath.Join(setups[victim].DataDir, "limiterd.db")) {
@@ -198,7 +211,7 @@ addrs = [%q]
 		}
 		if killRedis {
 			// The restarted instance answers too, Redis still down.
-			if c, err := as(victim, "192.0.2.50"); err != nil || (c != 200 && c != 429) {
+			if c, err := as(victim, fmt.Sprintf("2001:db8:b:%x::1", round)); err != nil || (c != 200 && c != 429) {
 				fail("round %d, Redis down: restarted instance %d answered %d %v", round, victim, c, err)
 			} else {
 				res.DownAnswers[c]++
@@ -208,12 +221,12 @@ addrs = [%q]
 				return nil, err
 			}
 			restarted := time.Now()
-			if err := waitUp("1", 30*time.Second); err != nil {
+			if err := waitUp("1", 30*time.Second, 0, 1); err != nil {
 				fail("round %d: %v", round, err)
 			}
 			res.Recovery = max(res.Recovery, time.Since(restarted))
 		}
-		if msg := shared(fmt.Sprintf("192.0.2.%d", 100+round)); msg != "" {
+		if msg := shared(fmt.Sprintf("2001:db8:c:%x::1", round)); msg != "" {
 			fail("round %d: after the restarts: %s", round, msg)
 		}
 		stop()
