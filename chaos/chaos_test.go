@@ -129,3 +129,26 @@ func TestClusterCrashLoopShort(t *testing.T) {
 		t.Errorf("%d rounds, %d Redis kills, answers while down %v: the loop did not run", r.Rounds, r.RedisKills, r.DownAnswers)
 	}
 }
+
+// TestSoakShort: six seconds of the soak's mixed load; idle again, the
+// daemon holds the goroutines and file descriptors it held before (the
+// connections to the node a burst left in the pool included), and its
+// memory did not run away.
+func TestSoakShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts limiterd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Soak(ctx, SoakOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 6 * time.Second, Rate: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + r.String())
+	if !r.OK() {
+		t.Errorf("failures: %v", r.Failures)
+	}
+	if r.Edits == 0 || r.Reductions == 0 || r.Warm.At == 0 {
+		t.Errorf("%d edits, %d reductions, warm sample at %v: the soak did not run", r.Edits, r.Reductions, r.Warm.At)
+	}
+}

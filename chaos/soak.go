@@ -254,7 +254,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		if idle.FDs, err = fdCount(d); err != nil {
 			return nil, err
 		}
-		if (idle.Goroutines <= res.IdleBefore.Goroutines && idle.FDs <= res.IdleBefore.FDs) || time.Now().After(deadline) {
+		if (idle.Goroutines <= res.IdleBefore.Goroutines+idleNoise && idle.FDs <= res.IdleBefore.FDs) || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -262,10 +262,10 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	// Noise: a few goroutines and fds (a reload's, a snapshot's in
 	// flight); memory: half again what the warm daemon held, or 16 MiB
 	// (heap) and 32 MiB (RSS) more, whichever is more.
-	if g := res.IdleAfter.Goroutines - res.IdleBefore.Goroutines; g > 5 {
+	if g := res.IdleAfter.Goroutines - res.IdleBefore.Goroutines; g > idleNoise {
 		fail("goroutines idle: %d before the load, %d after it", res.IdleBefore.Goroutines, res.IdleAfter.Goroutines)
 	}
-	if f := res.IdleAfter.FDs - res.IdleBefore.FDs; f > 5 {
+	if f := res.IdleAfter.FDs - res.IdleBefore.FDs; f > idleNoise {
 		fail("open fds idle: %d before the load, %d after it", res.IdleBefore.FDs, res.IdleAfter.FDs)
 	}
 	if res.Warm.At == 0 {
@@ -304,6 +304,10 @@ func fdCount(d *Daemon) (int, error) {
 	st, err := ReadProcStats(d.Pid())
 	return st.FDs, err
 }
+
+// idleNoise is the goroutines and fds an idle daemon may hold more after
+// the load than before it (a reload's, a snapshot's in flight).
+const idleNoise = 5
 
 // idleWait bounds the wait for the daemon to be idle again once the load
 // stopped.
