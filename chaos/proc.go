@@ -168,8 +168,10 @@ func (t *tailBuffer) String() string {
 
 // ProcStats are a process's resources as /proc shows them.
 type ProcStats struct {
-	// RSS and HWM are VmRSS and VmHWM (the peak resident set), in bytes.
-	RSS, HWM int64
+	// RSS and HWM are VmRSS and VmHWM (the peak resident set), in bytes;
+	// Anon and File split RSS into anonymous memory (the heap, stacks) and
+	// file pages (the binary, the database's mmap).
+	RSS, HWM, Anon, File int64
 	// FDs is the number of open file descriptors.
 	FDs int
 }
@@ -196,6 +198,10 @@ func ReadProcStats(pid int) (ProcStats, error) {
 			s.RSS = n << 10
 		case "VmHWM":
 			s.HWM = n << 10
+		case "RssAnon":
+			s.Anon = n << 10
+		case "RssFile":
+			s.File = n << 10
 		}
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))

@@ -38,7 +38,8 @@ type Sample struct {
 	At                 time.Duration // since the load started
 	Goroutines         int64
 	Heap               int64 // go_memstats_heap_inuse_bytes
-	RSS                int64
+	RSS, Anon, File    int64 // VmRSS, RssAnon, RssFile
+	DB                 int64 // limiterd_snapshot_database_bytes
 	FDs                int
 	Tracked            int64
 	Snapshots, Compact int64
@@ -46,8 +47,8 @@ type Sample struct {
 
 // String formats the sample on one line.
 func (s Sample) String() string {
-	return fmt.Sprintf("goroutines %d, heap in use %s, RSS %s, open fds %d, tracked %d, snapshots %d, compactions %d",
-		s.Goroutines, MiB(s.Heap), MiB(s.RSS), s.FDs, s.Tracked, s.Snapshots, s.Compact)
+	return fmt.Sprintf("goroutines %d, heap in use %s, RSS %s (anon %s, file %s), open fds %d, tracked %d, snapshots %d, compactions %d, database %s",
+		s.Goroutines, MiB(s.Heap), MiB(s.RSS), MiB(s.Anon), MiB(s.File), s.FDs, s.Tracked, s.Snapshots, s.Compact, MiB(s.DB))
 }
 
 // SoakResult is what a Soak measured.
@@ -96,7 +97,7 @@ func sample(d *Daemon, since time.Time) (Sample, error) {
 		return Sample{}, err
 	}
 	return Sample{At: time.Since(since), Goroutines: int64(m["go_goroutines"]), Heap: int64(m["go_memstats_heap_inuse_bytes"]),
-		RSS: st.RSS, FDs: st.FDs, Tracked: int64(m["limiterd_tracked_entries"]),
+		RSS: st.RSS, Anon: st.Anon, File: st.File, DB: int64(m["limiterd_snapshot_database_bytes"]), FDs: st.FDs, Tracked: int64(m["limiterd_tracked_entries"]),
 		Snapshots: int64(m["limiterd_snapshots_total"]), Compact: int64(m["limiterd_snapshot_compactions_total"])}, nil
 }
 
