@@ -35,9 +35,13 @@ type SoakOptions struct {
 
 // Sample is the daemon's resources at one moment.
 type Sample struct {
-	At                 time.Duration // since the load started
-	Goroutines         int64
-	Heap               int64 // go_memstats_heap_inuse_bytes
+	At         time.Duration // since the load started
+	Goroutines int64
+	Heap       int64 // go_memstats_heap_inuse_bytes
+	// GCGoal is go_memstats_next_gc_bytes: twice the heap live after the
+	// last collection (GOGC=100), steadier than Heap, which depends on
+	// when in the cycle it is read.
+	GCGoal             int64
 	RSS, Anon, File    int64 // VmRSS, RssAnon, RssFile
 	DB                 int64 // limiterd_snapshot_database_bytes
 	FDs                int
@@ -47,8 +51,8 @@ type Sample struct {
 
 // String formats the sample on one line.
 func (s Sample) String() string {
-	return fmt.Sprintf("goroutines %d, heap in use %s, RSS %s (anon %s, file %s), open fds %d, tracked %d, snapshots %d, compactions %d, database %s",
-		s.Goroutines, MiB(s.Heap), MiB(s.RSS), MiB(s.Anon), MiB(s.File), s.FDs, s.Tracked, s.Snapshots, s.Compact, MiB(s.DB))
+	return fmt.Sprintf("goroutines %d, heap in use %s, GC goal %s, RSS %s (anon %s, file %s), open fds %d, tracked %d, snapshots %d, compactions %d, database %s",
+		s.Goroutines, MiB(s.Heap), MiB(s.GCGoal), MiB(s.RSS), MiB(s.Anon), MiB(s.File), s.FDs, s.Tracked, s.Snapshots, s.Compact, MiB(s.DB))
 }
 
 // SoakResult is what a Soak measured.
@@ -59,7 +63,11 @@ type SoakResult struct {
 	// warm-up and End at the end, both under load.
 	IdleBefore, Warm, End, IdleAfter Sample
 	// MaxHeap and MaxRSS are the highest sampled under load.
-	MaxHeap, MaxRSS      int64
+	MaxHeap, MaxRSS int64
+	// GoalSlope and AnonSlope are the trends (bytes an hour, least
+	// squares) of the GC goal and of RssAnon over the samples after the
+	// warm-up.
+	GoalSlope, AnonSlope float64
 	Requests, Tx         string
 	Edits, Reductions    int64
 	Reloads, ForcedSnaps int64
@@ -80,6 +88,7 @@ func (r *SoakResult) String() string {
 	fmt.Fprintf(&b, "  end  (%v): %v\n", r.End.At.Round(time.Second), r.End)
 	fmt.Fprintf(&b, "  idle after: %v\n", r.IdleAfter)
 	fmt.Fprintf(&b, "  highest under load: heap in use %s, RSS %s\n", MiB(r.MaxHeap), MiB(r.MaxRSS))
+	fmt.Fprintf(&b, "  trend after the warm-up: GC goal %+.1f MiB/h, RssAnon %+.1f MiB/h\n", r.GoalSlope/(1<<20), r.AnonSlope/(1<<20))
 	for _, f := range r.Failures {
 		fmt.Fprintf(&b, "  FAIL %s\n", f)
 	}
@@ -97,7 +106,8 @@ func sample(d *Daemon, since time.Time) (Sample, error) {
 		return Sample{}, err
 	}
 	return Sample{At: time.Since(since), Goroutines: int64(m["go_goroutines"]), Heap: int64(m["go_memstats_heap_inuse_bytes"]),
-		RSS: st.RSS, Anon: st.Anon, File: st.File, DB: int64(m["limiterd_snapshot_database_bytes"]), FDs: st.FDs, Tracked: int64(m["limiterd_tracked_entries"]),
+		GCGoal: int64(m["go_memstats_next_gc_bytes"]),
+		RSS:    st.RSS, Anon: st.Anon, File: st.File, DB: int64(m["limiterd_snapshot_database_bytes"]), FDs: st.FDs, Tracked: int64(m["limiterd_tracked_entries"]),
 		Snapshots: int64(m["limiterd_snapshots_total"]), Compact: int64(m["limiterd_snapshot_compactions_total"])}, nil
 }
 
@@ -238,6 +248,14 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	if len(samples) > 0 {
 		res.End = samples[len(samples)-1]
 	}
+	var warm []Sample
+	for _, sm := range samples {
+		if sm.At >= warmup {
+			warm = append(warm, sm)
+		}
+	}
+	res.GoalSlope = slope(warm, func(s Sample) int64 { return s.GCGoal })
+	res.AnonSlope = slope(warm, func(s Sample) int64 { return s.Anon })
 	stop()
 	wg.Wait()
 	res.Duration = time.Since(start)
@@ -274,6 +292,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	} else {
 		if lim := max(res.Warm.Heap*3/2, res.Warm.Heap+16<<20); res.End.Heap > lim {
 			fail("heap in use grew from %s (warm) to %s (end)", MiB(res.Warm.Heap), MiB(res.End.Heap))
+		}
+		if lim := max(res.Warm.GCGoal*3/2, res.Warm.GCGoal+16<<20); res.End.GCGoal > lim {
+			fail("the GC goal grew from %s (warm) to %s (end)", MiB(res.Warm.GCGoal), MiB(res.End.GCGoal))
 		}
 		if lim := max(res.Warm.RSS*3/2, res.Warm.RSS+32<<20); res.End.RSS > lim {
 			fail("RSS grew from %s (warm) to %s (end)", MiB(res.Warm.RSS), MiB(res.End.RSS))
@@ -313,3 +334,22 @@ const idleNoise = 5
 // idleWait bounds the wait for the daemon to be idle again once the load
 // stopped.
 var idleWait = 20 * time.Second
+
+// slope is the least-squares trend of f over the samples, in bytes an
+// hour (0 for fewer than 3 samples).
+func slope(ss []Sample, f func(Sample) int64) float64 {
+	if len(ss) < 3 {
+		return 0
+	}
+	var sx, sy, sxx, sxy float64
+	for _, s := range ss {
+		x, y := s.At.Hours(), float64(f(s))
+		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
+	}
+	n := float64(len(ss))
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return 0
+	}
+	return (n*sxy - sx*sy) / d
+}
