@@ -98,7 +98,7 @@ addrs = [%q]
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
-		if setups[i], err = NewSetup(dir, up.URL, clusterLimit, "", clusterTOML); err != nil {
+		if setups[i], err = NewSetup(dir, up.URL, clusterLimit, 0, "", clusterTOML); err != nil {
 			return nil, err
 		}
 		ds[i] = &Daemon{Bin: o.Bin, Config: setups[i].Config, Log: o.Log}

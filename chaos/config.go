@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Setup is what every driver's daemon runs with: its ports, fixed for
@@ -28,9 +29,14 @@ func FreePort() (int, error) {
 // NewSetup picks two free ports and writes dir/config.toml: the public
 // listener in front of upstream, peers named by X-Forwarded-For from
 // 127.0.0.1 (trusted, not exempt) with peerKeys added to [peers], general
-// at leakyLimit with its tick an hour away (nothing is forgiven during a
-// run), and extra TOML (tables) appended.
-func NewSetup(dir, upstream string, leakyLimit int, peerKeys, extra string) (*Setup, error) {
+// at leakyLimit with its tick every tick (0: an hour, so that nothing is
+// forgiven during a run; a live edit of the interval would take effect
+// only at the next tick of the old schedule), and extra TOML (tables)
+// appended.
+func NewSetup(dir, upstream string, leakyLimit int, tick time.Duration, peerKeys, extra string) (*Setup, error) {
+	if tick == 0 {
+		tick = time.Hour
+	}
 	pp, err := FreePort()
 	if err != nil {
 		return nil, err
@@ -66,10 +72,10 @@ ipv6_prefix = 64
 sliding_window_limit = 0
 leaky_limit = %d
 leaky_tick_reduction = %d
-leaky_tick_interval = 3600000
+leaky_tick_interval = %d
 concurrency_limit = 1000
 %s
-`, s.Public, upstream, s.DataDir, s.Admin, Token, peerKeys, leakyLimit, leakyLimit, extra)
+`, s.Public, upstream, s.DataDir, s.Admin, Token, peerKeys, leakyLimit, leakyLimit, tick.Milliseconds(), extra)
 	if err := os.WriteFile(s.Config, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}

@@ -132,7 +132,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		return nil, err
 	}
 	defer up.Close()
-	s, err := NewSetup(o.Dir, up.URL, 10, "", fmt.Sprintf("[snapshot]\ninterval = %q\n", o.Interval))
+	s, err := NewSetup(o.Dir, up.URL, 10, 5*time.Second, "", fmt.Sprintf("[snapshot]\ninterval = %q\n", o.Interval))
 	if err != nil {
 		return nil, err
 	}
@@ -143,10 +143,6 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	defer d.Stop()
 	res := &SoakResult{}
 	fail := func(f string, a ...any) { res.Failures = append(res.Failures, fmt.Sprintf(f, a...)) }
-	// general forgives every 5 s: admitted and rejected, all along.
-	if code, v, err := API(d.Admin(), "PATCH", "/api/v1/groups/general", `{"leaky_tick_interval": 5000}`); err != nil || code != 200 {
-		return nil, fmt.Errorf("PATCH general: %d %v %v", code, v, err)
-	}
 	time.Sleep(time.Second)
 	start := time.Now()
 	if res.IdleBefore, err = sample(d, start); err != nil {
