@@ -50,16 +50,23 @@ func (o *CrashOptions) defaults() {
 
 // CrashResult is what a CrashLoop found.
 type CrashResult struct {
-	Rounds      int
-	Acked       int           // edits the admin API acknowledged
-	Lost        []string      // acknowledged edits missing after a restart
-	Corrupt     []string      // tx.Check's findings, or a database that would not open
-	Stale       []string      // rounds whose restored peer state was older than allowed
-	MaxLag      time.Duration // the most state lost by a kill (the probe's view)
-	Allowed     time.Duration // the state loss allowed: one interval, plus the write's slack
-	Requests    string
-	ProbeBefore []int64 // the probe's acknowledged requests before each kill
-	ProbeAfter  []int64 // and what its restored entry counted
+	Rounds   int
+	Acked    int           // edits the admin API acknowledged
+	Lost     []string      // acknowledged edits missing after a restart
+	Corrupt  []string      // tx.Check's findings, or a database that would not open
+	Stale    []string      // rounds whose restored peer state was older than the last snapshot committed before the kill
+	MaxLag   time.Duration // the most state lost by a kill (the probe's view)
+	Interval time.Duration // snapshot.interval
+	// Checked counts the kills whose round had a snapshot committed
+	// before them (those where a lost snapshot would show).
+	Checked int
+	// OverInterval lists the kills that lost more than one interval of
+	// the probe's state (the snapshot under way when the kill came had
+	// taken longer than the rest of the interval to commit).
+	OverInterval []string
+	Requests     string
+	ProbeBefore  []int64 // the probe's acknowledged requests before each kill
+	ProbeAfter   []int64 // and what its restored entry counted
 }
 
 // OK reports whether nothing was lost, corrupt or stale.
@@ -71,7 +78,11 @@ func (r *CrashResult) String() string {
 	fmt.Fprintf(&b, "crash loop: %d rounds of kill -9 under load; answers %s\n", r.Rounds, r.Requests)
 	fmt.Fprintf(&b, "acknowledged edits: %d, lost: %d\n", r.Acked, len(r.Lost))
 	fmt.Fprintf(&b, "database: opened and passed tx.Check after every kill: %v\n", len(r.Corrupt) == 0)
-	fmt.Fprintf(&b, "peer state lost by a kill: at most %v (allowed %v)\n", r.MaxLag.Round(time.Millisecond), r.Allowed)
+	fmt.Fprintf(&b, "peer state: every kill kept the last snapshot committed before it: %v (%d kills came after a snapshot of their round); state lost at most %v (snapshot.interval %v)\n",
+		len(r.Stale) == 0, r.Checked, r.MaxLag.Round(time.Millisecond), r.Interval)
+	for _, o := range r.OverInterval {
+		fmt.Fprintf(&b, "  over one interval: %s\n", o)
+	}
 	fmt.Fprintf(&b, "probe requests acknowledged before each kill / restored: %v / %v\n", r.ProbeBefore, r.ProbeAfter)
 	for _, l := range [][]string{r.Lost, r.Corrupt, r.Stale} {
 		for _, s := range l {
@@ -124,9 +135,7 @@ func CrashLoop(ctx context.Context, o CrashOptions) (*CrashResult, error) {
 	d := &Daemon{Bin: o.Bin, Config: s.Config, Log: o.Log}
 	rng := rand.New(rand.NewPCG(o.Seed, 2))
 	edits := NewEdits(o.Seed)
-	// A snapshot records the state when it starts and is durable when its
-	// transaction commits: allow the interval and a second for that.
-	res := &CrashResult{Allowed: o.Interval + time.Second}
+	res := &CrashResult{Interval: o.Interval}
 	codes := map[string]int64{}
 	var probed int64 // the probe's requests its entry counts at a round's start
 	var prev *kill
@@ -151,11 +160,17 @@ func CrashLoop(ctx context.Context, o CrashOptions) (*CrashResult, error) {
 				restored = num(e, "requests")
 			}
 			res.ProbeAfter = append(res.ProbeAfter, restored)
+			if prev.durable.After(time.Time{}) {
+				res.Checked++
+			}
 			msg, lag := prev.check(restored)
 			if msg != "" {
 				res.Stale = append(res.Stale, fmt.Sprintf("after kill %d: %s", round-1, msg))
 			}
 			res.MaxLag = max(res.MaxLag, lag)
+			if lag > o.Interval {
+				res.OverInterval = append(res.OverInterval, fmt.Sprintf("kill %d lost %v", round-1, lag.Round(time.Millisecond)))
+			}
 			probed = restored
 		}
 		if round > o.Rounds || ctx.Err() != nil {
@@ -191,6 +206,32 @@ func CrashLoop(ctx context.Context, o CrashOptions) (*CrashResult, error) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		})
+		// The snapshots: limiterd_snapshots_total counts a save once its
+		// transaction committed, and the save read the state when it
+		// started, limiterd_snapshot_duration_seconds before it ended. So
+		// when a poll finds the count grown, every request answered before
+		// the previous poll began, less that duration, is durable.
+		var durable time.Time
+		wg.Go(func() {
+			var prevPoll time.Time
+			prevCount, prevErrs := -1.0, 0.0
+			for rctx.Err() == nil {
+				t := time.Now()
+				m, err := Metrics(d.Admin())
+				if err != nil {
+					return // killed
+				}
+				c, e := m["limiterd_snapshots_total"], m["limiterd_snapshot_errors_total"]
+				if prevCount >= 0 && c > prevCount && e == prevErrs {
+					dur := time.Duration(m["limiterd_snapshot_duration_seconds"] * float64(time.Second))
+					pmu.Lock()
+					durable = prevPoll.Add(-dur)
+					pmu.Unlock()
+				}
+				prevPoll, prevCount, prevErrs = t, c, e
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
 		// The edits, one every 20 ms.
 		editErr := make(chan error, 1)
 		wg.Go(func() {
@@ -224,7 +265,7 @@ func CrashLoop(ctx context.Context, o CrashOptions) (*CrashResult, error) {
 		}
 		codes["errors"] += l.Errors()
 		pmu.Lock()
-		prev = &kill{at: killed, base: probed, acks: acks, allowed: res.Allowed}
+		prev = &kill{at: killed, base: probed, acks: acks, durable: durable}
 		res.ProbeBefore = append(res.ProbeBefore, probed+int64(len(acks)))
 		pmu.Unlock()
 		for _, f := range CheckDB(filepath.Join(s.DataDir, "limiterd.db")) {
@@ -242,19 +283,27 @@ func CrashLoop(ctx context.Context, o CrashOptions) (*CrashResult, error) {
 }
 
 // kill is what a round knew when it killed the daemon: when, the probe's
-// count at the round's start and the times its requests were acknowledged.
+// count at the round's start, the times its requests were answered, and
+// the time before which they were all in a committed snapshot.
 type kill struct {
 	at      time.Time
 	base    int64
 	acks    []time.Time
-	allowed time.Duration
+	durable time.Time
 }
 
 // check compares the probe's restored count with the kill: it returns a
-// violation, or the state lost (the time between the first request the
-// restored entry does not count and the kill).
+// violation (a committed snapshot lost), and the state lost (the time
+// between the first answered request the restored entry does not count
+// and the kill).
 func (k *kill) check(restored int64) (string, time.Duration) {
 	n := k.base + int64(len(k.acks))
+	need := k.base
+	for _, t := range k.acks {
+		if t.Before(k.durable) {
+			need++
+		}
+	}
 	switch {
 	case restored >= n:
 		return "", 0 // nothing lost (one more: the request in flight at the kill)
@@ -262,9 +311,9 @@ func (k *kill) check(restored int64) (string, time.Duration) {
 		return fmt.Sprintf("the probe's restored entry counts %d, below the %d of the round's start", restored, k.base), 0
 	}
 	lag := k.at.Sub(k.acks[restored-k.base])
-	if lag > k.allowed {
-		return fmt.Sprintf("the probe's restored entry counts %d of %d requests: the state of %v before the kill (allowed %v)",
-			restored, n, lag.Round(time.Millisecond), k.allowed), lag
+	if restored < need {
+		return fmt.Sprintf("the probe's restored entry counts %d of %d requests, %d of them in a snapshot committed before the kill: the state of %v before the kill",
+			restored, n, need, lag.Round(time.Millisecond)), lag
 	}
 	return "", lag
 }
