@@ -6,8 +6,9 @@
 # entries), forced snapshots besides the 1 s ones and the compactions they
 # bring, SIGHUP reloads. Reports goroutines, heap in use, RSS and open fds
 # idle before, after the warm-up (a tenth of the run), at the end, and idle
-# after; exit 1 when one grew beyond noise (idle goroutines or fds +5;
-# heap +50 % or 16 MiB, RSS +50 % or 32 MiB, whichever is more).
+# after; exit 1 when one grew beyond noise (idle goroutines or fds +5; the
+# GC goal (twice the live heap) +50 % or 16 MiB, RSS +50 % or 32 MiB,
+# whichever is more).
 # Usage: chaos/soak.sh [DURATION] [extra flags of `chaos soak`, e.g. -rate 2000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
