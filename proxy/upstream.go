@@ -36,6 +36,7 @@ type upstream struct {
 	idle   []*upConn // most recently used last
 	open   map[*upConn]struct{}
 	closed bool
+	reaper *time.Timer // closes idle connections past maxIdleTime (upstream_reap.go)
 }
 
 // upstreamHeaderBytes bounds the head of the node's answers (502 beyond).
@@ -145,6 +146,7 @@ func (u *upstream) release(c *upConn) {
 	u.mu.Lock()
 	if !u.closed {
 		u.idle = append(u.idle, c)
+		u.armReaper(c.lastUsed)
 		u.mu.Unlock()
 		return
 	}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The soak (issue 18, docs/reliability.md): limiterd under steady mixed
+# load for DURATION (default 30m): GETs of 3200 peers (admitted, then
+# rejected until general's 5 s tick), POST /tx answered 200 by the node (a
+# reduction each), admin reductions, live edits (limits, exemptions, deny
+# entries), forced snapshots besides the 1 s ones and the compactions they
+# bring, SIGHUP reloads. Reports goroutines, heap in use, RSS and open fds
+# idle before, after the warm-up (a tenth of the run), at the end, and idle
+# after; exit 1 when one grew beyond noise (idle goroutines or fds +5; the
+# GC goal (twice the live heap) +50 % or 16 MiB, RSS +50 % or 32 MiB,
+# whichever is more).
+# Usage: chaos/soak.sh [DURATION] [extra flags of `chaos soak`, e.g. -rate 2000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+duration=${1:-30m}
+shift || true
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -o "$work/limiterd" ./cmd/limiterd
+go build -o "$work/chaos" ./chaos/cmd/chaos
+"$work/chaos" soak -limiterd "$work/limiterd" -duration "$duration" "$@"
