@@ -1,15 +1,15 @@
 package chaos
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/limiterd/limiterd/redistest"
 )
 
 // Redis is a redis-server process on a fixed loopback port, with no
@@ -66,7 +66,7 @@ func (r *Redis) start() error {
 			return fmt.Errorf("redis-server exited on port %d:\n%s", r.Port, lastLines(string(log), 5))
 		default:
 		}
-		if pingRedis(r.Addr()) {
+		if redistest.Ping(r.Addr()) {
 			r.cmd, r.done = cmd, done
 			return nil
 		}
@@ -94,20 +94,6 @@ func (r *Redis) stop(sig syscall.Signal) {
 		<-r.done
 	}
 	r.cmd = nil
-}
-
-func pingRedis(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
 }
 
 func lastLines(s string, n int) string {

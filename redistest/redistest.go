@@ -92,7 +92,7 @@ func (s *Server) start() error {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if s.ping() {
+		if Ping(s.Addr()) {
 			s.mu.Lock()
 			s.cmd = cmd
 			s.mu.Unlock()
@@ -108,9 +108,10 @@ func (s *Server) start() error {
 	}
 }
 
-// ping reports whether the server answers PING.
-func (s *Server) ping() bool {
-	c, err := net.DialTimeout("tcp", s.Addr(), 200*time.Millisecond)
+// Ping reports whether the Redis at addr answers PING (a server with a
+// password answers NOAUTH: it is up), within about a second.
+func Ping(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return false
 	}
@@ -120,7 +121,6 @@ func (s *Server) ping() bool {
 		return false
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
-	// A server with a password answers NOAUTH: it is up.
 	return err == nil && (strings.HasPrefix(line, "+PONG") || strings.HasPrefix(line, "-NOAUTH"))
 }
 
