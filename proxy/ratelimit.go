@@ -35,9 +35,12 @@ func (h *Handler) rateLimitFields(d *limiter.Decision, scratch []byte, emit func
 		ietf = q.IETFItems(group, items[:0])
 	}
 	var arweave *ratelimit.Fields
-	f, ok := d.Arweave()
-	if ok && set.Arweave() {
-		arweave = &f
+	var f ratelimit.Fields
+	if set.Arweave() {
+		var ok bool
+		if f, ok = d.Arweave(); ok {
+			arweave = &f
+		}
 	}
 	return ratelimit.Write(set, group, ietf, arweave, scratch, emit)
 }
