@@ -416,23 +416,8 @@ func (l *localFirst) forget(ctx context.Context, k limiter.Key, g *limiter.Group
 }
 
 func (l *localFirst) probe(ctx context.Context) error {
-	base := keyPrefix + tagOf("canary:"+l.b.inst, "canary")
-	keys := []string{base + sufHybrid, base + sufHybridWin, base + sufCounts}
-	sched := schedArgs(limiter.NewSchedule(0, 1000))
-	args := []any{l.b.clockArg()}
-	args = append(args, sched[:]...)
-	args = append(args, sched[:]...)
-	args = append(args, 1000, 1, 1000, 1, 1, l.b.inst, 0, 0, l.lease, 0, 0, 0)
-	v, err := l.b.t.runOne(ctx, scriptLFHybrid, keys, args...)
-	if err == nil {
-		_, err = ints(v)
-	}
-	if err != nil {
-		return fmt.Errorf("the local_first merge script on a canary key: %w", err)
-	}
-	l.b.t.roundTrips.Add(1)
-	l.b.t.commands.Add(1)
-	return l.b.rdb.Del(ctx, keys...).Err()
+	return l.b.probeScript(ctx, scriptLFHybrid, sufCounts, "the local_first merge script",
+		1000, 1, 1000, 1, 1, l.b.inst, 0, 0, l.lease, 0, 0, 0)
 }
 
 // run pushes every sync interval until ctx ends.

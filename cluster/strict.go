@@ -181,23 +181,31 @@ func forgetShared(ctx context.Context, b *Backend, k limiter.Key, g *limiter.Gro
 }
 
 func (s *strict) probe(ctx context.Context) error {
-	base := keyPrefix + tagOf("canary:"+s.b.inst, "canary")
-	keys := []string{base + sufHybrid, base + sufHybridWin, base + sufSlots}
+	return s.b.probeScript(ctx, scriptHybrid, sufSlots, "the decision script", 1000, 1<<30, 1, 1000, 1, 1, "probe", 1000, 2000)
+}
+
+// probeScript runs script once on a canary (peer, group) of this instance —
+// its hybrid keys and the one named by third — with the clock and two
+// schedules of 1 s ticks before tail, and deletes the keys: a script that
+// fails there says what is named what.
+func (b *Backend) probeScript(ctx context.Context, script *script, third, what string, tail ...any) error {
+	base := keyPrefix + tagOf("canary:"+b.inst, "canary")
+	keys := []string{base + sufHybrid, base + sufHybridWin, base + third}
 	sched := schedArgs(limiter.NewSchedule(0, 1000))
-	args := []any{s.b.clockArg()}
+	args := []any{b.clockArg()}
 	args = append(args, sched[:]...)
 	args = append(args, sched[:]...)
-	args = append(args, 1000, 1<<30, 1, 1000, 1, 1, "probe", 1000, 2000)
-	v, err := s.b.t.runOne(ctx, scriptHybrid, keys, args...)
+	args = append(args, tail...)
+	v, err := b.t.runOne(ctx, script, keys, args...)
 	if err == nil {
 		_, err = ints(v)
 	}
 	if err != nil {
-		return fmt.Errorf("the decision script on a canary key: %w", err)
+		return fmt.Errorf("%s on a canary key: %w", what, err)
 	}
-	s.b.t.roundTrips.Add(1)
-	s.b.t.commands.Add(1)
-	return s.b.rdb.Del(ctx, keys...).Err()
+	b.t.roundTrips.Add(1)
+	b.t.commands.Add(1)
+	return b.rdb.Del(ctx, keys...).Err()
 }
 
 // run reloads the shared schedules every second until ctx ends.
