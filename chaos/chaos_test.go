@@ -156,4 +156,9 @@ func TestSoakShort(t *testing.T) {
 	if r.Edits == 0 || r.Reductions == 0 || r.Warm.At == 0 {
 		t.Errorf("%d edits, %d reductions, warm sample at %v: the soak did not run", r.Edits, r.Reductions, r.Warm.At)
 	}
+	// The judgement is net of the dashboard's records: they must be read
+	// (the request log holds a chunk from the first request on).
+	if r.End.Records < 1<<20 {
+		t.Errorf("the dashboard's records read as %d bytes at the end: limiterd_dashboard_record_bytes missing?", r.End.Records)
+	}
 }

@@ -3,6 +3,7 @@ package insight
 import (
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/limiterd/limiterd/limiter"
 )
@@ -106,6 +107,23 @@ func (h *PeerHistory) Len() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.peers)
+}
+
+// PeerHistoryMaxBytes is the memory PeerHistoryMax kept peers' records
+// hold, not counting their baselines (a few dozen bytes a group the peer
+// is tracked in).
+const PeerHistoryMaxBytes = PeerHistoryMax * int64(unsafe.Sizeof(peerRecord{}))
+
+// Bytes returns the memory the kept peers' records hold now, baselines
+// included (the map's own buckets are not counted).
+func (h *PeerHistory) Bytes() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := int64(len(h.peers)) * int64(unsafe.Sizeof(peerRecord{}))
+	for _, r := range h.peers {
+		n += int64(cap(r.prev)) * int64(unsafe.Sizeof(groupCounters{}))
+	}
+	return n
 }
 
 // Kept reports whether k's history is kept.

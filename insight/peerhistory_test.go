@@ -206,3 +206,25 @@ func TestPeerHistoryConcurrent(t *testing.T) {
 		t.Fatal("lost")
 	}
 }
+
+// The memory the history reports grows with the peers kept and stops at
+// PeerHistoryMax of them (the soak and limiterd_dashboard_record_bytes
+// read it).
+func TestPeerHistoryBytes(t *testing.T) {
+	h := insight.NewPeerHistory()
+	if h.Bytes() != 0 {
+		t.Fatalf("empty: %d bytes", h.Bytes())
+	}
+	views := []limiter.EntryView{{GroupID: 1, Requests: 3}, {GroupID: 2, Requests: 4}}
+	h.Watch(p0, pkey("10.0.0.1"), views)
+	one := h.Bytes()
+	if one <= insight.PeerHistoryMaxBytes/insight.PeerHistoryMax || one > 2*insight.PeerHistoryMaxBytes/insight.PeerHistoryMax {
+		t.Fatalf("one peer: %d bytes, a record is %d", one, insight.PeerHistoryMaxBytes/insight.PeerHistoryMax)
+	}
+	for i := range 3 * insight.PeerHistoryMax {
+		h.Watch(p0.Add(time.Duration(i)*time.Millisecond), limiter.KeyFromAddr(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 64), views)
+	}
+	if n := h.Bytes(); n < insight.PeerHistoryMaxBytes || n > insight.PeerHistoryMaxBytes+insight.PeerHistoryMax*2*64 {
+		t.Fatalf("full: %d bytes, at most %d records of %d", n, insight.PeerHistoryMax, insight.PeerHistoryMaxBytes/insight.PeerHistoryMax)
+	}
+}

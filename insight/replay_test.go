@@ -250,3 +250,27 @@ func TestReplayAlgorithms(t *testing.T) {
 		t.Fatalf("a gcra without its limit: %v", err)
 	}
 }
+
+// The request log's memory grows a chunk at a time and stops at
+// RequestLogMaxBytes however much is added.
+func TestRequestLogBytes(t *testing.T) {
+	log := insight.NewRequestLog()
+	if log.Bytes() != 0 {
+		t.Fatalf("empty: %d bytes", log.Bytes())
+	}
+	batch := make([]limiter.Arrival, 4096)
+	for i := range batch {
+		batch[i] = limiter.Arrival{InSample: true, MS: int64(i)}
+	}
+	log.Add(batch[:1])
+	first := log.Bytes()
+	if first <= 0 || first >= insight.RequestLogMaxBytes/4 {
+		t.Fatalf("one request: %d bytes", first)
+	}
+	for range 3 * insight.RequestLogSize / len(batch) {
+		log.Add(batch)
+	}
+	if log.Bytes() != insight.RequestLogMaxBytes || log.Len() != insight.RequestLogSize {
+		t.Fatalf("full: %d bytes holding %d, want %d holding %d", log.Bytes(), log.Len(), insight.RequestLogMaxBytes, insight.RequestLogSize)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/limiterd/limiterd/limiter"
 )
@@ -67,6 +68,17 @@ func (l *RequestLog) Add(as []limiter.Arrival) {
 		}
 		l.head++
 	}
+}
+
+// RequestLogMaxBytes is the memory the log's records hold when it is full.
+const RequestLogMaxBytes = RequestLogSize * int64(unsafe.Sizeof(logRec{}))
+
+// Bytes returns the memory the log's records hold now: it grows a chunk at
+// a time as the log fills, up to RequestLogMaxBytes, and never shrinks.
+func (l *RequestLog) Bytes() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return int64(len(l.chunks)) * logChunk * int64(unsafe.Sizeof(logRec{}))
 }
 
 // Len returns how many requests the log holds.

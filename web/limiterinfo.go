@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/limiterd/limiterd/insight"
 )
 
 // Build is what the binary knows of its build (SPEC §2: from the Go build
@@ -124,6 +126,10 @@ var (
 		"1 if the last configuration load (the start, or the last SIGHUP) succeeded, 0 if a reload was refused.", nil, nil)
 	descReloadTime = prometheus.NewDesc("limiterd_config_last_reload_success_timestamp_seconds",
 		"When the configuration in force was loaded (Unix time): at start or by the last successful reload.", nil, nil)
+	descRecordBytes = prometheus.NewDesc("limiterd_dashboard_record_bytes",
+		"Memory held by the dashboard's bounded records (record: request_log, the what-if's last hour of requests; peer_history, the busiest and viewed peers' last hour). They fill over their first hour and stay at most limiterd_dashboard_record_max_bytes.", []string{"record"}, nil)
+	descRecordMax = prometheus.NewDesc("limiterd_dashboard_record_max_bytes",
+		"The most memory each of the dashboard's bounded records can hold (see limiterd_dashboard_record_bytes).", []string{"record"}, nil)
 )
 
 // DaemonMetrics sends the daemon's own gauges (an extra of metrics.NewCollector):
@@ -150,4 +156,14 @@ func (s *Server) DaemonMetrics(ch chan<- prometheus.Metric) {
 		loaded = float64(info.ConfigLoadedAt.UnixNano()) / 1e9
 	}
 	ch <- prometheus.MustNewConstMetric(descReloadTime, prometheus.GaugeValue, loaded)
+	for _, r := range []struct {
+		name     string
+		now, max int64
+	}{
+		{"request_log", s.dash.activity.Log().Bytes(), insight.RequestLogMaxBytes},
+		{"peer_history", s.peerHist.Bytes(), insight.PeerHistoryMaxBytes},
+	} {
+		ch <- prometheus.MustNewConstMetric(descRecordBytes, prometheus.GaugeValue, float64(r.now), r.name)
+		ch <- prometheus.MustNewConstMetric(descRecordMax, prometheus.GaugeValue, float64(r.max), r.name)
+	}
 }

@@ -32,6 +32,19 @@ limiterd_limiter_enabled ` + enabled + "\n"
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want("1")), names...); err != nil {
 		t.Error(err)
 	}
+	// The dashboard's records are empty and bounded: nothing was decided yet.
+	records := `# HELP limiterd_dashboard_record_bytes Memory held by the dashboard's bounded records (record: request_log, the what-if's last hour of requests; peer_history, the busiest and viewed peers' last hour). They fill over their first hour and stay at most limiterd_dashboard_record_max_bytes.
+# TYPE limiterd_dashboard_record_bytes gauge
+limiterd_dashboard_record_bytes{record="peer_history"} 0
+limiterd_dashboard_record_bytes{record="request_log"} 0
+# HELP limiterd_dashboard_record_max_bytes The most memory each of the dashboard's bounded records can hold (see limiterd_dashboard_record_bytes).
+# TYPE limiterd_dashboard_record_max_bytes gauge
+limiterd_dashboard_record_max_bytes{record="peer_history"} 5.872e+06
+limiterd_dashboard_record_max_bytes{record="request_log"} 1.6777216e+07
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(records), "limiterd_dashboard_record_bytes", "limiterd_dashboard_record_max_bytes"); err != nil {
+		t.Error(err)
+	}
 	o.call(dashToken, "POST", "/api/v1/limiter/off", "")
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want("0")), names...); err != nil {
 		t.Error(err)
