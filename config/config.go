@@ -100,8 +100,20 @@ type Admin struct {
 	Token      string        // bearer token; "" with TokenFile "": generate one
 	TokenFile  string        // file holding the token; at most one of Token and TokenFile is set
 	CheckLease time.Duration // release of a /api/v1/check slot not released by its caller
-	Tokens     []Token       // [[admin.tokens]]: more tokens, each with a scope
+	// AuditMaxEntries bounds the audit log: beyond it, the oldest entries
+	// are removed as new ones are written; 0 keeps every entry.
+	AuditMaxEntries int
+	Tokens          []Token // [[admin.tokens]]: more tokens, each with a scope
 }
+
+// The bounds of admin.audit_max_entries other than 0 (keep every entry):
+// a log of fewer than MinAuditEntries would lose an afternoon's edits to a
+// script, and MaxAuditEntries (about 200 GB of entries) is beyond any
+// database limiterd is meant to keep.
+const (
+	MinAuditEntries = 100
+	MaxAuditEntries = 1 << 30
+)
 
 // Peers is the [peers] table: how a request's peer is identified.
 type Peers struct {

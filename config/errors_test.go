@@ -196,6 +196,16 @@ max_tracked = -1
 			},
 		},
 		{
+			name: "audit_max_entries",
+			file: "[admin]\naudit_max_entries = 99\n",
+			want: []string{"config: admin.audit_max_entries: must be 0 (keep every entry) or an integer from 100 to 1073741824, got 99"},
+		},
+		{
+			name: "audit_max_entries negative",
+			file: "[admin]\naudit_max_entries = -5\n",
+			want: []string{"config: admin.audit_max_entries: must be 0 (keep every entry) or an integer from 100 to 1073741824, got -5"},
+		},
+		{
 			name: "ipv6_prefix 0",
 			file: "[peers]\nipv6_prefix = 0\n",
 			want: []string{"config: peers.ipv6_prefix: must be 1 to 120, or 128 for whole addresses, got 0"},

@@ -51,6 +51,7 @@ type (
 		Token      string      `toml:"token"`
 		TokenFile  string      `toml:"token_file"`
 		CheckLease string      `toml:"check_lease"`
+		AuditMax   int         `toml:"audit_max_entries"`
 		Tokens     []fileToken `toml:"tokens,omitempty"`
 	}
 	fileLog struct {
@@ -167,6 +168,7 @@ func (c *Config) TOML() ([]byte, error) {
 			Token:      c.Admin.Token,
 			TokenFile:  c.Admin.TokenFile,
 			CheckLease: c.Admin.CheckLease.String(),
+			AuditMax:   c.Admin.AuditMaxEntries,
 		},
 		Log: fileLog{Format: c.Log.Format, Level: c.Log.Level, Rejections: c.Log.Rejections},
 		Peers: filePeers{

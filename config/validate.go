@@ -114,6 +114,12 @@ func build(p *problems, t tree) *Config {
 		p.add("admin.token_file", "set only one of admin.token and admin.token_file")
 	}
 	c.Admin.CheckLease = b.positiveDuration("admin", "check_lease")
+	if n, ok := b.num("admin", "audit_max_entries"); ok {
+		c.Admin.AuditMaxEntries = int(n)
+		if n != 0 && (n < MinAuditEntries || n > MaxAuditEntries) {
+			p.addf("admin.audit_max_entries", "must be 0 (keep every entry) or an integer from %d to %d, got %d", MinAuditEntries, MaxAuditEntries, n)
+		}
+	}
 	b.tokens(c)
 
 	// [peers]

@@ -1,11 +1,13 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 
 	"go.etcd.io/bbolt"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/live"
 )
 
 // Hooks for the tests of package store_test.
@@ -55,3 +57,16 @@ func LogKey(seq uint64, part int) []byte { return logKey(seq, part) }
 
 // BlobTarget is the size blobs are filled to.
 const BlobTarget = blobTarget
+
+// RecordMany appends n audit entries in one transaction (Record commits
+// each), for tests of a large log.
+func (db *DB) RecordMany(ctx context.Context, n int) error {
+	return db.update(ctx, "record audit entries", func(tx *bbolt.Tx) error {
+		for range n {
+			if err := db.appendAudit(tx, live.AuditEntry{Actor: "test", Action: "peer.forget", Target: "10.0.0.1"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 
 	"go.etcd.io/bbolt"
 
@@ -45,8 +46,9 @@ func (db *DB) view(ctx context.Context, what string, fn func(tx *bbolt.Tx) error
 	return nil
 }
 
-// appendAudit stores a with the next audit id.
-func appendAudit(tx *bbolt.Tx, a live.AuditEntry) error {
+// appendAudit stores a with the next audit id, and removes up to
+// auditPruneStep of the oldest entries beyond the bound (SetAuditMax).
+func (db *DB) appendAudit(tx *bbolt.Tx, a live.AuditEntry) error {
 	b, err := bucket(tx, bucketAudit)
 	if err != nil {
 		return err
@@ -60,7 +62,90 @@ func appendAudit(tx *bbolt.Tx, a live.AuditEntry) error {
 	if err != nil {
 		return fmt.Errorf("audit entry: %w", err)
 	}
-	return b.Put(u64key(id), v)
+	if err := b.Put(u64key(id), v); err != nil {
+		return err
+	}
+	_, err = db.pruneAudit(tx, b, id, auditPruneStep)
+	return err
+}
+
+// auditPruneStep bounds the entries one append removes: a bound lowered
+// by far is reached by PruneAudit, not by the next edit's transaction.
+const auditPruneStep = 64
+
+// auditPruneBatch is how many entries one of PruneAudit's transactions
+// removes.
+const auditPruneBatch = 10_000
+
+// pruneAudit removes from b, oldest first, up to step entries whose id is
+// at most last − the bound (the newest ids are kept; ids are the bucket's
+// sequence, so at most the bound's count remain); a bound of 0 removes
+// nothing. It returns how many it removed; AuditPruned counts them once
+// tx commits.
+func (db *DB) pruneAudit(tx *bbolt.Tx, b *bbolt.Bucket, last uint64, step int) (int, error) {
+	keep := db.auditMax.Load()
+	if keep == 0 || last <= keep {
+		return 0, nil
+	}
+	cut := last - keep
+	// The keys first, then the deletes: a cursor that deletes as it goes
+	// can skip the key after each one it deletes.
+	var old [][]byte
+	c := b.Cursor()
+	for k, _ := c.First(); k != nil && len(old) < step; k, _ = c.Next() {
+		if len(k) == 8 && binary.BigEndian.Uint64(k) > cut {
+			break
+		}
+		old = append(old, slices.Clone(k)) // k is bbolt's until the commit
+	}
+	for _, k := range old {
+		if err := b.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	n := len(old)
+	if n > 0 {
+		tx.OnCommit(func() { db.pruned.Add(uint64(n)) })
+	}
+	return n, nil
+}
+
+// SetAuditMax bounds the audit log (admin.audit_max_entries): each new
+// entry then removes some of the oldest beyond the newest n, and
+// PruneAudit removes all of them; 0 keeps every entry. It is safe to call
+// while the database is in use.
+func (db *DB) SetAuditMax(n int) { db.auditMax.Store(uint64(max(n, 0))) }
+
+// AuditPruned returns how many audit entries the bound has removed since
+// the database was opened.
+func (db *DB) AuditPruned() uint64 { return db.pruned.Load() }
+
+// PruneAudit removes every audit entry beyond the bound (SetAuditMax),
+// oldest first, in transactions of auditPruneBatch entries so that edits
+// are not held up for long. It returns how many it removed.
+func (db *DB) PruneAudit(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		n := 0
+		err := db.update(ctx, "prune the audit log", func(tx *bbolt.Tx) error {
+			b, err := bucket(tx, bucketAudit)
+			if err != nil {
+				return err
+			}
+			n, err = db.pruneAudit(tx, b, b.Sequence(), auditPruneBatch)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < auditPruneBatch {
+			return total, nil
+		}
+	}
 }
 
 // LoadLive returns the operators' live state: the overrides by group, the
@@ -145,7 +230,7 @@ func (db *DB) SetOverride(ctx context.Context, group string, o live.Override, a 
 		if err != nil {
 			return err
 		}
-		return appendAudit(tx, a)
+		return db.appendAudit(tx, a)
 	})
 }
 
@@ -191,7 +276,7 @@ func (db *DB) AddExemption(ctx context.Context, e live.Exemption, a live.AuditEn
 		if err := b.Put(k, v); err != nil {
 			return err
 		}
-		return appendAudit(tx, a)
+		return db.appendAudit(tx, a)
 	})
 }
 
@@ -212,7 +297,7 @@ func (db *DB) RemoveExemption(ctx context.Context, e live.Exemption, a live.Audi
 				return err
 			}
 		}
-		return appendAudit(tx, a)
+		return db.appendAudit(tx, a)
 	})
 }
 
@@ -226,14 +311,14 @@ func (db *DB) SetDisabled(ctx context.Context, disabled bool, a live.AuditEntry)
 		if err := b.Put(keyDisabled, encodeDisabled(disabled)); err != nil {
 			return err
 		}
-		return appendAudit(tx, a)
+		return db.appendAudit(tx, a)
 	})
 }
 
 // Record stores an audit entry for an action that changes no setting. Its
 // ID is assigned by the store (a.ID is ignored).
 func (db *DB) Record(ctx context.Context, a live.AuditEntry) error {
-	return db.update(ctx, "record audit entry", func(tx *bbolt.Tx) error { return appendAudit(tx, a) })
+	return db.update(ctx, "record audit entry", func(tx *bbolt.Tx) error { return db.appendAudit(tx, a) })
 }
 
 // Audit returns up to limit audit entries with IDs below before (0: from

@@ -249,3 +249,77 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("%d audit entries, %d snapshot entries; want 40 each", len(a), len(snap.Entries))
 	}
 }
+
+// admin.audit_max_entries: each new entry removes the oldest beyond the
+// bound (a few at a time), PruneAudit all of them at once after the bound
+// is lowered, and 0 keeps every entry; the newest are never touched and
+// the ids go on from where they were.
+func TestAuditBound(t *testing.T) {
+	db := MustOpenDB(t)
+	record := func(n int) {
+		t.Helper()
+		for range n {
+			if err := db.Record(ctx, audit("peer.forget", "10.0.0.1", nil, nil)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(what string, newest, count uint64) {
+		t.Helper()
+		as, err := db.Audit(ctx, 1_000_000, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint64(len(as)) != count || as[0].ID != newest || as[len(as)-1].ID != newest-count+1 {
+			t.Fatalf("%s: %d entries, ids %d…%d; want %d, %d…%d", what, len(as), as[len(as)-1].ID, as[0].ID, count, newest-count+1, newest)
+		}
+	}
+	record(300) // unbounded (0, the zero value)
+	check("unbounded", 300, 300)
+	if db.AuditPruned() != 0 {
+		t.Fatalf("%d pruned while unbounded", db.AuditPruned())
+	}
+
+	db.SetAuditMax(250)
+	record(1) // 301 ids: 51 beyond the bound, all within one append's step
+	check("bound 250, one append", 301, 250)
+
+	db.SetAuditMax(100)
+	record(1) // 302: 152 beyond; one append removes 64 of them
+	check("bound 100, one append", 302, 302-51-64)
+	n, err := db.PruneAudit(ctx)
+	if err != nil || n != 302-51-64-100 {
+		t.Fatalf("PruneAudit = %d, %v; want %d", n, err, 302-51-64-100)
+	}
+	check("bound 100, pruned", 302, 100)
+	if got := db.AuditPruned(); got != 202 {
+		t.Fatalf("AuditPruned = %d, want 202", got)
+	}
+	if n, err := db.PruneAudit(ctx); err != nil || n != 0 {
+		t.Fatalf("PruneAudit again = %d, %v", n, err)
+	}
+	record(1000)
+	check("bound 100, 1000 more", 1302, 100)
+
+	db.SetAuditMax(0)
+	record(50)
+	check("unbounded again", 1352, 150)
+}
+
+// PruneAudit removes a backlog larger than one transaction's batch.
+func TestAuditPruneBatches(t *testing.T) {
+	db := MustOpenDB(t)
+	const n = 25_000
+	err := db.RecordMany(ctx, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetAuditMax(100)
+	if got, err := db.PruneAudit(ctx); err != nil || got != n-100 {
+		t.Fatalf("PruneAudit = %d, %v; want %d", got, err, n-100)
+	}
+	as, err := db.Audit(ctx, 1000, 0)
+	if err != nil || len(as) != 100 || as[0].ID != n {
+		t.Fatalf("%d entries, %v", len(as), err)
+	}
+}

@@ -47,6 +47,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -126,6 +127,9 @@ type DB struct {
 	checkThrottle func([]byte) error
 	// writes is the outcome of the last write, for Writable.
 	writes writeState
+	// auditMax bounds the audit log (SetAuditMax; 0: unbounded); pruned
+	// counts the entries it removed.
+	auditMax, pruned atomic.Uint64
 }
 
 // errorWith is an error with its own message that wraps one or more

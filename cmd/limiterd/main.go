@@ -99,6 +99,9 @@ type Main struct {
 	// dataPlane is the public listener, whose rate-limit fields
 	// (server.ratelimit_headers) a reload changes.
 	dataPlane *proxy.Handler
+	// audit bounds the audit log (admin.audit_max_entries, changed by a
+	// reload).
+	audit *auditBound
 }
 
 // NewMain returns a Main on the process's streams and environment, with
@@ -328,6 +331,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		return err
 	}
 	defer db.Close()
+	audit := newAuditBound(db, m.log)
+	audit.set(cfg.Admin.AuditMaxEntries)
 	th, err := throttle.New(now(), cfg.ThrottleConfig())
 	if err != nil {
 		return err
@@ -346,7 +351,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	m.rejects = insight.NewRejectLog(m.log, insight.RejectLogOptions{Mode: rejectMode(cfg.Log.Rejections), GroupName: lim.GroupName})
 	dp := proxy.New(lim, dataPlaneOptions(cfg, upstream, m.log, now, m.rejects))
 	m.mu.Lock()
-	m.lim, m.live, m.throttle, m.dataPlane = lim, lv, th, dp
+	m.lim, m.live, m.throttle, m.dataPlane, m.audit = lim, lv, th, dp, audit
 	m.mu.Unlock()
 	reg := prometheus.NewRegistry()
 	srv, err := web.NewServer(lim, lv, web.Options{
@@ -378,7 +383,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		metrics.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, metrics.ThrottleMetrics(th), srv.DaemonMetrics),
+		metrics.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, metrics.ThrottleMetrics(th), srv.DaemonMetrics, audit.collect),
 		metrics.NewExchangeCollector(&dp.Exchanges, lim.GroupName),
 	)
 	if cb != nil {
@@ -420,6 +425,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	go func() { defer wg.Done(); m.tickLoop(bg, lim, th, lv, now) }()
 	go func() { defer wg.Done(); m.hangupLoop(bg) }()
 	go func() { defer wg.Done(); m.rejects.Run(bg) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); audit.run(bg) }()
 	if cb != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); replicateLive(bg, cb, lv) }()
@@ -577,6 +584,7 @@ func (m *Main) Reload() error {
 	m.token = admin
 	m.applyLog(m.cfg.Log, cfg.Log)
 	m.dataPlane.SetRateLimitHeaders(cfg.Server.RateLimitHeaders)
+	m.audit.set(cfg.Admin.AuditMaxEntries)
 	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
 	}
