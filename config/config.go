@@ -103,7 +103,11 @@ type Admin struct {
 	// AuditMaxEntries bounds the audit log: beyond it, the oldest entries
 	// are removed as new ones are written; 0 keeps every entry.
 	AuditMaxEntries int
-	Tokens          []Token // [[admin.tokens]]: more tokens, each with a scope
+	// MaxConns caps the admin listener's open connections: at the cap a
+	// new one displaces the connection idle the longest, or is answered
+	// 503. Taken at start only.
+	MaxConns int
+	Tokens   []Token // [[admin.tokens]]: more tokens, each with a scope
 }
 
 // The bounds of admin.audit_max_entries other than 0 (keep every entry):

@@ -85,7 +85,7 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 			UpstreamHeaderTimeout: 60 * time.Second, UpstreamReadTimeout: 60 * time.Second, UpstreamMaxConns: 1024,
 			MaxConns: 16384, MaxConnsPerIP: 512},
 		Log:      config.Log{Format: "text", Level: "info", Rejections: "sampled"},
-		Admin:    config.Admin{Listen: "127.0.0.1:1986", CheckLease: 30 * time.Second, AuditMaxEntries: 1_000_000},
+		Admin:    config.Admin{Listen: "127.0.0.1:1986", CheckLease: 30 * time.Second, AuditMaxEntries: 1_000_000, MaxConns: 1024},
 		Peers:    config.Peers{IPv6Prefix: 64, Exempt: []string{"127.0.0.1"}, MaxTracked: 1000000},
 		Snapshot: config.Snapshot{Interval: 5 * time.Second},
 		Routes:   config.Routes{Rules: limiter.ArweaveRoutes()},

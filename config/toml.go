@@ -52,6 +52,7 @@ type (
 		TokenFile  string      `toml:"token_file"`
 		CheckLease string      `toml:"check_lease"`
 		AuditMax   int         `toml:"audit_max_entries"`
+		MaxConns   int         `toml:"max_conns"`
 		Tokens     []fileToken `toml:"tokens,omitempty"`
 	}
 	fileLog struct {
@@ -169,6 +170,7 @@ func (c *Config) TOML() ([]byte, error) {
 			TokenFile:  c.Admin.TokenFile,
 			CheckLease: c.Admin.CheckLease.String(),
 			AuditMax:   c.Admin.AuditMaxEntries,
+			MaxConns:   c.Admin.MaxConns,
 		},
 		Log: fileLog{Format: c.Log.Format, Level: c.Log.Level, Rejections: c.Log.Rejections},
 		Peers: filePeers{

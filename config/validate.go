@@ -120,6 +120,12 @@ func build(p *problems, t tree) *Config {
 			p.addf("admin.audit_max_entries", "must be 0 (keep every entry) or an integer from %d to %d, got %d", MinAuditEntries, MaxAuditEntries, n)
 		}
 	}
+	if n, ok := b.num("admin", "max_conns"); ok {
+		c.Admin.MaxConns = int(n)
+		if n < 1 || n > 1<<24 {
+			p.addf("admin.max_conns", "must be an integer from 1 to %d, got %d", 1<<24, n)
+		}
+	}
 	b.tokens(c)
 
 	// [peers]

@@ -50,6 +50,9 @@ type Options struct {
 	// token is needed; SetTokens replaces them on SIGHUP.
 	Token  string
 	Tokens []Token
+	// MaxConns caps the admin listener's open connections (Listener;
+	// admin.max_conns); 0: no cap.
+	MaxConns int
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
 	// Ready reports readiness beyond the upstream check (the database);
@@ -114,6 +117,9 @@ type Server struct {
 	// Run.
 	peerHist *insight.PeerHistory
 
+	// conns caps the admin listener's connections (Listener).
+	conns *adminConns
+
 	upMu      sync.Mutex
 	upChecked time.Time
 	upErr     error
@@ -137,6 +143,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 		return nil, err
 	}
 	s.fails = newAuthFails(s.now)
+	s.conns = newAdminConns(opts.MaxConns)
 	s.peers = insight.NewPeerIndex(lim, s.now)
 	s.history = insight.NewHistory()
 	s.peerHist = insight.NewPeerHistory()
@@ -243,7 +250,15 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState:         s.conns.state,
 	}
+}
+
+// Listener returns ln under the cap of Options.MaxConns, for
+// HTTPServer's Serve: a connection over it displaces the keep-alive
+// connection idle the longest, or is answered 503 and closed.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	return capListener{Listener: ln, conns: s.conns}
 }
 
 // actorToken is the audit actor of the main admin token.

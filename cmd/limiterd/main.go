@@ -373,6 +373,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		KeyHelp:    config.GroupKeyHelp(),
 		Cluster:    webCluster(cb),
 		Conditions: clusterConditions(cb),
+		MaxConns:   cfg.Admin.MaxConns,
 	})
 	if err != nil {
 		return err
@@ -414,7 +415,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}()
 	go func() {
 		defer wg.Done()
-		if err := admin.Serve(adminLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := admin.Serve(srv.Listener(adminLn)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin listener: %w", err)
 		}
 	}()
@@ -588,8 +589,9 @@ func (m *Main) Reload() error {
 	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
 	}
-	if cfg.Server.Listen != m.cfg.Server.Listen || cfg.Admin.Listen != m.cfg.Admin.Listen || cfg.Server.Upstream != m.cfg.Server.Upstream {
-		m.log.Warn("listen addresses and the upstream change only on restart")
+	if cfg.Server.Listen != m.cfg.Server.Listen || cfg.Admin.Listen != m.cfg.Admin.Listen || cfg.Server.Upstream != m.cfg.Server.Upstream ||
+		cfg.Admin.MaxConns != m.cfg.Admin.MaxConns {
+		m.log.Warn("listen addresses, the upstream and admin.max_conns change only on restart")
 	}
 	if !reflect.DeepEqual(cfg.Cluster, m.cfg.Cluster) {
 		m.log.Warn("the [cluster] settings change only on restart")
