@@ -61,7 +61,10 @@ var arrows = map[string][]string{
 	"web/throttleapi": {"throttle", "jsonbody"},
 	// The Prometheus collectors, split off web for its size: they read the
 	// limiter, the proxy's counters (insight) and the throttle.
-	"web/metrics":    {"limiter", "insight", "throttle"},
+	"web/metrics": {"limiter", "insight", "throttle"},
+	// The admin listener's connection cap (admin.max_conns), split off
+	// web for its size: net/http's connection states only.
+	"web/conncap":    {},
 	"templates":      {"limiter", "insight"},
 	"static":         {},
 	"config":         {"", "limiter", "throttle"},

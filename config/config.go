@@ -107,7 +107,10 @@ type Admin struct {
 	// new one displaces the connection idle the longest, or is answered
 	// 503. Taken at start only.
 	MaxConns int
-	Tokens   []Token // [[admin.tokens]]: more tokens, each with a scope
+	// Pprof serves the Go runtime's profiles at /debug/pprof/ to admin
+	// tokens; changes on SIGHUP.
+	Pprof  bool
+	Tokens []Token // [[admin.tokens]]: more tokens, each with a scope
 }
 
 // The bounds of admin.audit_max_entries other than 0 (keep every entry):

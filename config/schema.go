@@ -63,7 +63,7 @@ func schema() []field {
 			dur("upstream_read_timeout"), num("upstream_max_conns"), num("max_conns"), num("max_conns_per_ip")),
 		table("arweave", str("version")),
 		table("log", str("format"), str("level"), str("rejections")),
-		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease"), num("audit_max_entries"), num("max_conns"),
+		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease"), num("audit_max_entries"), num("max_conns"), field{name: "pprof", kind: kindBool},
 			field{name: "tokens", kind: kindTables, fields: []field{str("name"), str("scope"), str("token"), str("token_file")}}),
 		table("peers", strs("trusted_proxies"), str("forwarded_header"), num("ipv6_prefix"), strs("exempt"), num("max_tracked")),
 		table("snapshot", dur("interval")),

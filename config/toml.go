@@ -53,6 +53,7 @@ type (
 		CheckLease string      `toml:"check_lease"`
 		AuditMax   int         `toml:"audit_max_entries"`
 		MaxConns   int         `toml:"max_conns"`
+		Pprof      bool        `toml:"pprof"`
 		Tokens     []fileToken `toml:"tokens,omitempty"`
 	}
 	fileLog struct {
@@ -171,6 +172,7 @@ func (c *Config) TOML() ([]byte, error) {
 			CheckLease: c.Admin.CheckLease.String(),
 			AuditMax:   c.Admin.AuditMaxEntries,
 			MaxConns:   c.Admin.MaxConns,
+			Pprof:      c.Admin.Pprof,
 		},
 		Log: fileLog{Format: c.Log.Format, Level: c.Log.Level, Rejections: c.Log.Rejections},
 		Peers: filePeers{

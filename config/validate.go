@@ -120,6 +120,7 @@ func build(p *problems, t tree) *Config {
 			p.addf("admin.audit_max_entries", "must be 0 (keep every entry) or an integer from %d to %d, got %d", MinAuditEntries, MaxAuditEntries, n)
 		}
 	}
+	c.Admin.Pprof, _ = b.t.at("admin", "pprof").(bool)
 	if n, ok := b.num("admin", "max_conns"); ok {
 		c.Admin.MaxConns = int(n)
 		if n < 1 || n > 1<<24 {

@@ -162,12 +162,9 @@ func (s *Server) DaemonMetrics(ch chan<- prometheus.Metric) {
 		loaded = float64(info.ConfigLoadedAt.UnixNano()) / 1e9
 	}
 	ch <- prometheus.MustNewConstMetric(descReloadTime, prometheus.GaugeValue, loaded)
-	s.conns.mu.Lock()
-	open := s.conns.open
-	s.conns.mu.Unlock()
-	ch <- prometheus.MustNewConstMetric(descAdminConns, prometheus.GaugeValue, float64(open))
-	ch <- prometheus.MustNewConstMetric(descAdminRefused, prometheus.CounterValue, float64(s.conns.refused.Load()))
-	ch <- prometheus.MustNewConstMetric(descAdminIdleClosed, prometheus.CounterValue, float64(s.conns.idleClosed.Load()))
+	ch <- prometheus.MustNewConstMetric(descAdminConns, prometheus.GaugeValue, float64(s.conns.Open()))
+	ch <- prometheus.MustNewConstMetric(descAdminRefused, prometheus.CounterValue, float64(s.conns.Refused()))
+	ch <- prometheus.MustNewConstMetric(descAdminIdleClosed, prometheus.CounterValue, float64(s.conns.IdleClosed()))
 	for _, r := range []struct {
 		name     string
 		now, max int64

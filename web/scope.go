@@ -92,7 +92,8 @@ var dataRoutes = map[string]bool{
 }
 
 // adminReads are the GETs a read token may not make: the backup is a
-// copy of everything, sessions included.
+// copy of everything, sessions included. The Go runtime's profiles
+// (pprofPrefix) are admin's too.
 var adminReads = map[string]bool{
 	"GET /api/v1/backup": true,
 }
@@ -108,7 +109,7 @@ func requiredScope(method, path string) Scope {
 	switch {
 	case dataRoutes[key]:
 		return ScopeData
-	case adminReads[key]:
+	case adminReads[key], strings.HasPrefix(path, pprofPrefix):
 		return ScopeAdmin
 	case method == http.MethodGet:
 		return ScopeRead

@@ -116,6 +116,9 @@ func scopeOf(method, path string) string {
 	case "GET /api/v1/backup":
 		return "admin"
 	}
+	if strings.HasPrefix(path, "/debug/pprof/") { // limiterd's addition: the runtime's profiles (admin.pprof)
+		return "admin"
+	}
 	if method == "GET" {
 		return "read"
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/limiterd/limiterd/live"
 	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/ticker"
+	"github.com/limiterd/limiterd/web/conncap"
 	"github.com/limiterd/limiterd/web/throttleapi"
 )
 
@@ -118,7 +119,9 @@ type Server struct {
 	peerHist *insight.PeerHistory
 
 	// conns caps the admin listener's connections (Listener).
-	conns *adminConns
+	conns *conncap.Conns
+	// profiling serves /debug/pprof/ (SetProfiling; admin.pprof).
+	profiling atomic.Bool
 
 	upMu      sync.Mutex
 	upChecked time.Time
@@ -143,7 +146,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 		return nil, err
 	}
 	s.fails = newAuthFails(s.now)
-	s.conns = newAdminConns(opts.MaxConns)
+	s.conns = conncap.New(opts.MaxConns)
 	s.peers = insight.NewPeerIndex(lim, s.now)
 	s.history = insight.NewHistory()
 	s.peerHist = insight.NewPeerHistory()
@@ -226,6 +229,8 @@ func (s *Server) AdminHandler() http.Handler {
 		r.Post("/api/v1/snapshot", s.handleSnapshot)
 		r.Get("/api/v1/limiter", s.handleLimiter)
 		r.Get("/api/v1/backup", s.handleBackup)
+		r.Get(pprofPrefix+"*", s.handlePprof)
+		r.Post(pprofPrefix+"symbol", s.handlePprof)
 		if s.Throttle != nil {
 			r.Post("/api/v1/throttle", s.Throttle.HandleWait)
 			r.Get("/api/v1/throttle", s.Throttle.HandleCheck)
@@ -250,7 +255,7 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		ConnState:         s.conns.state,
+		ConnState:         s.conns.State,
 	}
 }
 
@@ -258,7 +263,7 @@ func (s *Server) HTTPServer() *http.Server {
 // HTTPServer's Serve: a connection over it displaces the keep-alive
 // connection idle the longest, or is answered 503 and closed.
 func (s *Server) Listener(ln net.Listener) net.Listener {
-	return capListener{Listener: ln, conns: s.conns}
+	return s.conns.Listener(ln)
 }
 
 // actorToken is the audit actor of the main admin token.

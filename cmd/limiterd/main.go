@@ -378,6 +378,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err != nil {
 		return err
 	}
+	srv.SetProfiling(cfg.Admin.Pprof)
 	m.mu.Lock()
 	m.srv = srv
 	m.mu.Unlock()
@@ -586,6 +587,7 @@ func (m *Main) Reload() error {
 	m.applyLog(m.cfg.Log, cfg.Log)
 	m.dataPlane.SetRateLimitHeaders(cfg.Server.RateLimitHeaders)
 	m.audit.set(cfg.Admin.AuditMaxEntries)
+	m.srv.SetProfiling(cfg.Admin.Pprof)
 	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
 	}

@@ -1,4 +1,9 @@
-package web
+// Package conncap caps the admin listener's open connections
+// (admin.max_conns): at the cap a new connection takes the slot of the
+// keep-alive connection idle the longest, which is closed (as nginx does
+// when it runs short of connections); with none idle, it is answered 503
+// and closed. It knows net/http's connection states, nothing of limiterd.
+package conncap
 
 import (
 	"net"
@@ -9,14 +14,12 @@ import (
 	"time"
 )
 
-// adminConns caps the admin listener's open connections
-// (admin.max_conns): at the cap, a new connection takes the slot of the
-// keep-alive connection idle the longest, which is closed (as nginx does
-// when it runs short of connections); with none idle, it is answered 503
-// and closed. Without a cap, a client that opened connections and left
-// them idle held each for the idle timeout (120 s), at about 16 KiB
-// apiece. It is safe for concurrent use.
-type adminConns struct {
+// Conns counts and caps a listener's connections (Listener) as an
+// http.Server serves them (State, its ConnState hook). Without a cap, a
+// client that opened connections and left them idle held each for the
+// idle timeout (120 s), at about 16 KiB apiece. It is safe for concurrent
+// use.
+type Conns struct {
 	max int
 
 	refused, idleClosed atomic.Uint64
@@ -26,14 +29,33 @@ type adminConns struct {
 	idle map[*capConn]time.Time // idle keep-alive connections, since when
 }
 
-func newAdminConns(max int) *adminConns {
-	return &adminConns{max: max, idle: map[*capConn]time.Time{}}
+// New returns Conns capping at max open connections; 0: no cap (they are
+// still counted).
+func New(max int) *Conns {
+	return &Conns{max: max, idle: map[*capConn]time.Time{}}
 }
 
-// capListener is the admin listener's net.Listener under adminConns.
+// Listener returns ln under the cap: give it to the http.Server whose
+// ConnState is State.
+func (a *Conns) Listener(ln net.Listener) net.Listener { return capListener{Listener: ln, conns: a} }
+
+// Open returns the connections open now.
+func (a *Conns) Open() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.open
+}
+
+// Refused returns how many connections were answered 503 at the cap.
+func (a *Conns) Refused() uint64 { return a.refused.Load() }
+
+// IdleClosed returns how many idle connections were closed to make room.
+func (a *Conns) IdleClosed() uint64 { return a.idleClosed.Load() }
+
+// capListener is a net.Listener under Conns.
 type capListener struct {
 	net.Listener
-	conns *adminConns
+	conns *Conns
 }
 
 // Accept returns the next connection the cap lets in; one it refuses is
@@ -50,7 +72,7 @@ func (l capListener) Accept() (net.Conn, error) {
 			evict.Conn.Close() // its server goroutine ends on the read error
 		}
 		if !ok {
-			refuseAdmin(c, l.conns.max)
+			refuse(c, l.conns.max)
 			continue
 		}
 		return cc, nil
@@ -59,7 +81,7 @@ func (l capListener) Accept() (net.Conn, error) {
 
 // admit takes a slot for a new connection: a free one, or that of the
 // connection idle the longest (returned, to be closed), or none (ok false).
-func (a *adminConns) admit() (ok bool, evict *capConn) {
+func (a *Conns) admit() (ok bool, evict *capConn) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.max <= 0 || a.open < a.max {
@@ -83,7 +105,7 @@ func (a *adminConns) admit() (ok bool, evict *capConn) {
 }
 
 // release gives back c's slot, unless it was handed over.
-func (a *adminConns) release(c *capConn) {
+func (a *Conns) release(c *capConn) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.idle, c)
@@ -92,10 +114,10 @@ func (a *adminConns) release(c *capConn) {
 	}
 }
 
-// state follows the server's connections (http.Server.ConnState): those
-// waiting for their next request are the ones a new connection may
+// State follows the server's connections (its http.Server.ConnState):
+// those waiting for their next request are the ones a new connection may
 // displace.
-func (a *adminConns) state(nc net.Conn, st http.ConnState) {
+func (a *Conns) State(nc net.Conn, st http.ConnState) {
 	c, ok := nc.(*capConn)
 	if !ok {
 		return
@@ -113,7 +135,7 @@ func (a *adminConns) state(nc net.Conn, st http.ConnState) {
 // slot.
 type capConn struct {
 	net.Conn
-	conns *adminConns
+	conns *Conns
 	once  sync.Once
 	// handedOver and closed are guarded by conns.mu.
 	handedOver, closed bool
@@ -129,9 +151,8 @@ func (c *capConn) Close() error {
 	return c.Conn.Close()
 }
 
-// refuseAdmin answers a connection over admin.max_conns with 503 and
-// closes it.
-func refuseAdmin(c net.Conn, max int) {
+// refuse answers a connection over the cap with 503 and closes it.
+func refuse(c net.Conn, max int) {
 	body := "limiterd: the admin listener has its " + strconv.Itoa(max) + " connections (admin.max_conns) in use; try again\n"
 	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	_, _ = c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nRetry-After: 1\r\nContent-Length: " +
