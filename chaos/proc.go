@@ -36,6 +36,9 @@ type Daemon struct {
 	Config string
 	// Log receives the daemon's standard error, every run appended.
 	Log io.Writer
+	// Env is added to the driver's environment for the daemon (config
+	// keys as LIMITERD_… variables).
+	Env []string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -50,6 +53,9 @@ var servingLine = regexp.MustCompile(`msg="limiterd serving".* public=(\S+) admi
 // serves; a daemon that exits first returns its last lines of log.
 func (d *Daemon) Start() error {
 	cmd := exec.Command(d.Bin, "serve", "-config", d.Config)
+	if len(d.Env) > 0 {
+		cmd.Env = append(os.Environ(), d.Env...)
+	}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {
