@@ -63,7 +63,7 @@ func TestAPIDocMatchesRoutes(t *testing.T) {
 	type route struct{ method, pattern string }
 	var routes []route
 	err = chi.Walk(o.h.(chi.Routes), func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
-		if strings.HasPrefix(pattern, "/api/") || slices.Contains([]string{"/healthz", "/readyz", "/metrics"}, pattern) {
+		if strings.HasPrefix(pattern, "/api/") || strings.HasPrefix(pattern, "/debug/pprof/") || slices.Contains([]string{"/healthz", "/readyz", "/metrics"}, pattern) {
 			routes = append(routes, route{method, pattern})
 		}
 		return nil

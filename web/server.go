@@ -230,7 +230,6 @@ func (s *Server) AdminHandler() http.Handler {
 		r.Get("/api/v1/limiter", s.handleLimiter)
 		r.Get("/api/v1/backup", s.handleBackup)
 		r.Get(pprofPrefix+"*", s.handlePprof)
-		r.Post(pprofPrefix+"symbol", s.handlePprof)
 		if s.Throttle != nil {
 			r.Post("/api/v1/throttle", s.Throttle.HandleWait)
 			r.Get("/api/v1/throttle", s.Throttle.HandleCheck)
