@@ -127,11 +127,15 @@ type SoakResult struct {
 	Second *Figures
 	// Fresh is the number of GETs from a peer never seen before (cluster
 	// mode: one in 20).
-	Fresh                int64
-	Requests, Tx         string
-	Edits, Reductions    int64
-	Reloads, ForcedSnaps int64
-	Failures             []string
+	Fresh int64
+	// KeysSlope and RedisMemSlope are, in cluster mode, the trends (an
+	// hour, least squares) of Redis's keys and used_memory after the
+	// warm-up.
+	KeysSlope, RedisMemSlope float64
+	Requests, Tx             string
+	Edits, Reductions        int64
+	Reloads, ForcedSnaps     int64
+	Failures                 []string
 }
 
 // OK reports whether nothing grew beyond noise and nothing failed.
@@ -154,6 +158,10 @@ func (r *SoakResult) String() string {
 		r.Figures.write(&b, "    ")
 		b.WriteString("  instance 1:\n")
 		r.Second.write(&b, "    ")
+		if w, e, i := r.Warm.Cluster, r.End.Cluster, r.IdleAfter.Cluster; w != nil && e != nil && i != nil {
+			fmt.Fprintf(&b, "  Redis: keys %d warm, %d at the end, %d idle after; used_memory %s warm, %s at the end; trend after the warm-up: keys %+.0f/h, used_memory %+.1f MiB/h\n",
+				w.Keys, e.Keys, i.Keys, MiB(w.UsedMemory), MiB(e.UsedMemory), r.KeysSlope, r.RedisMemSlope/(1<<20))
+		}
 	}
 	for _, f := range r.Failures {
 		fmt.Fprintf(&b, "  FAIL %s\n", f)
@@ -435,6 +443,16 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	for _, sd := range ds {
 		sd.fig.trends(sd.samples, warmup)
 	}
+	if o.Cluster {
+		var warm []Sample
+		for _, sm := range ds[0].samples {
+			if sm.At >= warmup {
+				warm = append(warm, sm)
+			}
+		}
+		res.KeysSlope = slope(warm, func(s Sample) int64 { return s.Cluster.Keys })
+		res.RedisMemSlope = slope(warm, func(s Sample) int64 { return s.Cluster.UsedMemory })
+	}
 	stop()
 	wg.Wait()
 	res.Duration = time.Since(start)
@@ -449,7 +467,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 			who = fmt.Sprintf("instance %d: ", i)
 		}
 		sd.fig.judge(func(f string, a ...any) { fail(who+f, a...) }, warmup)
-		if len(ds) > 1 && res.Warm.At != 0 {
+		if len(ds) > 1 {
 			judgeCluster(func(f string, a ...any) { fail(who+f, a...) }, sd.fig)
 		}
 		// Every edit acknowledged is held, and in cluster mode by the
