@@ -162,3 +162,44 @@ func TestSoakShort(t *testing.T) {
 		t.Errorf("the dashboard's records read as %d bytes at the end: limiterd_dashboard_record_bytes missing?", r.End.Records)
 	}
 }
+
+// TestClusterSoakShort: the soak's mixed load for seven seconds on two
+// instances in cluster mode sharing a redis-server: besides the
+// instances' own figures, Redis's keys and memory are read, no call to
+// Redis failed, every live edit made on the first instance reached the
+// second, and once idle Redis holds no peer's keys (they expire). (The
+// dashboard's records stay empty: decisions are recorded by the local
+// backend only.)
+func TestClusterSoakShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts limiterd")
+	}
+	if !redistest.Available(t) {
+		t.Skip("redis-server not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Soak(ctx, SoakOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 7 * time.Second, Rate: 500, Cluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + r.String())
+	if !r.OK() {
+		t.Errorf("failures: %v", r.Failures)
+	}
+	if r.Second == nil || r.Edits == 0 || r.Reductions == 0 || r.Fresh == 0 || r.Warm.At == 0 || r.Second.Warm.At == 0 {
+		t.Fatalf("second instance %v, %d edits, %d reductions, %d fresh peers, warm sample at %v: the soak did not run",
+			r.Second != nil, r.Edits, r.Reductions, r.Fresh, r.Warm.At)
+	}
+	for i, f := range []*Figures{&r.Figures, r.Second} {
+		w := f.Warm.Cluster
+		// The load's peers hold keys under load: they must be read.
+		if w == nil || w.Keys < 100 || w.UsedMemory < 1<<19 || !w.Up {
+			t.Errorf("instance %d: Redis figures under load %v: not read?", i, w)
+		}
+		// Their connections to Redis are read: fds net of them are judged.
+		if w != nil && w.Conns == 0 {
+			t.Errorf("instance %d: no connection to Redis found among its fds", i)
+		}
+	}
+}

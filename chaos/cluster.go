@@ -79,18 +79,7 @@ func ClusterCrashLoop(ctx context.Context, o CrashOptions) (*ClusterResult, erro
 		return nil, err
 	}
 	defer red.Stop()
-	clusterTOML := fmt.Sprintf(`[snapshot]
-interval = %q
-
-[cluster]
-backend = "redis"
-mode = "strict"
-on_failure = "local"
-timeout = "500ms"
-
-[cluster.redis]
-addrs = [%q]
-`, o.Interval, red.Addr())
+	toml := snapshotTOML(o.Interval) + "\n" + clusterTOML(red.Addr())
 	var ds [2]*Daemon
 	var setups [2]*Setup
 	for i := range ds {
@@ -98,7 +87,7 @@ addrs = [%q]
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
-		if setups[i], err = NewSetup(dir, up.URL, clusterLimit, 0, "", clusterTOML); err != nil {
+		if setups[i], err = NewSetup(dir, up.URL, clusterLimit, 0, "", toml); err != nil {
 			return nil, err
 		}
 		ds[i] = &Daemon{Bin: o.Bin, Config: setups[i].Config, Log: o.Log}

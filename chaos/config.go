@@ -81,3 +81,27 @@ concurrency_limit = 1000
 	}
 	return s, nil
 }
+
+// snapshotTOML is the [snapshot] table of the drivers' configs: a
+// snapshot every interval.
+func snapshotTOML(interval time.Duration) string {
+	return fmt.Sprintf("[snapshot]\ninterval = %q\n", interval)
+}
+
+// clusterTOML is the [cluster] tables of an instance sharing the
+// redis-server at addr (host:port) with others: strict decisions (one
+// script a request), made locally while Redis is down or answers later
+// than 500 ms (on a loaded machine, a shorter timeout sends instances to
+// local decisions now and then, which the drivers would take for an
+// outage).
+func clusterTOML(addr string) string {
+	return fmt.Sprintf(`[cluster]
+backend = "redis"
+mode = "strict"
+on_failure = "local"
+timeout = "500ms"
+
+[cluster.redis]
+addrs = [%q]
+`, addr)
+}

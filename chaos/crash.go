@@ -128,7 +128,7 @@ func CrashLoop(ctx context.Context, o CrashOptions) (*CrashResult, error) {
 		return nil, err
 	}
 	defer up.Close()
-	s, err := NewSetup(o.Dir, up.URL, 50, 0, "", fmt.Sprintf("[snapshot]\ninterval = %q\n", o.Interval))
+	s, err := NewSetup(o.Dir, up.URL, 50, 0, "", snapshotTOML(o.Interval))
 	if err != nil {
 		return nil, err
 	}

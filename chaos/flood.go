@@ -112,7 +112,7 @@ func Flood(ctx context.Context, o FloodOptions) (*FloodResult, error) {
 		return nil, err
 	}
 	defer up.Close()
-	s, err := NewSetup(o.Dir, up.URL, floodLimit, 0, fmt.Sprintf("max_tracked = %d", o.MaxTracked), fmt.Sprintf("[snapshot]\ninterval = %q\n", o.Interval))
+	s, err := NewSetup(o.Dir, up.URL, floodLimit, 0, fmt.Sprintf("max_tracked = %d", o.MaxTracked), snapshotTOML(o.Interval))
 	if err != nil {
 		return nil, err
 	}

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 )
 
@@ -29,11 +32,16 @@ type SoakOptions struct {
 	// Every), forced snapshots (every 10) and SIGHUP reloads (every 30);
 	// default 1s.
 	Every time.Duration
-	// Log receives the daemon's log, Progress a sample a minute.
+	// Cluster runs two instances in cluster mode (backend = "redis",
+	// strict, on_failure = "local") on a redis-server of their own, the
+	// load split between them and one GET in 20 from a peer never seen
+	// before; Redis's keys and memory are judged besides the instances'.
+	Cluster bool
+	// Log receives the daemons' log, Progress a sample a minute.
 	Log, Progress io.Writer
 }
 
-// Sample is the daemon's resources at one moment.
+// Sample is a daemon's resources at one moment.
 type Sample struct {
 	At         time.Duration // since the load started
 	Goroutines int64
@@ -51,12 +59,19 @@ type Sample struct {
 	// by design (16 MiB of request log, 5.9 MB of peer history).
 	Records            int64
 	Snapshots, Compact int64
+	// Cluster is the shared Redis and the daemon's calls to it, nil for
+	// the local backend.
+	Cluster *ClusterSample
 }
 
 // String formats the sample on one line.
 func (s Sample) String() string {
-	return fmt.Sprintf("goroutines %d, heap in use %s, GC goal %s (%s net), RSS %s (anon %s, file %s; %s net), dashboard records %s, open fds %d, tracked %d, snapshots %d, compactions %d, database %s",
+	line := fmt.Sprintf("goroutines %d, heap in use %s, GC goal %s (%s net), RSS %s (anon %s, file %s; %s net), dashboard records %s, open fds %d, tracked %d, snapshots %d, compactions %d, database %s",
 		s.Goroutines, MiB(s.Heap), MiB(s.GCGoal), MiB(s.NetGCGoal()), MiB(s.RSS), MiB(s.Anon), MiB(s.File), MiB(s.NetRSS()), MiB(s.Records), s.FDs, s.Tracked, s.Snapshots, s.Compact, MiB(s.DB))
+	if s.Cluster != nil {
+		line += "; " + s.Cluster.String()
+	}
+	return line
 }
 
 // NetGCGoal is the GC goal less what the dashboard's records account for
@@ -67,9 +82,18 @@ func (s Sample) NetGCGoal() int64 { return s.GCGoal - 2*s.Records }
 // NetRSS is RSS less the same: the heap's pages follow the GC goal.
 func (s Sample) NetRSS() int64 { return s.RSS - 2*s.Records }
 
-// SoakResult is what a Soak measured.
-type SoakResult struct {
-	Duration time.Duration
+// NetFDs is the open fds less, in cluster mode, the connections to Redis:
+// the Redis client's pool keeps those it opened under load, idle
+// (judgeCluster bounds them).
+func (s Sample) NetFDs() int {
+	if s.Cluster == nil {
+		return s.FDs
+	}
+	return s.FDs - s.Cluster.Conns
+}
+
+// Figures are what a soak measured of one daemon.
+type Figures struct {
 	// IdleBefore and IdleAfter are taken with no load (before it started;
 	// after it stopped and its connections closed), Warm after the
 	// warm-up and End at the end, both under load.
@@ -81,10 +105,37 @@ type SoakResult struct {
 	// warm-up; NetGoalSlope and RecordsSlope those of NetGCGoal and of
 	// the dashboard's records.
 	GoalSlope, AnonSlope, NetGoalSlope, RecordsSlope float64
-	Requests, Tx                                     string
-	Edits, Reductions                                int64
-	Reloads, ForcedSnaps                             int64
-	Failures                                         []string
+}
+
+// write writes the figures' lines, each after indent.
+func (f *Figures) write(b *strings.Builder, indent string) {
+	fmt.Fprintf(b, "%sidle before: %v\n", indent, f.IdleBefore)
+	fmt.Fprintf(b, "%swarm (%v): %v\n", indent, f.Warm.At.Round(time.Second), f.Warm)
+	fmt.Fprintf(b, "%send  (%v): %v\n", indent, f.End.At.Round(time.Second), f.End)
+	fmt.Fprintf(b, "%sidle after: %v\n", indent, f.IdleAfter)
+	fmt.Fprintf(b, "%shighest under load: heap in use %s, RSS %s\n", indent, MiB(f.MaxHeap), MiB(f.MaxRSS))
+	fmt.Fprintf(b, "%strend after the warm-up: GC goal %+.1f MiB/h (net of the dashboard's records %+.1f MiB/h; the records %+.1f MiB/h), RssAnon %+.1f MiB/h\n",
+		indent, f.GoalSlope/(1<<20), f.NetGoalSlope/(1<<20), f.RecordsSlope/(1<<20), f.AnonSlope/(1<<20))
+}
+
+// SoakResult is what a Soak measured.
+type SoakResult struct {
+	Duration time.Duration
+	// Figures are the first (in the local mode, the only) instance's.
+	Figures
+	// Second is the second instance's in cluster mode, nil otherwise.
+	Second *Figures
+	// Fresh is the number of GETs from a peer never seen before (cluster
+	// mode: one in 20).
+	Fresh int64
+	// KeysSlope and RedisMemSlope are, in cluster mode, the trends (an
+	// hour, least squares) of Redis's keys and used_memory after the
+	// warm-up.
+	KeysSlope, RedisMemSlope float64
+	Requests, Tx             string
+	Edits, Reductions        int64
+	Reloads, ForcedSnaps     int64
+	Failures                 []string
 }
 
 // OK reports whether nothing grew beyond noise and nothing failed.
@@ -93,16 +144,25 @@ func (r *SoakResult) OK() bool { return len(r.Failures) == 0 }
 // String is the report.
 func (r *SoakResult) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "soak: %v of mixed load; GET %s; POST /tx %s\n", r.Duration.Round(time.Second), r.Requests, r.Tx)
+	mode := ""
+	if r.Second != nil {
+		mode = fmt.Sprintf(" in cluster mode (two instances on one redis-server, the load split between them, %d GETs from fresh peers)", r.Fresh)
+	}
+	fmt.Fprintf(&b, "soak: %v of mixed load%s; GET %s; POST /tx %s\n", r.Duration.Round(time.Second), mode, r.Requests, r.Tx)
 	fmt.Fprintf(&b, "  %d live edits acknowledged, %d admin reductions, %d SIGHUP reloads, %d forced snapshots\n",
 		r.Edits, r.Reductions, r.Reloads, r.ForcedSnaps)
-	fmt.Fprintf(&b, "  idle before: %v\n", r.IdleBefore)
-	fmt.Fprintf(&b, "  warm (%v): %v\n", r.Warm.At.Round(time.Second), r.Warm)
-	fmt.Fprintf(&b, "  end  (%v): %v\n", r.End.At.Round(time.Second), r.End)
-	fmt.Fprintf(&b, "  idle after: %v\n", r.IdleAfter)
-	fmt.Fprintf(&b, "  highest under load: heap in use %s, RSS %s\n", MiB(r.MaxHeap), MiB(r.MaxRSS))
-	fmt.Fprintf(&b, "  trend after the warm-up: GC goal %+.1f MiB/h (net of the dashboard's records %+.1f MiB/h; the records %+.1f MiB/h), RssAnon %+.1f MiB/h\n",
-		r.GoalSlope/(1<<20), r.NetGoalSlope/(1<<20), r.RecordsSlope/(1<<20), r.AnonSlope/(1<<20))
+	if r.Second == nil {
+		r.Figures.write(&b, "  ")
+	} else {
+		b.WriteString("  instance 0 (the live edits made there):\n")
+		r.Figures.write(&b, "    ")
+		b.WriteString("  instance 1:\n")
+		r.Second.write(&b, "    ")
+		if w, e, i := r.Warm.Cluster, r.End.Cluster, r.IdleAfter.Cluster; w != nil && e != nil && i != nil {
+			fmt.Fprintf(&b, "  Redis: keys %d warm, %d at the end, %d idle after; used_memory %s warm, %s at the end; trend after the warm-up: keys %+.0f/h, used_memory %+.1f MiB/h\n",
+				w.Keys, e.Keys, i.Keys, MiB(w.UsedMemory), MiB(e.UsedMemory), r.KeysSlope, r.RedisMemSlope/(1<<20))
+		}
+	}
 	for _, f := range r.Failures {
 		fmt.Fprintf(&b, "  FAIL %s\n", f)
 	}
@@ -123,7 +183,65 @@ func sample(d *Daemon, since time.Time) (Sample, error) {
 		GCGoal: int64(m["go_memstats_next_gc_bytes"]),
 		RSS:    st.RSS, Anon: st.Anon, File: st.File, DB: int64(m["limiterd_snapshot_database_bytes"]), FDs: st.FDs, Tracked: int64(m["limiterd_tracked_entries"]),
 		Snapshots: int64(m["limiterd_snapshots_total"]), Compact: int64(m["limiterd_snapshot_compactions_total"]),
-		Records: int64(m[`limiterd_dashboard_record_bytes{record="request_log"}`] + m[`limiterd_dashboard_record_bytes{record="peer_history"}`])}, nil
+		Records: int64(m[`limiterd_dashboard_record_bytes{record="request_log"}`] + m[`limiterd_dashboard_record_bytes{record="peer_history"}`]),
+		Cluster: clusterCounters(m)}, nil
+}
+
+// soakDaemon is one daemon of a soak and the samples taken of it under
+// load.
+type soakDaemon struct {
+	d       *Daemon
+	s       *Setup
+	fig     *Figures
+	samples []Sample
+	// redisPort is the shared Redis's (cluster mode), 0 for none.
+	redisPort int
+}
+
+// fds reads the daemon's open fds into sm, once the driver's connection
+// to the admin listener is closed (the daemon may take a moment to see
+// it), and in cluster mode its connections to Redis among them.
+func (sd *soakDaemon) fds(sm *Sample) error {
+	time.Sleep(100 * time.Millisecond)
+	st, err := ReadProcStats(sd.d.Pid())
+	if err != nil {
+		return err
+	}
+	sm.FDs = st.FDs
+	if sm.Cluster != nil {
+		sm.Cluster.Conns, err = connsTo(sd.d.Pid(), sd.redisPort)
+	}
+	return err
+}
+
+// sampleAll samples every daemon, and Redis (rdb, nil for the local
+// backend) once for all.
+func sampleAll(ctx context.Context, ds []*soakDaemon, rdb *redis.Client, since time.Time) ([]Sample, error) {
+	out := make([]Sample, len(ds))
+	for i, sd := range ds {
+		var err error
+		if out[i], err = sample(sd.d, since); err != nil {
+			return nil, fmt.Errorf("instance %d: %w", i, err)
+		}
+		if c := out[i].Cluster; c != nil && sd.redisPort != 0 {
+			if c.Conns, err = connsTo(sd.d.Pid(), sd.redisPort); err != nil {
+				return nil, fmt.Errorf("instance %d: %w", i, err)
+			}
+		}
+	}
+	if rdb != nil {
+		keys, mem, err := redisFigures(ctx, rdb)
+		if err != nil {
+			return nil, err
+		}
+		for i, s := range out {
+			if s.Cluster == nil {
+				return nil, fmt.Errorf("instance %d exports no limiterd_cluster_redis_up: not in cluster mode", i)
+			}
+			s.Cluster.Keys, s.Cluster.UsedMemory = keys, mem
+		}
+	}
+	return out, nil
 }
 
 // Soak runs limiterd under steady mixed load for Duration: GETs of 3000
@@ -131,7 +249,9 @@ func sample(d *Daemon, since time.Time) (Sample, error) {
 // tick: 10 a peer), POST /tx answered 200 (a reduction each), admin reductions, live
 // edits, forced snapshots besides the periodic ones (and the compactions
 // they bring), SIGHUP reloads. It compares goroutines and open fds idle
-// before and after, heap and RSS after the warm-up and at the end.
+// before and after, heap and RSS after the warm-up and at the end; in
+// cluster mode (o.Cluster), for each of two instances sharing a
+// redis-server, and Redis's keys and memory too.
 func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	if o.Rate == 0 {
 		o.Rate = 1000
@@ -147,31 +267,68 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		return nil, err
 	}
 	defer up.Close()
-	s, err := NewSetup(o.Dir, up.URL, 10, 5*time.Second, "", fmt.Sprintf("[snapshot]\ninterval = %q\n", o.Interval))
-	if err != nil {
-		return nil, err
+	toml, dirs := snapshotTOML(o.Interval), []string{o.Dir}
+	var rdb *redis.Client
+	var redisPort int
+	if o.Cluster {
+		rdir := filepath.Join(o.Dir, "redis")
+		if err := os.MkdirAll(rdir, 0o700); err != nil {
+			return nil, err
+		}
+		red, err := StartRedis(rdir)
+		if err != nil {
+			return nil, err
+		}
+		defer red.Stop()
+		redisPort = red.Port
+		rdb = redis.NewClient(&redis.Options{Addr: red.Addr(), MaxRetries: -1})
+		defer rdb.Close()
+		toml += "\n" + clusterTOML(red.Addr())
+		dirs = []string{filepath.Join(o.Dir, "instance0"), filepath.Join(o.Dir, "instance1")}
 	}
-	d := &Daemon{Bin: o.Bin, Config: s.Config, Log: o.Log}
-	if err := d.Start(); err != nil {
-		return nil, err
+	ds := make([]*soakDaemon, len(dirs))
+	for i, dir := range dirs {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		s, err := NewSetup(dir, up.URL, 10, 5*time.Second, "", toml)
+		if err != nil {
+			return nil, err
+		}
+		d := &Daemon{Bin: o.Bin, Config: s.Config, Log: o.Log}
+		if err := d.Start(); err != nil {
+			return nil, fmt.Errorf("instance %d: %w", i, err)
+		}
+		defer d.Stop()
+		ds[i] = &soakDaemon{d: d, s: s, fig: &Figures{}, redisPort: redisPort}
 	}
-	defer d.Stop()
 	res := &SoakResult{}
+	ds[0].fig = &res.Figures
+	if len(ds) > 1 {
+		res.Second = ds[1].fig
+	}
 	fail := func(f string, a ...any) { res.Failures = append(res.Failures, fmt.Sprintf(f, a...)) }
 	time.Sleep(time.Second)
 	start := time.Now()
-	if res.IdleBefore, err = sample(d, start); err != nil {
+	idle, err := sampleAll(ctx, ds, rdb, start)
+	if err != nil {
 		return nil, err
 	}
 	apiClient.CloseIdleConnections()
-	if res.IdleBefore.FDs, err = fdCount(d); err != nil {
-		return nil, err
+	for i, sd := range ds {
+		sd.fig.IdleBefore = idle[i]
+		if err := sd.fds(&sd.fig.IdleBefore); err != nil {
+			return nil, err
+		}
 	}
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
 	// Four requests in five come from 200 hot peers (over general's 10
-	// per 5 s: rejected half the time), the rest from 3000 others.
+	// per 5 s: rejected half the time), the rest from 3000 others; in
+	// cluster mode, one in 20 of those GETs from a peer never seen before
+	// instead (freshPeers on), so that Redis keys that did not expire
+	// would pile up.
 	peer := func(w int, n int64) string {
 		i := int64(w*1_000_003) + n*7919
 		if n%5 != 0 {
@@ -179,22 +336,38 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		}
 		return IPv4(i % 3000)
 	}
-	get := &Load{Addr: s.Public, Conns: 8, Rate: o.Rate, Next: func(w int, n int64, req *fasthttp.Request) bool {
-		req.SetRequestURI("/info")
-		req.Header.Set("X-Forwarded-For", peer(w, n))
-		return true
-	}}
-	tx := &Load{Addr: s.Public, Conns: 2, Rate: o.Rate / 10, Next: func(w int, n int64, req *fasthttp.Request) bool {
-		req.Header.SetMethod("POST")
-		req.SetRequestURI("/tx")
-		req.Header.Set("X-Forwarded-For", peer(w+5, n))
-		req.SetBodyString(`{"id":"chaos"}`)
-		return true
-	}}
-	wg.Go(func() { get.Run(lctx) })
-	wg.Go(func() { tx.Run(lctx) })
+	var fresh atomic.Int64
+	// The load is split evenly between the instances: the GETs over 8
+	// connections in all, POST /tx over 2, each instance's senders
+	// numbered on from the previous one's (the same peers on both).
+	var gets, txs []*Load
+	for j, sd := range ds {
+		gets = append(gets, &Load{Addr: sd.s.Public, Conns: 8 / len(ds), Rate: o.Rate / float64(len(ds)), Next: func(w int, n int64, req *fasthttp.Request) bool {
+			req.SetRequestURI("/info")
+			p := peer(w+8*j, n)
+			if o.Cluster && n%20 == 0 {
+				p = IPv4(freshPeers + fresh.Add(1))
+			}
+			req.Header.Set("X-Forwarded-For", p)
+			return true
+		}})
+		txs = append(txs, &Load{Addr: sd.s.Public, Conns: 2 / len(ds), Rate: o.Rate / 10 / float64(len(ds)), Next: func(w int, n int64, req *fasthttp.Request) bool {
+			req.Header.SetMethod("POST")
+			req.SetRequestURI("/tx")
+			req.Header.Set("X-Forwarded-For", peer(w+5+8*j, n))
+			req.SetBodyString(`{"id":"chaos"}`)
+			return true
+		}})
+	}
+	for _, l := range append(gets[:len(gets):len(gets)], txs...) {
+		wg.Go(func() { l.Run(lctx) })
+	}
 	var edits, reductions, reloads, snaps atomic.Int64
 	model := NewEdits(uint64(start.UnixNano()))
+	// The live edits go to the first instance (in cluster mode Redis
+	// carries them to the second, checked at the end); the reductions and
+	// forced snapshots alternate between the instances; each reload is
+	// of all.
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), 6))
 		t := time.NewTicker(o.Every)
@@ -205,34 +378,35 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 				return
 			case <-t.C:
 			}
-			if err := model.One(d.Admin()); err != nil {
+			if err := model.One(ds[0].d.Admin()); err != nil {
 				fail("live edit: %v", err)
 			}
 			edits.Store(int64(model.Acked()))
 			p := IPv4(rng.Int64N(3000))
-			if code, v, err := API(d.Admin(), "POST", "/api/v1/peers/"+p+"/reduce?group=general", ""); err == nil && (code == 200 || code == 404) {
+			if code, v, err := API(ds[i%len(ds)].d.Admin(), "POST", "/api/v1/peers/"+p+"/reduce?group=general", ""); err == nil && (code == 200 || code == 404) {
 				reductions.Add(1)
 			} else if lctx.Err() == nil {
 				fail("reduce %s: %d %v %v", p, code, v, err)
 			}
 			if i%10 == 0 {
-				if code, v, err := API(d.Admin(), "POST", "/api/v1/snapshot", ""); err == nil && code == 200 {
+				if code, v, err := API(ds[i/10%len(ds)].d.Admin(), "POST", "/api/v1/snapshot", ""); err == nil && code == 200 {
 					snaps.Add(1)
 				} else if lctx.Err() == nil {
 					fail("POST /api/v1/snapshot: %d %v %v", code, v, err)
 				}
 			}
 			if i%30 == 0 {
-				if err := d.Signal(syscall.SIGHUP); err != nil {
-					fail("SIGHUP: %v", err)
-				} else {
-					reloads.Add(1)
+				for _, sd := range ds {
+					if err := sd.d.Signal(syscall.SIGHUP); err != nil {
+						fail("SIGHUP: %v", err)
+					} else {
+						reloads.Add(1)
+					}
 				}
 			}
 		}
 	})
 	warmup := max(5*time.Second, o.Duration/10)
-	var samples []Sample
 	tick := time.NewTicker(max(time.Second, min(10*time.Second, o.Duration/20)))
 	defer tick.Stop()
 	lastProgress := time.Now()
@@ -241,140 +415,94 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		case <-ctx.Done():
 		case <-tick.C:
 		}
-		sm, err := sample(d, start)
+		sms, err := sampleAll(ctx, ds, rdb, start)
 		if err != nil {
 			fail("sample at %v: %v", time.Since(start).Round(time.Second), err)
 			continue
 		}
-		samples = append(samples, sm)
-		res.MaxHeap, res.MaxRSS = max(res.MaxHeap, sm.Heap), max(res.MaxRSS, sm.RSS)
-		if res.Warm.At == 0 && sm.At >= warmup {
-			res.Warm = sm
-		}
-		if o.Progress != nil && time.Since(lastProgress) >= time.Minute {
+		progress := o.Progress != nil && time.Since(lastProgress) >= time.Minute
+		if progress {
 			lastProgress = time.Now()
-			fmt.Fprintf(o.Progress, "  %v: %v\n", sm.At.Round(time.Second), sm)
+		}
+		for i, sd := range ds {
+			sm := sms[i]
+			sd.samples = append(sd.samples, sm)
+			sd.fig.MaxHeap, sd.fig.MaxRSS = max(sd.fig.MaxHeap, sm.Heap), max(sd.fig.MaxRSS, sm.RSS)
+			if sd.fig.Warm.At == 0 && sm.At >= warmup {
+				sd.fig.Warm = sm
+			}
+			if progress {
+				who := ""
+				if len(ds) > 1 {
+					who = fmt.Sprintf(" instance %d:", i)
+				}
+				fmt.Fprintf(o.Progress, "  %v:%s %v\n", sm.At.Round(time.Second), who, sm)
+			}
 		}
 	}
-	if len(samples) > 0 {
-		res.End = samples[len(samples)-1]
+	for _, sd := range ds {
+		sd.fig.trends(sd.samples, warmup)
 	}
-	var warm []Sample
-	for _, sm := range samples {
-		if sm.At >= warmup {
-			warm = append(warm, sm)
+	if o.Cluster {
+		var warm []Sample
+		for _, sm := range ds[0].samples {
+			if sm.At >= warmup {
+				warm = append(warm, sm)
+			}
 		}
+		res.KeysSlope = slope(warm, func(s Sample) int64 { return s.Cluster.Keys })
+		res.RedisMemSlope = slope(warm, func(s Sample) int64 { return s.Cluster.UsedMemory })
 	}
-	res.GoalSlope = slope(warm, func(s Sample) int64 { return s.GCGoal })
-	res.AnonSlope = slope(warm, func(s Sample) int64 { return s.Anon })
-	res.NetGoalSlope = slope(warm, Sample.NetGCGoal)
-	res.RecordsSlope = slope(warm, func(s Sample) int64 { return s.Records })
 	stop()
 	wg.Wait()
 	res.Duration = time.Since(start)
-	res.Requests, res.Tx = get.CodesString(), tx.CodesString()
+	res.Requests, res.Tx, res.Fresh = codesString(gets), codesString(txs), fresh.Load()
 	res.Edits, res.Reductions, res.Reloads, res.ForcedSnaps = edits.Load(), reductions.Load(), reloads.Load(), snaps.Load()
-	// The load's connections are closed (Load.Run closes its idle ones):
-	// wait for the daemon to notice.
-	apiClient.CloseIdleConnections() // the driver's own keep-alive to the admin listener
-	var idle Sample
-	for deadline := time.Now().Add(idleWait); ; time.Sleep(200 * time.Millisecond) {
-		if idle, err = sample(d, start); err != nil {
-			return nil, err
+	if err := waitIdle(ctx, ds, rdb, start); err != nil {
+		return nil, err
+	}
+	for i, sd := range ds {
+		who := ""
+		if len(ds) > 1 {
+			who = fmt.Sprintf("instance %d: ", i)
 		}
-		apiClient.CloseIdleConnections()
-		if idle.FDs, err = fdCount(d); err != nil {
-			return nil, err
+		sd.fig.judge(func(f string, a ...any) { fail(who+f, a...) }, warmup)
+		if len(ds) > 1 {
+			judgeCluster(func(f string, a ...any) { fail(who+f, a...) }, sd.fig)
 		}
-		if (idle.Goroutines <= res.IdleBefore.Goroutines+idleNoise && idle.FDs <= res.IdleBefore.FDs) || time.Now().After(deadline) {
-			break
+		// Every edit acknowledged is held, and in cluster mode by the
+		// other instance too: the Replicator polls every second.
+		var lost []string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if lost, err = model.Verify(sd.d.Admin()); err != nil || len(lost) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			fail("%sreading the live edits back: %v", who, err)
+		} else if len(lost) > 0 {
+			fail("%s%d acknowledged live edits missing 10 s after the load, such as %s", who, len(lost), lost[0])
 		}
 	}
-	res.IdleAfter = idle
-	// Noise: a few goroutines and fds (a reload's, a snapshot's in
-	// flight); memory: half again what the warm daemon held, or 16 MiB
-	// (the GC goal) and 32 MiB (RSS) more, whichever is more.
-	if g := res.IdleAfter.Goroutines - res.IdleBefore.Goroutines; g > idleNoise {
-		fail("goroutines idle: %d before the load, %d after it", res.IdleBefore.Goroutines, res.IdleAfter.Goroutines)
+	if len(ds) > 1 && res.Warm.At != 0 {
+		judgeRedis(fail, res.Warm.Cluster, res.End.Cluster, res.IdleAfter.Cluster)
 	}
-	if f := res.IdleAfter.FDs - res.IdleBefore.FDs; f > idleNoise {
-		fail("open fds idle: %d before the load, %d after it", res.IdleBefore.FDs, res.IdleAfter.FDs)
-	}
-	if res.Warm.At == 0 {
-		fail("the soak ended before its warm-up (%v)", warmup)
-	} else {
-		// Not the heap in use: it swings between the live heap and twice
-		// it with the collector's cycle (14.7 to 36.8 MiB over a soak whose
-		// live heap stayed at 15 MiB), so its end says when the sample
-		// fell, not what grew. And net of the dashboard's records, which
-		// grow by design for their first hour (up to 22 MiB, twice that in
-		// the GC goal): what they hold is read from the daemon, and their
-		// bound is asserted by their own tests.
-		if w, e := res.Warm.NetGCGoal(), res.End.NetGCGoal(); e > max(w*3/2, w+16<<20) {
-			fail("the GC goal net of the dashboard's records grew from %s (warm) to %s (end)", MiB(w), MiB(e))
-		}
-		if w, e := res.Warm.NetRSS(), res.End.NetRSS(); e > max(w*3/2, w+32<<20) {
-			fail("RSS net of the dashboard's records grew from %s (warm) to %s (end)", MiB(w), MiB(e))
-		}
-		if r := res.End.Records; r > insightRecordsMax {
-			fail("the dashboard's records hold %s, over their bound %s", MiB(r), MiB(insightRecordsMax))
-		}
-		if g := res.End.Goroutines - res.Warm.Goroutines; g > 20 {
-			fail("goroutines under load: %d warm, %d at the end", res.Warm.Goroutines, res.End.Goroutines)
+	for _, l := range gets {
+		for c, n := range l.Codes() {
+			if c != 200 && c != 429 {
+				fail("GET answered %d ×%d", c, n)
+			}
 		}
 	}
-	for c, n := range get.Codes() {
-		if c != 200 && c != 429 {
-			fail("GET answered %d ×%d", c, n)
+	for _, l := range txs {
+		for c, n := range l.Codes() {
+			if c != 200 && c != 429 {
+				fail("POST /tx answered %d ×%d", c, n)
+			}
 		}
 	}
-	for c, n := range tx.Codes() {
-		if c != 200 && c != 429 {
-			fail("POST /tx answered %d ×%d", c, n)
-		}
-	}
-	if get.Errors()+tx.Errors() > 0 {
-		fail("%d requests got no answer", get.Errors()+tx.Errors())
+	if n := loadErrors(gets) + loadErrors(txs); n > 0 {
+		fail("%d requests got no answer", n)
 	}
 	return res, nil
-}
-
-// fdCount is the daemon's open fds, once the driver's connection to the
-// admin listener is closed (the daemon may take a moment to see it).
-func fdCount(d *Daemon) (int, error) {
-	time.Sleep(100 * time.Millisecond)
-	st, err := ReadProcStats(d.Pid())
-	return st.FDs, err
-}
-
-// insightRecordsMax is the most limiterd_dashboard_record_bytes may sum
-// to: the request log full and PeerHistoryMax peers of 5 872 bytes, with
-// their baselines (a few dozen bytes a group).
-const insightRecordsMax = 1<<24 + 6_000_000
-
-// idleNoise is the goroutines and fds an idle daemon may hold more after
-// the load than before it (a reload's, a snapshot's in flight).
-const idleNoise = 5
-
-// idleWait bounds the wait for the daemon to be idle again once the load
-// stopped.
-var idleWait = 20 * time.Second
-
-// slope is the least-squares trend of f over the samples, in bytes an
-// hour (0 for fewer than 3 samples).
-func slope(ss []Sample, f func(Sample) int64) float64 {
-	if len(ss) < 3 {
-		return 0
-	}
-	var sx, sy, sxx, sxy float64
-	for _, s := range ss {
-		x, y := s.At.Hours(), float64(f(s))
-		sx, sy, sxx, sxy = sx+x, sy+y, sxx+x*x, sxy+x*y
-	}
-	n := float64(len(ss))
-	d := n*sxx - sx*sx
-	if d == 0 {
-		return 0
-	}
-	return (n*sxy - sx*sy) / d
 }

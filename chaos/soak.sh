@@ -9,7 +9,14 @@
 # after; exit 1 when one grew beyond noise (idle goroutines or fds +5; the
 # GC goal (twice the live heap) +50 % or 16 MiB, RSS +50 % or 32 MiB,
 # whichever is more).
-# Usage: chaos/soak.sh [DURATION] [extra flags of `chaos soak`, e.g. -rate 2000]
+# With -cluster (redis-server on the PATH): two instances in cluster mode
+# (backend = "redis", strict, on_failure = "local") on a redis-server of
+# their own, the load split between them, one GET in 20 from a fresh peer;
+# Redis's keys (DBSIZE) and used_memory are sampled too and judged (keys at
+# the end at most half again the warm count plus 1 000, none of a peer left
+# once idle; used_memory +50 % or 16 MiB), and any failed Redis call or
+# decision made without Redis fails the soak.
+# Usage: chaos/soak.sh [DURATION] [extra flags of `chaos soak`, e.g. -rate 2000, -cluster]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration=${1:-30m}

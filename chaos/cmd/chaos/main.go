@@ -3,7 +3,11 @@
 //
 //	chaos flood     -limiterd BIN [-ipv4 N] [-ipv6 N] [-max-tracked N]
 //	chaos crashloop -limiterd BIN [-rounds N] [-cluster]
-//	chaos soak      -limiterd BIN [-duration D]
+//	chaos soak      -limiterd BIN [-duration D] [-rate R] [-cluster]
+//
+// With -cluster, the soak runs two instances in cluster mode on a
+// redis-server it starts (redis-server on the PATH), the load split
+// between them, and judges Redis's keys and memory too.
 //
 // It prints the figures, and exits 1 when a driver found a violation.
 package main
@@ -78,9 +82,10 @@ func main() {
 		duration := fs.Duration("duration", 30*time.Minute, "how long the load runs")
 		rate := fs.Float64("rate", 1000, "GET requests per second (POST /tx: a tenth)")
 		interval := fs.Duration("interval", time.Second, "snapshot.interval")
+		clustered := fs.Bool("cluster", false, "two instances in cluster mode on a redis-server, the load split between them")
 		run = func() (string, bool, error) {
 			r, err := chaos.Soak(ctx, chaos.SoakOptions{Bin: *bin, Dir: *dir, Duration: *duration, Rate: *rate, Interval: *interval,
-				Log: logTo(*verbose), Progress: os.Stdout})
+				Cluster: *clustered, Log: logTo(*verbose), Progress: os.Stdout})
 			if err != nil {
 				return "", false, err
 			}
