@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -145,11 +146,18 @@ func TestSoakShort(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := Soak(ctx, SoakOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 6 * time.Second, Rate: 500})
+	profiles := t.TempDir()
+	r, err := Soak(ctx, SoakOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 6 * time.Second, Rate: 500, Profiles: profiles})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log("\n" + r.String())
+	// The heap profiles of the warm-up and the end, through admin.pprof.
+	for _, name := range []string{"instance0-warm.pb.gz", "instance0-end.pb.gz"} {
+		if fi, err := os.Stat(filepath.Join(profiles, name)); err != nil || fi.Size() < 100 {
+			t.Errorf("heap profile %s: %v", name, err)
+		}
+	}
 	if !r.OK() {
 		t.Errorf("failures: %v", r.Failures)
 	}

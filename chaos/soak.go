@@ -37,6 +37,11 @@ type SoakOptions struct {
 	// load split between them and one GET in 20 from a peer never seen
 	// before; Redis's keys and memory are judged besides the instances'.
 	Cluster bool
+	// Profiles, when set, is a directory for each instance's heap
+	// profile (admin.pprof; the live heap by allocation site) at the
+	// warm-up and at the end: instanceN-warm.pb.gz, instanceN-end.pb.gz,
+	// for `go tool pprof -top -base WARM END`.
+	Profiles string
 	// Log receives the daemons' log, Progress a sample a minute.
 	Log, Progress io.Writer
 }
@@ -296,6 +301,9 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 			return nil, err
 		}
 		d := &Daemon{Bin: o.Bin, Config: s.Config, Log: o.Log}
+		if o.Profiles != "" {
+			d.Env = ProfilingEnv
+		}
 		if err := d.Start(); err != nil {
 			return nil, fmt.Errorf("instance %d: %w", i, err)
 		}
@@ -407,6 +415,14 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		}
 	})
 	warmup := max(5*time.Second, o.Duration/10)
+	saveProfile := func(i int, when string) {
+		if o.Profiles == "" {
+			return
+		}
+		if err := SaveHeapProfile(ds[i].d.Admin(), filepath.Join(o.Profiles, fmt.Sprintf("instance%d-%s.pb.gz", i, when))); err != nil {
+			fail("instance %d: %s heap profile: %v", i, when, err)
+		}
+	}
 	tick := time.NewTicker(max(time.Second, min(10*time.Second, o.Duration/20)))
 	defer tick.Stop()
 	lastProgress := time.Now()
@@ -430,6 +446,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 			sd.fig.MaxHeap, sd.fig.MaxRSS = max(sd.fig.MaxHeap, sm.Heap), max(sd.fig.MaxRSS, sm.RSS)
 			if sd.fig.Warm.At == 0 && sm.At >= warmup {
 				sd.fig.Warm = sm
+				saveProfile(i, "warm")
 			}
 			if progress {
 				who := ""
@@ -440,8 +457,11 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 			}
 		}
 	}
-	for _, sd := range ds {
+	for i, sd := range ds {
 		sd.fig.trends(sd.samples, warmup)
+		if sd.fig.Warm.At != 0 {
+			saveProfile(i, "end") // still under load, as the end sample
+		}
 	}
 	if o.Cluster {
 		var warm []Sample

@@ -16,6 +16,10 @@
 # the end at most half again the warm count plus 1 000, none of a peer left
 # once idle; used_memory +50 % or 16 MiB), and any failed Redis call or
 # decision made without Redis fails the soak.
+# The daemons run with admin.pprof on: each one's heap profile is taken at
+# the warm-up and at the end, and what the live heap gained in between is
+# printed by allocation site (`go tool pprof -top -base`); SOAK_PROFILES=DIR
+# keeps the profiles.
 # Usage: chaos/soak.sh [DURATION] [extra flags of `chaos soak`, e.g. -rate 2000, -cluster]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,4 +29,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/limiterd" ./cmd/limiterd
 go build -o "$work/chaos" ./chaos/cmd/chaos
-"$work/chaos" soak -limiterd "$work/limiterd" -duration "$duration" "$@"
+profiles=${SOAK_PROFILES:-$work/profiles}
+mkdir -p "$profiles"
+status=0
+"$work/chaos" soak -limiterd "$work/limiterd" -duration "$duration" -profiles "$profiles" "$@" || status=$?
+for warm in "$profiles"/instance*-warm.pb.gz; do
+	end=${warm%-warm.pb.gz}-end.pb.gz
+	[ -f "$end" ] || continue
+	echo "live heap gained from the warm-up to the end, $(basename "${warm%-warm.pb.gz}") (go tool pprof -top -base):"
+	go tool pprof -top -sample_index=inuse_space -base "$warm" "$end" 2>/dev/null | sed -n '/^Showing/,$p' | head -12
+done
+exit $status

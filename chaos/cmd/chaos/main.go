@@ -3,7 +3,7 @@
 //
 //	chaos flood     -limiterd BIN [-ipv4 N] [-ipv6 N] [-max-tracked N]
 //	chaos crashloop -limiterd BIN [-rounds N] [-cluster]
-//	chaos soak      -limiterd BIN [-duration D] [-rate R] [-cluster]
+//	chaos soak      -limiterd BIN [-duration D] [-rate R] [-cluster] [-profiles DIR]
 //
 // With -cluster, the soak runs two instances in cluster mode on a
 // redis-server it starts (redis-server on the PATH), the load split
@@ -83,9 +83,10 @@ func main() {
 		rate := fs.Float64("rate", 1000, "GET requests per second (POST /tx: a tenth)")
 		interval := fs.Duration("interval", time.Second, "snapshot.interval")
 		clustered := fs.Bool("cluster", false, "two instances in cluster mode on a redis-server, the load split between them")
+		profiles := fs.String("profiles", "", "a `directory` for each instance's heap profile at the warm-up and at the end (admin.pprof)")
 		run = func() (string, bool, error) {
 			r, err := chaos.Soak(ctx, chaos.SoakOptions{Bin: *bin, Dir: *dir, Duration: *duration, Rate: *rate, Interval: *interval,
-				Cluster: *clustered, Log: logTo(*verbose), Progress: os.Stdout})
+				Cluster: *clustered, Profiles: *profiles, Log: logTo(*verbose), Progress: os.Stdout})
 			if err != nil {
 				return "", false, err
 			}
