@@ -128,14 +128,14 @@ var (
 		"When the configuration in force was loaded (Unix time): at start or by the last successful reload.", nil, nil)
 	descRecordBytes = prometheus.NewDesc("limiterd_dashboard_record_bytes",
 		"Memory held by the dashboard's bounded records (record: request_log, the what-if's last hour of requests; peer_history, the busiest and viewed peers' last hour). They fill over their first hour and stay at most limiterd_dashboard_record_max_bytes.", []string{"record"}, nil)
+	descRecordMax = prometheus.NewDesc("limiterd_dashboard_record_max_bytes",
+		"The most memory each of the dashboard's bounded records can hold (see limiterd_dashboard_record_bytes).", []string{"record"}, nil)
 	descAdminConns = prometheus.NewDesc("limiterd_admin_connections",
 		"Connections open to the admin listener (at most admin.max_conns).", nil, nil)
 	descAdminRefused = prometheus.NewDesc("limiterd_admin_connections_refused_total",
 		"Connections to the admin listener answered 503 and closed: admin.max_conns were open and none idle.", nil, nil)
 	descAdminIdleClosed = prometheus.NewDesc("limiterd_admin_idle_connections_closed_total",
 		"Idle keep-alive connections to the admin listener closed to make room for a new one at admin.max_conns.", nil, nil)
-	descRecordMax = prometheus.NewDesc("limiterd_dashboard_record_max_bytes",
-		"The most memory each of the dashboard's bounded records can hold (see limiterd_dashboard_record_bytes).", []string{"record"}, nil)
 )
 
 // DaemonMetrics sends the daemon's own gauges (an extra of metrics.NewCollector):
