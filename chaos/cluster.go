@@ -70,11 +70,7 @@ func ClusterCrashLoop(ctx context.Context, o CrashOptions) (*ClusterResult, erro
 		return nil, err
 	}
 	defer up.Close()
-	rdir := filepath.Join(o.Dir, "redis")
-	if err := os.MkdirAll(rdir, 0o700); err != nil {
-		return nil, err
-	}
-	red, err := StartRedis(rdir)
+	red, err := StartRedis(filepath.Join(o.Dir, "redis"))
 	if err != nil {
 		return nil, err
 	}

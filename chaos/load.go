@@ -125,8 +125,21 @@ func (l *Load) Codes() map[int]int64 {
 }
 
 // CodesString formats Codes as "200:n 429:m …, errors e".
-func (l *Load) CodesString() string {
-	codes := l.Codes()
+func (l *Load) CodesString() string { return codesString([]*Load{l}) }
+
+// codesString sums the loads' answers and formats them as
+// "200:n 429:m … errors:e", with the first error met.
+func codesString(ls []*Load) string {
+	codes := map[int]int64{}
+	var first string
+	for _, l := range ls {
+		for c, n := range l.Codes() {
+			codes[c] += n
+		}
+		if e, ok := l.firstErr.Load().(string); ok && first == "" {
+			first = e
+		}
+	}
 	var keys []int
 	for c := range codes {
 		keys = append(keys, c)
@@ -136,9 +149,9 @@ func (l *Load) CodesString() string {
 	for _, c := range keys {
 		fmt.Fprintf(&b, "%d:%d ", c, codes[c])
 	}
-	fmt.Fprintf(&b, "errors:%d", l.Errors())
-	if e, ok := l.firstErr.Load().(string); ok {
-		fmt.Fprintf(&b, " (the first: %s)", e)
+	fmt.Fprintf(&b, "errors:%d", loadErrors(ls))
+	if first != "" {
+		fmt.Fprintf(&b, " (the first: %s)", first)
 	}
 	return b.String()
 }

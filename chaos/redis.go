@@ -23,10 +23,13 @@ type Redis struct {
 }
 
 // StartRedis runs redis-server (from the PATH) on a free port of
-// 127.0.0.1, its files in dir.
+// 127.0.0.1, its files in dir (made if need be).
 func StartRedis(dir string) (*Redis, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, fmt.Errorf("redis-server is needed (Debian package redis-server): %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
 	}
 	port, err := FreePort()
 	if err != nil {

@@ -276,11 +276,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	var rdb *redis.Client
 	var redisPort int
 	if o.Cluster {
-		rdir := filepath.Join(o.Dir, "redis")
-		if err := os.MkdirAll(rdir, 0o700); err != nil {
-			return nil, err
-		}
-		red, err := StartRedis(rdir)
+		red, err := StartRedis(filepath.Join(o.Dir, "redis"))
 		if err != nil {
 			return nil, err
 		}

@@ -2,9 +2,6 @@ package chaos
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -95,37 +92,6 @@ func waitIdle(ctx context.Context, ds []*soakDaemon, rdb *redis.Client, since ti
 			return nil
 		}
 	}
-}
-
-// codesString sums the loads' answers as Load.CodesString formats them.
-func codesString(ls []*Load) string {
-	if len(ls) == 1 {
-		return ls[0].CodesString()
-	}
-	codes := map[int]int64{}
-	var first string
-	for _, l := range ls {
-		for c, n := range l.Codes() {
-			codes[c] += n
-		}
-		if e, ok := l.firstErr.Load().(string); ok && first == "" {
-			first = e
-		}
-	}
-	var keys []int
-	for c := range codes {
-		keys = append(keys, c)
-	}
-	sort.Ints(keys)
-	var b strings.Builder
-	for _, c := range keys {
-		fmt.Fprintf(&b, "%d:%d ", c, codes[c])
-	}
-	fmt.Fprintf(&b, "errors:%d", loadErrors(ls))
-	if first != "" {
-		fmt.Fprintf(&b, " (the first: %s)", first)
-	}
-	return b.String()
 }
 
 // loadErrors sums the loads' requests that got no answer.
