@@ -36,15 +36,5 @@ func BenchmarkDecideEvictingStateful(b *testing.B) {
 			b.Fatal("strict admitted twice")
 		}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		j := capacity + i%(len(ps)-capacity)
-		d := l.Decide(clock((capacity+i)*1000), ps[j], g)
-		d.Release()
-	}
-	b.StopTimer()
-	if l.Tracked() > capacity {
-		b.Fatalf("tracked %d > %d", l.Tracked(), capacity)
-	}
+	decideNewPeers(b, l, ps, g, capacity)
 }

@@ -3,7 +3,6 @@ package bench_test
 import (
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,15 +58,7 @@ func BenchmarkDecideRecording(b *testing.B) {
 						}
 						return
 					}
-					var seq atomic.Int64
-					b.RunParallel(func(pb *testing.PB) {
-						i := int(seq.Add(1)) * 7919
-						for pb.Next() {
-							d := l.Decide(clock(i), ps[i%n], g)
-							d.Release()
-							i++
-						}
-					})
+					decideParallel(b, l, ps, g)
 				})
 			}
 		}

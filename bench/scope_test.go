@@ -2,7 +2,6 @@ package bench_test
 
 import (
 	"fmt"
-	"sync/atomic"
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
@@ -48,17 +47,9 @@ func BenchmarkDecideScope(b *testing.B) {
 		for _, scope := range []limiter.ConcurrencyScope{limiter.ScopePeer, limiter.ScopeShard} {
 			b.Run(fmt.Sprintf("round=%d/scope=%s/parallel", round, scope), func(b *testing.B) {
 				l, g := setup(b, scope)
-				var seq atomic.Int64
 				b.ReportAllocs()
 				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					i := int(seq.Add(1)) * 7919
-					for pb.Next() {
-						d := l.Decide(clock(i), ps[i%n], g)
-						d.Release()
-						i++
-					}
-				})
+				decideParallel(b, l, ps, g)
 			})
 		}
 	}

@@ -77,21 +77,7 @@ func TestShardScope(t *testing.T) {
 				g.NumberOfWorkers, g.ConcurrencyScope = 5, scope
 				cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{"general": g}}
 				open := func() (*cluster.Backend, *limiter.Limiter) {
-					spare, err := limiter.New(time.Now(), cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
-					b, err := cluster.Open(cluster.Options{Addrs: []string{srv.Addr()}, Mode: mode, Timeout: 50 * time.Millisecond,
-						Lease: 10 * time.Second, SyncInterval: 100 * time.Millisecond, Fallback: spare.Backend(),
-						Logger: slog.New(slog.DiscardHandler)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { b.Close() })
-					lim, err := limiter.New(time.Now(), cfg, limiter.WithBackend(b))
-					if err != nil {
-						t.Fatal(err)
-					}
+					b, lim, _ := openWith(t, cluster.Options{Addrs: []string{srv.Addr()}, Mode: mode}, cfg)
 					return b, lim
 				}
 				ab, a := open()

@@ -41,8 +41,17 @@ func (l *logBuffer) String() string {
 }
 
 // open opens a backend as o says (zero: strict, on_failure local), with a
-// 50 ms timeout, a 10 s lease and a log, and its limiter.
+// 50 ms timeout, a 10 s lease and a log, and its limiter, for one group
+// general of 3 tokens and 2 in flight.
 func open(t *testing.T, o cluster.Options) (*cluster.Backend, *limiter.Limiter, *logBuffer) {
+	t.Helper()
+	return openWith(t, o, limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{
+		"general": group(0, 1000, 3, 600000, 3, 2, 120000, 120000),
+	}})
+}
+
+// openWith is open for the groups of cfg.
+func openWith(t *testing.T, o cluster.Options, cfg limiter.Config) (*cluster.Backend, *limiter.Limiter, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
 	if o.Timeout == 0 {
@@ -55,9 +64,6 @@ func open(t *testing.T, o cluster.Options) (*cluster.Backend, *limiter.Limiter, 
 		o.SyncInterval = 100 * time.Millisecond
 	}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{
-		"general": group(0, 1000, 3, 600000, 3, 2, 120000, 120000),
-	}}
 	spare, err := limiter.New(time.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)

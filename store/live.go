@@ -83,11 +83,10 @@ const auditPruneBatch = 10_000
 // nothing. It returns how many it removed; AuditPruned counts them once
 // tx commits.
 func (db *DB) pruneAudit(tx *bbolt.Tx, b *bbolt.Bucket, last uint64, step int) (int, error) {
-	keep := db.auditMax.Load()
-	if keep == 0 || last <= keep {
+	if !db.auditBeyond(b, last) {
 		return 0, nil
 	}
-	cut := last - keep
+	cut := last - db.auditMax.Load()
 	// The keys first, then the deletes: a cursor that deletes as it goes
 	// can skip the key after each one it deletes.
 	var old [][]byte
@@ -110,6 +109,17 @@ func (db *DB) pruneAudit(tx *bbolt.Tx, b *bbolt.Bucket, last uint64, step int) (
 	return n, nil
 }
 
+// auditBeyond reports whether b's oldest entry is beyond the bound, its
+// newest id being last.
+func (db *DB) auditBeyond(b *bbolt.Bucket, last uint64) bool {
+	keep := db.auditMax.Load()
+	if keep == 0 || last <= keep {
+		return false
+	}
+	k, _ := b.Cursor().First()
+	return k != nil && (len(k) != 8 || binary.BigEndian.Uint64(k) <= last-keep)
+}
+
 // SetAuditMax bounds the audit log (admin.audit_max_entries): each new
 // entry then removes some of the oldest beyond the newest n, and
 // PruneAudit removes all of them; 0 keeps every entry. It is safe to call
@@ -127,6 +137,18 @@ func (db *DB) PruneAudit(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		// A read first: a start or a reload with nothing beyond the bound
+		// (the common case) writes nothing.
+		var beyond bool
+		if err := db.view(ctx, "read the audit log", func(tx *bbolt.Tx) error {
+			b, err := bucket(tx, bucketAudit)
+			if err == nil {
+				beyond = db.auditBeyond(b, b.Sequence())
+			}
+			return err
+		}); err != nil || !beyond {
 			return total, err
 		}
 		n := 0

@@ -51,21 +51,7 @@ func TestPeersAPILargeTable(t *testing.T) {
 	}
 	s := MustNewServer(t, lim, live, Options{Token: "t", Now: now})
 	s.peers.Refresh()
-	get := func(query string) map[string]any {
-		t.Helper()
-		req := httptest.NewRequest("GET", "/api/v1/peers?"+query, nil)
-		req.Header.Set("Authorization", "Bearer t")
-		rec := httptest.NewRecorder()
-		s.AdminHandler().ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			t.Fatalf("%s: %d %s", query, rec.Code, rec.Body)
-		}
-		var v map[string]any
-		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	get := func(query string) map[string]any { t.Helper(); return getPeers(t, s, query) }
 	v := get("sort=requests&limit=20")
 	if peers := v["peers"].([]any); len(peers) != 20 || peers[0].(map[string]any)["requests"] != 7.0 {
 		t.Fatalf("%d peers, first %v", len(peers), peers[0])
@@ -77,4 +63,22 @@ func TestPeersAPILargeTable(t *testing.T) {
 	if v["total"] != 256.0 || len(v["peers"].([]any)) != 256 || v["capped"] != nil {
 		t.Fatalf("/24: total %v, %d peers, capped %v", v["total"], len(v["peers"].([]any)), v["capped"])
 	}
+}
+
+// getPeers calls GET /api/v1/peers?query on s with the token "t" and
+// returns its decoded body; any status but 200 fails the test.
+func getPeers(t *testing.T, s *Server, query string) map[string]any {
+	t.Helper()
+	req := httptest.NewRequest("GET", "/api/v1/peers?"+query, nil)
+	req.Header.Set("Authorization", "Bearer t")
+	rec := httptest.NewRecorder()
+	s.AdminHandler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%s: %d %s", query, rec.Code, rec.Body)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

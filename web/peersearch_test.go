@@ -2,9 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -34,21 +31,7 @@ func TestPeersAPISinceRebuild(t *testing.T) {
 	a := netip.MustParseAddr("12.0.0.5")
 	d := lim.Decide(now, limiter.Peer{Addr: a, Key: limiter.KeyFromAddr(a, 64)}, g)
 	d.Release()
-	get := func(query string) map[string]any {
-		t.Helper()
-		req := httptest.NewRequest("GET", "/api/v1/peers?"+query, nil)
-		req.Header.Set("Authorization", "Bearer t")
-		rec := httptest.NewRecorder()
-		s.AdminHandler().ServeHTTP(rec, req)
-		if rec.Code != http.StatusOK {
-			t.Fatalf("%s: %d %s", query, rec.Code, rec.Body)
-		}
-		var v map[string]any
-		if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	get := func(query string) map[string]any { t.Helper(); return getPeers(t, s, query) }
 	for _, q := range []string{"q=12.0.0.5", "q=12.0.0.0/24", "q=12.0.0.5&group=general"} {
 		v := get(q)
 		if v["total"] != 1.0 || v["may_miss_newer_peers"] != nil || v["as_of"] != nil {
