@@ -1,11 +1,8 @@
 package limiterd_test
 
 import (
-	"bufio"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,86 +11,70 @@ import (
 // module is this module's path.
 const module = "github.com/limiterd/limiterd"
 
-// arrows is the house of STYLE.md: for every package of the module, the
-// packages of the module it may import (its own sub-packages aside). A
-// package missing here is an error, so a new one must take its place in
-// the house. "*" is cmd/limiterd and the benchmarks, which wire
+// arrows is the house (CONTRIBUTING.md, "The house"): for every package of
+// the module, the packages of the module it may import (its own
+// sub-packages aside). A package missing here is an error, so a new one
+// must take its place in the house. "*" is for the programs, which wire
 // everything.
 var arrows = map[string][]string{
-	"":        {}, // the module's root: the shipped config.toml
-	"limiter": {},
-	// The algorithms of SPEC §6.2 as pure step functions: the core's own
-	// sub-package, pure like it (limiter and a cluster backend run them).
-	"limiter/algo": {},
-	// Peer identity and address lists, split off the core for its size;
-	// pure like it (peerid uses peerkey and prefixset).
-	"limiter/peerid":    {"limiter/peerkey", "limiter/prefixset"},
-	"limiter/peerkey":   {},
-	"limiter/prefixset": {},
-	"limiter/schedule":  {},
-	// A limiter group's counters and gauges, split off the core for its
-	// size; pure like it.
-	"limiter/groupstats": {},
-	// The names of arweave.version and concurrency_scope, split off the
-	// core for its size; pure like it.
-	"limiter/arweavenames": {},
-	// The in-flight counts of worker shards (SPEC §6.3, concurrency_scope
-	// "shard"), split off the core for its size; pure like it.
-	"limiter/shardcount": {},
-	// The timestamp ring of the local backend's sliding windows, split off
-	// the core for its size; pure like it.
-	"limiter/tsring": {},
-	// The Arweave 2.9.7 rate-limit header fields as a pure function of a
-	// decision's numbers; pure like the core.
+	"": {}, // the module's root: the shipped config.toml
+
+	// The public core: the limiter's API and policy, who the peer is, the
+	// algorithms, the rate-limit header fields. Standard library only
+	// (pure, below).
+	"limiter":           {"limiter/algo", "limiter/peer", "limiter/ratelimit"},
+	"limiter/algo":      {},
+	"limiter/peer":      {},
 	"limiter/ratelimit": {},
-	// The throttle imports nothing of the module: it takes its path
-	// patterns compiled (Config.Compile) and owns its snapshot.
-	"throttle":   {},
-	"live":       {"limiter"},
-	"insight":    {"limiter", "ticker"},
-	"migrations": {},
-	"store":      {"limiter", "live", "migrations"},
-	"persist":    {"limiter", "store", "ticker"},
-	"proxy":      {"limiter", "live", "insight", "ticker", "jsonbody"},
-	"web":        {"limiter", "throttle", "live", "insight", "templates", "static", "ticker", "jsonbody"},
-	// The outbound throttle's HTTP API, split off web for its size: the
-	// throttle and JSON bodies only.
-	"web/throttleapi": {"throttle", "jsonbody"},
-	// The Prometheus collectors, split off web for its size: they read the
-	// limiter, the proxy's counters (insight) and the throttle.
-	"web/metrics": {"limiter", "insight", "throttle"},
-	// The admin listener's connection cap (admin.max_conns), split off
-	// web for its size: net/http's connection states only.
-	"web/conncap":    {},
-	"templates":      {"limiter", "insight"},
-	"static":         {},
-	"config":         {"", "limiter", "throttle"},
-	"ticker":         {},
-	"jsonbody":       {},
+	// The public Go client of the outbound throttle.
 	"throttleclient": {},
-	"cluster":        {"limiter"}, // SPEC §12: a limiter.Backend on Redis
-	"redistest":      {},          // tests' redis-server, as httptest is for HTTP
+
+	// The daemon's packages, private to this module.
+	"internal/throttle":   {},
+	"internal/live":       {"limiter"},
+	"internal/insight":    {"limiter", "internal/ticker"},
+	"internal/migrations": {},
+	"internal/store":      {"limiter", "internal/live", "internal/migrations"},
+	"internal/persist":    {"limiter", "internal/store", "internal/ticker"},
+	"internal/proxy":      {"limiter", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody"},
+	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/templates",
+		"internal/static", "internal/ticker", "internal/jsonbody"},
+	// The outbound throttle's HTTP API: the throttle and JSON bodies only.
+	"internal/web/throttleapi": {"internal/throttle", "internal/jsonbody"},
+	// The Prometheus collectors read the limiter, the proxy's counters
+	// (insight) and the throttle.
+	"internal/metrics":   {"limiter", "internal/insight", "internal/throttle"},
+	"internal/templates": {"limiter", "internal/insight"},
+	"internal/static":    {},
+	"internal/config":    {"", "limiter", "internal/throttle"},
+	"internal/ticker":    {},
+	"internal/jsonbody":  {},
+	// Cluster mode: a limiter.Backend on Redis.
+	"internal/cluster": {"limiter"},
+	// Tests' redis-server, as httptest is for HTTP.
+	"internal/redistest": {},
+	// The reliability suite's drivers run the built binary and Redis, and
+	// read the bbolt file between kills: they wire everything.
+	"internal/chaos": {"*"},
 	"cmd/limiterd":   {"*"},
-	"bench":          {"*"},
-	// The chaos drivers (issue 18) run the built binary and Redis, and
-	// read the bbolt file between kills: they wire everything, as bench.
-	"chaos": {"*"},
 }
 
-// pure are the packages of the core: the standard library only, plus (for
-// a sub-package of limiter) the other pure sub-packages of its own core.
-var pure = []string{"limiter", "limiter/algo", "limiter/arweavenames", "limiter/groupstats", "limiter/shardcount", "limiter/peerid", "limiter/peerkey", "limiter/prefixset", "limiter/schedule", "limiter/tsring", "limiter/ratelimit", "throttle"}
+// pure are the packages of the core: the standard library only, plus the
+// other pure packages of the core.
+var pure = []string{"limiter", "limiter/algo", "limiter/peer", "limiter/ratelimit", "internal/throttle"}
 
-// never are arrows STYLE.md names as forbidden, checked on the full
-// dependency closure (not only direct imports).
-var never = [][2]string{{"store", "web"}, {"web", "store"}, {"proxy", "web"}, {"web", "proxy"}, {"templates", "web"}}
+// never are arrows the house forbids, checked on the full dependency
+// closure (not only direct imports).
+var never = [][2]string{
+	{"internal/store", "internal/web"}, {"internal/web", "internal/store"},
+	{"internal/proxy", "internal/web"}, {"internal/web", "internal/proxy"},
+	{"internal/templates", "internal/web"},
+}
 
 type pkg struct {
 	ImportPath string
-	Dir        string
 	Imports    []string
 	Deps       []string
-	GoFiles    []string
 }
 
 func listPackages(t *testing.T) []pkg {
@@ -124,8 +105,8 @@ func rel(path string) (string, bool) {
 	return r, ok
 }
 
-// house returns the arrows entry of the package p (bench/cmd/x counts as
-// bench).
+// house returns the arrows entry of the package p (internal/chaos/cmd/chaos
+// counts as internal/chaos).
 func house(p string) (string, bool) {
 	for q := p; ; {
 		if _, ok := arrows[q]; ok {
@@ -139,14 +120,14 @@ func house(p string) (string, bool) {
 	}
 }
 
-// TestHouse checks every package's imports against STYLE.md's house, the
-// core's purity on its whole dependency closure, and the forbidden arrows.
+// TestHouse checks every package's imports against the house, the core's
+// purity on its whole dependency closure, and the forbidden arrows.
 func TestHouse(t *testing.T) {
 	for _, p := range listPackages(t) {
 		name, _ := rel(p.ImportPath)
 		entry, ok := house(name)
 		if !ok {
-			t.Errorf("package %q has no place in the house (add it to arrows in house_test.go, and to STYLE.md)", name)
+			t.Errorf("package %q has no place in the house (add it to arrows in house_test.go, and to CONTRIBUTING.md)", name)
 			continue
 		}
 		allowed := arrows[entry]
@@ -156,8 +137,8 @@ func TestHouse(t *testing.T) {
 				continue
 			}
 			// A package may import the sub-packages of one it may import
-			// (limiter → limiter/algo), whatever their own place.
-			if !slices.ContainsFunc(allowed, func(a string) bool { return r == a || strings.HasPrefix(r, a+"/") }) {
+			// (limiter → limiter/peer), whatever their own place.
+			if !slices.ContainsFunc(allowed, func(a string) bool { return r == a || a != "" && strings.HasPrefix(r, a+"/") }) {
 				t.Errorf("%s imports %s: not an arrow of the house (allowed: %v)", name, r, allowed)
 			}
 		}
@@ -165,16 +146,7 @@ func TestHouse(t *testing.T) {
 			for _, d := range p.Deps {
 				first, _, _ := strings.Cut(d, "/")
 				if r, in := rel(d); in {
-					// The core's packages depend on the pure packages of
-					// their own core only (limiter on limiter/algo, one
-					// sub-package of limiter on another): throttle, which
-					// STYLE.md lets import limiter, takes its patterns
-					// compiled (Config.Compile) instead, so that limiter
-					// may have sub-packages without the throttle depending
-					// on them.
-					root, _, _ := strings.Cut(name, "/")
-					if own := r == name || strings.HasPrefix(r, name+"/") ||
-						(strings.HasPrefix(r, root+"/") && slices.Contains(pure, r)); !own {
+					if r != name && !slices.Contains(pure, r) {
 						t.Errorf("core package %s depends on %s of the module", name, d)
 					}
 				} else if strings.Contains(first, ".") {
@@ -188,59 +160,23 @@ func TestHouse(t *testing.T) {
 			}
 			for _, d := range p.Deps {
 				if r, in := rel(d); in && r == n[1] {
-					t.Errorf("%s depends on %s: STYLE.md forbids that arrow", n[0], n[1])
+					t.Errorf("%s depends on %s: the house forbids that arrow", n[0], n[1])
 				}
 			}
 		}
 	}
 }
 
-// Size limits of hand-written code (STYLE.md: no file over ~600 lines, no
-// package over ~3k). A package's size counts its lines of code (comments
-// and blank lines aside, as cloc does); a file's, all its lines.
-const (
-	maxFileLines   = 650
-	maxPackageCode = 3300
-)
-
-// TestHouseSizes keeps files and packages within the house's sizes.
-// Generated templ files are not hand-written and do not count.
-func TestHouseSizes(t *testing.T) {
+// TestPrivateByDefault: the packages other programs may import are the
+// ones the house names public (decision record "What is public"); every
+// other package lives under internal/ or is a program.
+func TestPrivateByDefault(t *testing.T) {
+	public := []string{"limiter", "limiter/algo", "limiter/peer", "limiter/ratelimit", "throttleclient", ""}
 	for _, p := range listPackages(t) {
-		code := 0
-		files, _ := filepath.Glob(filepath.Join(p.Dir, "*.go"))
-		for _, f := range files {
-			if strings.HasSuffix(f, "_templ.go") {
-				continue
-			}
-			total, c := countLines(t, f)
-			if total > maxFileLines {
-				t.Errorf("%s: %d lines, over %d: split it by what it does", f, total, maxFileLines)
-			}
-			if !strings.HasSuffix(f, "_test.go") {
-				code += c
-			}
+		name, _ := rel(p.ImportPath)
+		if name == "internal" || strings.HasPrefix(name, "internal/") || strings.HasPrefix(name, "cmd/") || slices.Contains(public, name) {
+			continue
 		}
-		if code > maxPackageCode {
-			t.Errorf("%s: %d lines of code, over %d", p.ImportPath, code, maxPackageCode)
-		}
+		t.Errorf("package %s is importable by other programs: move it under internal/, or make it public in the house and its decision record", name)
 	}
-}
-
-// countLines returns a file's lines and its lines of code.
-func countLines(t *testing.T, path string) (total, code int) {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		total++
-		if s := strings.TrimSpace(sc.Text()); s != "" && !strings.HasPrefix(s, "//") {
-			code++
-		}
-	}
-	return total, code
 }

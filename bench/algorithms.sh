@@ -17,7 +17,7 @@ rounds=${1:-5}
 blocks=${2:-1000}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-go test -run XXX -bench 'DecideRatio' -benchtime "${blocks}x" -count "$rounds" ./bench/ | tee "$out"
+go -C bench test -run XXX -bench 'DecideRatio' -benchtime "${blocks}x" -count "$rounds" . | tee "$out"
 awk '
 /^BenchmarkDecideRatio\// {
 	name = $1; sub(/^BenchmarkDecideRatio\//, "", name); sub(/-[0-9]+$/, "", name)
@@ -32,4 +32,4 @@ END {
 		printf "%-16s %.2f / %.2f / %.2f\n", a, s[1], s[int((m + 1) / 2)], s[m]
 	}
 }' "$out"
-go test -run XXX -bench 'DecideAlgorithms' -benchtime 1s -count 3 ./bench/
+go -C bench test -run XXX -bench 'DecideAlgorithms' -benchtime 1s -count 3 .

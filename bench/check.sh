@@ -27,7 +27,7 @@ trap cleanup EXIT
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"; exit 1; }
 
 go build -o "$work/limiterd" ./cmd/limiterd
-go build -o "$work/benchnode" ./bench/cmd/benchnode
+go -C bench build -o "$work/benchnode" ./cmd/benchnode
 
 "$work/benchnode" -listen 127.0.0.1:18080 & pids+=($!)
 cat > "$work/limiterd.toml" <<TOML

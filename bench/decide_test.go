@@ -14,16 +14,17 @@ import (
 
 	"github.com/limiterd/limiterd/bench"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 var t0 = time.UnixMilli(1_700_000_000_000)
 
 // peers returns n distinct IPv4 peers outside every exempt range.
-func peers(n int) []limiter.Peer {
-	out := make([]limiter.Peer, n)
+func peers(n int) []peer.Peer {
+	out := make([]peer.Peer, n)
 	for i := range out {
 		a := netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)})
-		out[i] = limiter.Peer{Addr: a, Key: limiter.KeyFromAddr(a, 64)}
+		out[i] = peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}
 	}
 	return out
 }
@@ -216,7 +217,7 @@ func BenchmarkDecideEvicting(b *testing.B) {
 
 // decideParallel makes b.N decisions over RunParallel, each goroutine
 // from its own offset into ps (peer i%len(ps) at clock(i)), in group g.
-func decideParallel(b *testing.B, l *limiter.Limiter, ps []limiter.Peer, g limiter.GroupID) {
+func decideParallel(b *testing.B, l *limiter.Limiter, ps []peer.Peer, g limiter.GroupID) {
 	n := len(ps)
 	var seq atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
@@ -233,7 +234,7 @@ func decideParallel(b *testing.B, l *limiter.Limiter, ps []limiter.Peer, g limit
 // (those of ps beyond the first capacity, which fill the table), a second
 // apart: each one evicts at max_tracked = capacity, which the table must
 // still hold to at the end.
-func decideNewPeers(b *testing.B, l *limiter.Limiter, ps []limiter.Peer, g limiter.GroupID, capacity int) {
+func decideNewPeers(b *testing.B, l *limiter.Limiter, ps []peer.Peer, g limiter.GroupID, capacity int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

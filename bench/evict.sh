@@ -22,8 +22,8 @@ trap 'rm -rf "$w"' EXIT
 mkdir "$w/old-src"
 git archive "$rev" | tar -x -C "$w/old-src"
 cp bench/evict_test.go "$w/old-src/bench/"
-(cd "$w/old-src" && go test -c -o "$w/old.test" ./bench/)
-go test -c -o "$w/new.test" ./bench/
+if [ -f "$w/old-src/bench/go.mod" ]; then go -C "$w/old-src/bench" test -c -o "$w/old.test" .; else (cd "$w/old-src" && go test -c -o "$w/old.test" ./bench/); fi
+go -C bench test -c -o "$w/new.test" .
 run() { # binary pattern
   "$1" -test.run XXX -test.bench "$2" -test.benchtime "$bt" -test.benchmem | awk '/^Benchmark/ {print $3, $5, $7; exit}'
 }

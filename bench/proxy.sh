@@ -43,7 +43,7 @@ cleanup() {
 trap cleanup EXIT
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)"; exit 1; }
 
-for c in benchnode bareproxy barefast rategen idleconns profproxy; do go build -o "$work/$c" ./bench/cmd/$c; done
+for c in benchnode bareproxy barefast rategen idleconns profproxy; do go -C bench build -o "$work/$c" ./cmd/$c; done
 go build -o "$work/limiterd" ./cmd/limiterd
 
 "$work/benchnode" -listen 127.0.0.1:18080 & pids+=($!)

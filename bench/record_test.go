@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/insight"
+	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // recordPerShard is the daemon's ring per shard.
@@ -67,7 +68,7 @@ func BenchmarkDecideRecording(b *testing.B) {
 
 // rateOf is this benchmark's own rate of decisions a second: 200 000
 // decisions of a limiter of its own over ps, timed.
-func rateOf(b *testing.B, ps []limiter.Peer) float64 {
+func rateOf(b *testing.B, ps []peer.Peer) float64 {
 	l, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 	if err != nil {
 		b.Fatal(err)

@@ -28,7 +28,7 @@ mkdir "$w/old-src"
 git archive "$rev" | tar -x -C "$w/old-src"
 (cd "$w/old-src" && go build -o "$w/limiterd-old" ./cmd/limiterd)
 go build -o "$w/limiterd-new" ./cmd/limiterd
-go build -o "$w/benchnode" ./bench/cmd/benchnode
+go -C bench build -o "$w/benchnode" ./cmd/benchnode
 
 conf() { # listen admin datadir
   cat <<TOML

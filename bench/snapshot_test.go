@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/store"
+	"github.com/limiterd/limiterd/internal/store"
 )
 
 // BenchmarkDecideDuringSnapshot measures Decide's p99 at rest and while a

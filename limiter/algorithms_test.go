@@ -11,6 +11,7 @@ import (
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // algoSettings returns a group of algorithm k with limit L per period P ms
@@ -50,7 +51,7 @@ func arun(t *testing.T, l *limiter.Limiter, group string, steps []astep) {
 	for i, s := range steps {
 		switch s.op {
 		case "", "req":
-			d := l.Decide(at(s.at), peer(A), g)
+			d := l.Decide(at(s.at), peerAt(A), g)
 			got := "ok"
 			switch {
 			case d.WouldReject:
@@ -74,7 +75,7 @@ func arun(t *testing.T, l *limiter.Limiter, group string, steps []astep) {
 		case "release":
 			held[s.ref].Release()
 		case "reduce":
-			if got := l.Reduce(at(s.at), peer(A).Key, g).String(); got != s.want {
+			if got := l.Reduce(at(s.at), peerAt(A).Key, g).String(); got != s.want {
 				t.Fatalf("step %d (t=%d): reduce %s, want %s", i, s.at, got, s.want)
 			}
 		case "tick":
@@ -195,7 +196,7 @@ func TestAlgorithmsRace(t *testing.T) {
 					<-start
 					// The same ms for all, but for a few a ms apart: still
 					// one period.
-					d := l.Decide(at(int64(i%3)), peer(A), g)
+					d := l.Decide(at(int64(i%3)), peerAt(A), g)
 					defer d.Release()
 					if d.Allowed {
 						admitted.Add(1)
@@ -237,7 +238,7 @@ func TestSlidingLogAgainstList(t *testing.T) {
 				if n := len(list); n > 0 && list[n-1] > now-period {
 					list, want = list[:n-1], "reduced"
 				}
-				if got := l.Reduce(at(now), peer(A).Key, g).String(); got != want {
+				if got := l.Reduce(at(now), peerAt(A).Key, g).String(); got != want {
 					t.Fatalf("trial %d op %d: reduce %s, want %s", trial, i, got, want)
 				}
 				continue
@@ -249,7 +250,7 @@ func TestSlidingLogAgainstList(t *testing.T) {
 				}
 			}
 			want := int64(len(counted))+1 <= limit
-			d := l.Decide(at(now), peer(A), g)
+			d := l.Decide(at(now), peerAt(A), g)
 			d.Release()
 			if d.Allowed != want {
 				t.Fatalf("trial %d op %d (L %d P %d t %d, %d counted): admitted %v", trial, i, limit, period, now, len(counted), d.Allowed)
@@ -274,13 +275,13 @@ func TestAlgorithmChange(t *testing.T) {
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
 	for i := range 5 {
-		p := peer(fmt.Sprintf("198.51.100.%d", i))
+		p := peerAt(fmt.Sprintf("198.51.100.%d", i))
 		for range 8 {
 			decideRelease(l, at(0), p, g)
 		}
 	}
 	other, _ := l.GroupID(limiter.GroupGeneral)
-	decideRelease(l, at(0), peer(A), other)
+	decideRelease(l, at(0), peerAt(A), other)
 	if l.Tracked() != 6 {
 		t.Fatalf("tracked %d", l.Tracked())
 	}
@@ -290,11 +291,11 @@ func TestAlgorithmChange(t *testing.T) {
 	if err != nil || len(dropped) != 0 || l.Tracked() != 6 {
 		t.Fatalf("param change: dropped %v, %v, tracked %d", dropped, err, l.Tracked())
 	}
-	v, _ := l.Entry(at(0), peer("198.51.100.0").Key, g)
+	v, _ := l.Entry(at(0), peerAt("198.51.100.0").Key, g)
 	if v.Algo.Tokens != 2 || v.Algo.Remaining != 2 {
 		t.Fatalf("after the change: %+v", v.Algo)
 	}
-	if v, _ = l.Entry(at(200), peer("198.51.100.0").Key, g); v.Algo.Tokens != 3 {
+	if v, _ = l.Entry(at(200), peerAt("198.51.100.0").Key, g); v.Algo.Tokens != 3 {
 		t.Fatalf("200 ms later at 10 per 2 s: %v tokens, want 3", v.Algo.Tokens)
 	}
 	// To GCRA: the test group's five entries go; general's stays.
@@ -306,7 +307,7 @@ func TestAlgorithmChange(t *testing.T) {
 	if st := l.Stats()["test"]; st.StateDrops != 5 || st.Entries != 0 {
 		t.Fatalf("stats after the drop %+v", st)
 	}
-	d := l.Decide(at(0), peer("198.51.100.0"), g)
+	d := l.Decide(at(0), peerAt("198.51.100.0"), g)
 	if q := d.Quota(); !d.Allowed || q.Algorithm != algo.GCRA || q.BucketRemaining != 9 {
 		t.Fatalf("a fresh GCRA state: %+v %+v", d, q)
 	}
@@ -326,9 +327,9 @@ func TestAlgorithmSweepAndViews(t *testing.T) {
 			l := newLimiter(t, testConfig(algoSettings(k, 4, 1000, 0, 100)))
 			g, _ := l.GroupID("test")
 			for range 3 {
-				decideRelease(l, at(10), peer(A), g)
+				decideRelease(l, at(10), peerAt(A), g)
 			}
-			v, ok := l.Entry(at(10), peer(A).Key, g)
+			v, ok := l.Entry(at(10), peerAt(A).Key, g)
 			if !ok || v.Algorithm != k || v.Algo.Remaining != 1 {
 				t.Fatalf("view %+v", v)
 			}
@@ -369,12 +370,12 @@ func TestAlgorithmMaxTracked(t *testing.T) {
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
 	for i := range 5 {
-		decideRelease(l, at(int64(i)*1000), peer(fmt.Sprintf("198.51.100.%d", i)), g)
+		decideRelease(l, at(int64(i)*1000), peerAt(fmt.Sprintf("198.51.100.%d", i)), g)
 	}
 	if l.Tracked() != 3 || l.Evictions() != 2 {
 		t.Fatalf("tracked %d, evictions %d", l.Tracked(), l.Evictions())
 	}
-	if _, ok := l.Entry(at(5000), peer("198.51.100.0").Key, g); ok {
+	if _, ok := l.Entry(at(5000), peerAt("198.51.100.0").Key, g); ok {
 		t.Fatal("the oldest was kept")
 	}
 	if st := l.Stats()["test"]; st.LogItems != 3 || st.Entries != 3 {
@@ -425,7 +426,7 @@ func asSettingError(err error, se **limiter.SettingError) bool {
 }
 
 // decideRelease decides one request and releases what it admitted.
-func decideRelease(l *limiter.Limiter, now time.Time, p limiter.Peer, g limiter.GroupID) {
+func decideRelease(l *limiter.Limiter, now time.Time, p peer.Peer, g limiter.GroupID) {
 	d := l.Decide(now, p, g)
 	d.Release()
 }

@@ -46,7 +46,7 @@ func TestAlgorithmRestoreAcrossGap(t *testing.T) {
 		l := newLimiter(t, cfg)
 		g, _ := l.GroupID("test")
 		for range 3 {
-			decideRelease(l, at(0), peer(A), g)
+			decideRelease(l, at(0), peerAt(A), g)
 		}
 		back := roundTrip(t, l.Snapshot(at(100)))
 		l2 := newLimiter(t, cfg)
@@ -55,7 +55,7 @@ func TestAlgorithmRestoreAcrossGap(t *testing.T) {
 			t.Fatalf("%v: %+v %v", tc.k, rep, err)
 		}
 		g2, _ := l2.GroupID("test")
-		v, ok := l2.Entry(at(100+tc.gap), peer(A).Key, g2)
+		v, ok := l2.Entry(at(100+tc.gap), peerAt(A).Key, g2)
 		left := int64(4)
 		if ok {
 			left = v.Algo.Remaining
@@ -74,7 +74,7 @@ func TestAlgorithmRestoreChanges(t *testing.T) {
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
 	for range 3 {
-		decideRelease(l, at(0), peer(A), g)
+		decideRelease(l, at(0), peerAt(A), g)
 	}
 	back := roundTrip(t, l.Snapshot(at(0)))
 
@@ -85,7 +85,7 @@ func TestAlgorithmRestoreChanges(t *testing.T) {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	g2, _ := l2.GroupID("test")
-	if v, _ := l2.Entry(at(0), peer(A).Key, g2); v.Algo.Tokens != 1 {
+	if v, _ := l2.Entry(at(0), peerAt(A).Key, g2); v.Algo.Tokens != 1 {
 		t.Fatalf("tokens %v after a period change, want 1", v.Algo.Tokens)
 	}
 
@@ -108,8 +108,8 @@ func TestAlgorithmSnapshotDelta(t *testing.T) {
 	cfg := testConfig(algoSettings(algo.SlidingLog, 4, 1000, 0, 100))
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
-	decideRelease(l, at(0), peer(A), g)
-	decideRelease(l, at(5), peer(A), g)
+	decideRelease(l, at(0), peerAt(A), g)
+	decideRelease(l, at(5), peerAt(A), g)
 	d := l.SnapshotDelta(at(10), true)
 	if len(d.Changed) != 1 || d.Changed[0].Algorithm != algo.SlidingLog || len(d.Changed[0].Window) != 2 || d.Changed[0].CleanupTick != 0 {
 		t.Fatalf("full delta %+v", d.Changed)

@@ -3,6 +3,8 @@ package limiter
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // Arrival is one request the local backend decided, as recorded for the
@@ -14,7 +16,7 @@ type Arrival struct {
 	// MS is the decision's time, Unix milliseconds (0 for a time before
 	// 1970, saturated at 2⁴⁴−1, the year 2527).
 	MS   int64
-	Peer PeerKey
+	Peer peer.Key
 	// Group is the group's ID in its Limiter (GroupTable.Name names it).
 	Group GroupID
 	// Reason is ReasonNone when admitted, else ReasonConcurrency or
@@ -90,7 +92,7 @@ func (a *arrivalRing) put(k Key, g GroupID, r Reason, ms int64, tag, flags, samp
 }
 
 func (r *arrivalRec) arrival() Arrival {
-	var p PeerKey
+	var p peer.Key
 	le := binary.LittleEndian
 	le.PutUint64(p[0:8], r.lo)
 	le.PutUint64(p[8:16], r.hi)

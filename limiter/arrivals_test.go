@@ -16,7 +16,7 @@ func TestArrivals(t *testing.T) {
 		t.Fatal(err)
 	}
 	test, _ := l.GroupID("test")
-	a, b := peer("203.0.113.1"), peer("2001:db8::7")
+	a, b := peerAt("203.0.113.1"), peerAt("2001:db8::7")
 	d1 := l.Decide(at(10), a, test) // window
 	d2 := l.Decide(at(11), a, test) // concurrency (d1 in flight)
 	d1.Release()
@@ -85,7 +85,7 @@ func TestArrivalsOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	test, _ := l.GroupID("test")
-	d := l.Decide(at(1), peer("203.0.113.1"), test)
+	d := l.Decide(at(1), peerAt("203.0.113.1"), test)
 	d.Release()
 	if got, lost := l.DrainArrivals(nil); len(got) != 0 || lost != 0 {
 		t.Fatalf("recorded without WithArrivals: %v %d", got, lost)

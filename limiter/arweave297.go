@@ -3,39 +3,76 @@ package limiter
 import (
 	"fmt"
 	"math"
-
-	"github.com/limiterd/limiterd/limiter/arweavenames"
-
-	"github.com/limiterd/limiterd/limiter/shardcount"
+	"slices"
 )
 
 // ArweaveVersion is arweave.version: which Arweave node's limiter
-// limiterd reproduces (SPEC §3, §6.3; package arweavenames).
-type ArweaveVersion = arweavenames.Version
+// limiterd reproduces (SPEC §3, §6.3).
+type ArweaveVersion uint8
 
-// The Arweave versions: 2.9.6 (the default, SPEC §6) and 2.9.7 (app
-// arweave_limiter, SPEC §6.3).
+// The Arweave versions.
 const (
-	Arweave296 = arweavenames.V296
-	Arweave297 = arweavenames.V297
+	// Arweave296 is the default: the 2.9.6 node's limiter (SPEC §6).
+	Arweave296 ArweaveVersion = iota
+	// Arweave297 is the newer limiter (app arweave_limiter, SPEC §6.3).
+	Arweave297
 )
+
+var versionNames = []string{Arweave296: "2.9.6", Arweave297: "2.9.7"}
+
+// String returns "2.9.6" or "2.9.7".
+func (v ArweaveVersion) String() string { return nameOf(versionNames, int(v), "ArweaveVersion") }
 
 // ParseArweaveVersion parses "2.9.6" or "2.9.7".
-func ParseArweaveVersion(s string) (ArweaveVersion, error) { return arweavenames.ParseVersion(s) }
+func ParseArweaveVersion(s string) (ArweaveVersion, error) {
+	i, err := parseName(versionNames, s, `"2.9.6" or "2.9.7"`)
+	return ArweaveVersion(i), err
+}
+
+// nameOf returns names[i], or type(i) for an i out of range.
+func nameOf(names []string, i int, typ string) string {
+	if i < len(names) {
+		return names[i]
+	}
+	return fmt.Sprintf("%s(%d)", typ, i)
+}
+
+// parseName returns the index of s in names, or an error saying what is
+// wanted.
+func parseName(names []string, s, want string) (int, error) {
+	if i := slices.Index(names, s); i >= 0 {
+		return i, nil
+	}
+	return 0, fmt.Errorf("must be %s, got %q", want, s)
+}
 
 // ConcurrencyScope says over what concurrency_limit counts requests in
-// flight (SPEC §6.3; package arweavenames).
-type ConcurrencyScope = arweavenames.Scope
+// flight (SPEC §6.3).
+type ConcurrencyScope uint8
 
-// The scopes of concurrency_limit: a peer's requests in flight in the
-// group (2.9.6), or those of every peer of the peer's worker shard (2.9.7).
+// The scopes of concurrency_limit.
 const (
-	ScopePeer  = arweavenames.ScopePeer
-	ScopeShard = arweavenames.ScopeShard
+	// ScopePeer counts a peer's requests in flight in the group (2.9.6).
+	ScopePeer ConcurrencyScope = iota
+	// ScopeShard counts the requests in flight of every peer of the
+	// peer's worker shard (2.9.7: the shard is the last byte of the key
+	// mod number_of_workers).
+	ScopeShard
 )
 
+var scopeNames = []string{ScopePeer: "peer", ScopeShard: "shard"}
+
+// String returns "peer" or "shard".
+func (c ConcurrencyScope) String() string { return nameOf(scopeNames, int(c), "ConcurrencyScope") }
+
 // ParseConcurrencyScope parses "peer" or "shard".
-func ParseConcurrencyScope(s string) (ConcurrencyScope, error) { return arweavenames.ParseScope(s) }
+func ParseConcurrencyScope(s string) (ConcurrencyScope, error) {
+	i, err := parseName(scopeNames, s, `"peer" or "shard"`)
+	return ConcurrencyScope(i), err
+}
+
+// MarshalText returns the scope's name, for JSON.
+func (c ConcurrencyScope) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
 // The keys of a group table that 2.9.7 added: they exist in both
 // versions' files, and their semantics are those of SPEC §6.3.
@@ -71,7 +108,7 @@ func (p PartialShards) over(s *Shards) {
 }
 
 // MaxWorkers bounds number_of_workers.
-const MaxWorkers = shardcount.MaxWorkers
+const MaxWorkers = 1024
 
 // PeerConcurrencyLimit is the limit a Backend compares a peer's own
 // requests in flight with: concurrency_limit with scope "peer"; with scope

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/limiter/shardcount"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // Peers of worker shards with 5 workers: the last octet mod 5.
@@ -29,7 +29,7 @@ func config297(test limiter.GroupSettings) limiter.Config {
 }
 
 // checkShards fails unless shard i of c holds want[i].
-func checkShards(t *testing.T, what string, c *shardcount.Counters, want ...int64) {
+func checkShards(t *testing.T, what string, c *limiter.ShardCounters, want ...int64) {
 	t.Helper()
 	if c == nil || c.Len() != len(want) {
 		t.Fatalf("%s: counters %v, want %d shards", what, c, len(want))
@@ -72,14 +72,14 @@ func TestShardConcurrency(t *testing.T) {
 	l := newLimiter(t, testConfig(sharded(base, 5)))
 	g, _ := l.GroupID("test")
 	run(t, l, "test", shard)
-	checkShards(t, "after the run", limiter.ShardCounters(l, g), 0, 0, 0, 0, 0)
+	checkShards(t, "after the run", limiter.ShardCountersOf(l, g), 0, 0, 0, 0, 0)
 	st := l.Stats()["test"]
 	if st.RejectedConcurrency != 2 || st.Requests != 8 || st.AllowedLeaky != 6 {
 		t.Errorf("stats: %d rejected by concurrency, %d requests, %d leaky; want 2, 8, 6", st.RejectedConcurrency, st.Requests, st.AllowedLeaky)
 	}
 
 	peerScope := newLimiter(t, testConfig(base))
-	if limiter.ShardCounters(peerScope, g) != nil {
+	if limiter.ShardCountersOf(peerScope, g) != nil {
 		t.Error("scope peer has shard counters")
 	}
 	run(t, peerScope, "test", steps("leaky")[:5])
@@ -92,8 +92,8 @@ func TestShardRejectionFields(t *testing.T) {
 	s := sharded(settings(3, 2000, 450, 30000, 450, 1), 5)
 	l := newLimiter(t, testConfig(s))
 	g, _ := l.GroupID("test")
-	held := l.Decide(at(1), peer(S1a), g)
-	d := l.Decide(at(2), peer(S1b), g)
+	held := l.Decide(at(1), peerAt(S1a), g)
+	d := l.Decide(at(2), peerAt(S1b), g)
 	if d.Allowed || d.Reason != limiter.ReasonConcurrency || d.RetryAfter != 1 || !d.Limited || d.Holds() {
 		t.Fatalf("shard full: %+v", d)
 	}
@@ -110,13 +110,13 @@ func TestShardRejectionFields(t *testing.T) {
 	if err := l.Apply(at(3), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
-	d = l.Decide(at(4), peer(S1b), g)
+	d = l.Decide(at(4), peerAt(S1b), g)
 	if !d.Allowed || !d.WouldReject || d.Reason != limiter.ReasonConcurrency || d.Holds() {
 		t.Fatalf("dry_run: %+v", d)
 	}
 	d.Release()
 	held.Release()
-	checkShards(t, "released", limiter.ShardCounters(l, g), 0, 0, 0, 0, 0)
+	checkShards(t, "released", limiter.ShardCountersOf(l, g), 0, 0, 0, 0, 0)
 	st := l.Stats()["test"]
 	if st.RejectedConcurrency != 1 || st.WouldReject != 1 || st.Requests != 3 {
 		t.Errorf("stats %+v", st)
@@ -128,21 +128,21 @@ func TestShardRejectionFields(t *testing.T) {
 func TestShardReleaseAfterForget(t *testing.T) {
 	l := newLimiter(t, testConfig(sharded(settings(0, 1000, 1000, 30000, 1000, 1), 5)))
 	g, _ := l.GroupID("test")
-	c := limiter.ShardCounters(l, g)
-	d := l.Decide(at(1), peer(S1a), g)
+	c := limiter.ShardCountersOf(l, g)
+	d := l.Decide(at(1), peerAt(S1a), g)
 	if !d.Allowed {
 		t.Fatalf("%+v", d)
 	}
-	if n := l.Forget(peer(S1a).Key); n != 1 {
+	if n := l.Forget(peerAt(S1a).Key); n != 1 {
 		t.Fatalf("forgot %d entries", n)
 	}
-	if o := l.Decide(at(2), peer(S1b), g); o.Reason != limiter.ReasonConcurrency {
+	if o := l.Decide(at(2), peerAt(S1b), g); o.Reason != limiter.ReasonConcurrency {
 		t.Fatalf("the forgotten request's slot is free: %+v", o)
 	}
 	d.Release()
 	d.Release()
 	checkShards(t, "released twice", c, 0, 0, 0, 0, 0)
-	o := l.Decide(at(3), peer(S1b), g)
+	o := l.Decide(at(3), peerAt(S1b), g)
 	if !o.Allowed {
 		t.Fatalf("after release: %+v", o)
 	}
@@ -157,17 +157,17 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 	s := sharded(settings(0, 1000, 1000, 30000, 1000, 1), 5)
 	l := newLimiter(t, testConfig(s))
 	g, _ := l.GroupID("test")
-	old := limiter.ShardCounters(l, g)
-	d1 := l.Decide(at(1), peer(S1a), g)
+	old := limiter.ShardCountersOf(l, g)
+	d1 := l.Decide(at(1), peerAt(S1a), g)
 
 	s.LeakyLimit = 900 // the same shards: the count stays
 	if err := l.Apply(at(2), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
-	if c := limiter.ShardCounters(l, g); c != old {
+	if c := limiter.ShardCountersOf(l, g); c != old {
 		t.Fatal("an edit of leaky_limit replaced the shard counters")
 	}
-	if d := l.Decide(at(3), peer(S1b), g); d.Reason != limiter.ReasonConcurrency {
+	if d := l.Decide(at(3), peerAt(S1b), g); d.Reason != limiter.ReasonConcurrency {
 		t.Fatalf("after an unrelated edit: %+v", d)
 	}
 
@@ -175,13 +175,13 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 	if err := l.Apply(at(4), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
-	next := limiter.ShardCounters(l, g)
-	d2 := l.Decide(at(5), peer(S1b), g) // shard 0 of 3
-	d3 := l.Decide(at(6), peer(S1a), g) // shard 1 of 3: its old request is not counted here
+	next := limiter.ShardCountersOf(l, g)
+	d2 := l.Decide(at(5), peerAt(S1b), g) // shard 0 of 3
+	d3 := l.Decide(at(6), peerAt(S1a), g) // shard 1 of 3: its old request is not counted here
 	if !d2.Allowed || !d3.Allowed {
 		t.Fatalf("3 workers: %+v %+v", d2, d3)
 	}
-	if d := l.Decide(at(7), peer("192.0.2.4"), g); d.Reason != limiter.ReasonConcurrency { // 4 mod 3 = 1
+	if d := l.Decide(at(7), peerAt("192.0.2.4"), g); d.Reason != limiter.ReasonConcurrency { // 4 mod 3 = 1
 		t.Fatalf("shard 1 of 3 full: %+v", d)
 	}
 	checkShards(t, "old, before release", old, 0, 1, 0, 0, 0)
@@ -193,10 +193,10 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 	if err := l.Apply(at(8), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
-	if limiter.ShardCounters(l, g) != nil {
+	if limiter.ShardCountersOf(l, g) != nil {
 		t.Fatal("scope peer kept shard counters")
 	}
-	d4 := l.Decide(at(9), peer(S2), g)
+	d4 := l.Decide(at(9), peerAt(S2), g)
 	d2.Release()
 	d3.Release()
 	checkShards(t, "new, released under scope peer", next, 0, 0, 0)
@@ -205,14 +205,14 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	d4.Release() // held no shard slot
-	checkShards(t, "fresh", limiter.ShardCounters(l, g), 0, 0, 0)
+	checkShards(t, "fresh", limiter.ShardCountersOf(l, g), 0, 0, 0)
 }
 
 // TestShardDecideDoesNotAllocate: the shard count costs no allocation.
 func TestShardDecideDoesNotAllocate(t *testing.T) {
 	l := newLimiter(t, testConfig(sharded(settings(0, 1000, 1_000_000, 30000, 1, 2), 5)))
 	g, _ := l.GroupID("test")
-	p := peer(S1a)
+	p := peerAt(S1a)
 	if n := testing.AllocsPerRun(200, func() {
 		d := l.Decide(at(2), p, g)
 		d.Release()
@@ -238,12 +238,12 @@ func TestShardByte(t *testing.T) {
 		{"2001:db8:0:12ab:ffff::1", 60, 0xa0},
 		{"2001:db8::17", 128, 0x17},
 	} {
-		k := limiter.KeyFromAddr(peer(c.addr).Addr, c.prefix)
+		k := peer.KeyFromAddr(peerAt(c.addr).Addr, c.prefix)
 		if got := k.ShardByte(); got != c.want {
 			t.Errorf("%s/%d: %#x, want %#x", c.addr, c.prefix, got, c.want)
 		}
 	}
-	if got := shardcount.New(5).Shard(254); got != 4 {
+	if got := limiter.NewShardCounters(5).Shard(254); got != 4 {
 		t.Errorf("254 mod 5: %d", got)
 	}
 }

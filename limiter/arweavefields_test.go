@@ -52,7 +52,7 @@ func TestArweaveFieldsThroughDecide(t *testing.T) {
 			l := newLimiter(t, testConfig(tc.group))
 			g, _ := l.GroupID("test")
 			for i, c := range tc.calls {
-				d := l.Decide(at(c.at), peer(A), g)
+				d := l.Decide(at(c.at), peerAt(A), g)
 				f, ok := d.Arweave()
 				if !ok {
 					t.Fatalf("call %d: no fields", i+1)
@@ -79,7 +79,7 @@ func TestArweaveFieldsAbsent(t *testing.T) {
 	cfg.Groups["general"] = off
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("general")
-	if d := l.Decide(at(0), peer(A), g); d.Allowed {
+	if d := l.Decide(at(0), peerAt(A), g); d.Allowed {
 		if _, ok := d.Arweave(); ok {
 			t.Error("a mode off group's decision has fields")
 		}
@@ -93,8 +93,8 @@ func TestArweaveFieldsAbsent(t *testing.T) {
 	dry.Mode = limiter.ModeDryRun
 	l = newLimiter(t, testConfig(dry))
 	tg, _ := l.GroupID("test")
-	l.Decide(at(0), peer(A), tg)
-	d := l.Decide(at(1), peer(A), tg)
+	l.Decide(at(0), peerAt(A), tg)
+	d := l.Decide(at(1), peerAt(A), tg)
 	f, ok := d.Arweave()
 	if !d.WouldReject || !ok || f.Remaining != 0 || f.Reset != 29 {
 		t.Errorf("dry_run would-reject: %+v %v %+v", d, ok, f)
@@ -183,7 +183,7 @@ func TestArweaveFieldsAlgorithms(t *testing.T) {
 			l := newLimiter(t, testConfig(s))
 			g, _ := l.GroupID("test")
 			for i, c := range tc.calls {
-				d := l.Decide(at(c.at), peer(A), g)
+				d := l.Decide(at(c.at), peerAt(A), g)
 				f, ok := d.Arweave()
 				if !ok {
 					t.Fatalf("call %d: no fields", i+1)

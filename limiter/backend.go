@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/limiterd/limiterd/limiter/algo"
-	"github.com/limiterd/limiterd/limiter/shardcount"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // Backend is where the state of every (peer, group) lives: the local slab
@@ -51,7 +51,7 @@ type Backend interface {
 	Forget(k Key, g *Group) bool
 }
 
-// Key is a PeerKey as a Backend receives it: three machine words, which
+// Key is a peer.Key as a Backend receives it: three machine words, which
 // travel in registers. A [17]byte passed by value is copied through memory
 // with overlapping moves and read back word by word, and those loads stall
 // (measured: about a tenth of a decision). Make one with KeyOf.
@@ -61,13 +61,13 @@ type Key struct {
 }
 
 // KeyOf returns k as a Key.
-func KeyOf(k *PeerKey) Key {
+func KeyOf(k *peer.Key) Key {
 	return Key{lo: binary.LittleEndian.Uint64(k[0:8]), hi: binary.LittleEndian.Uint64(k[8:16]), last: k[16]}
 }
 
-// Peer returns the PeerKey k holds.
-func (k Key) Peer() PeerKey {
-	var p PeerKey
+// Peer returns the peer.Key k holds.
+func (k Key) Peer() peer.Key {
+	var p peer.Key
 	le := binary.LittleEndian
 	le.PutUint64(p[0:8], k.lo)
 	le.PutUint64(p[8:16], k.hi)
@@ -186,7 +186,7 @@ type Group struct {
 	// inflight counts the requests in flight per worker shard when the
 	// scope is "shard" (nil otherwise); it is kept across versions while
 	// the scope and number_of_workers stay (see Limiter.build).
-	inflight *shardcount.Counters
+	inflight *shardCounters
 	// params are GroupSettings.Params(); stateVer changes when the
 	// algorithm or the limits its state is measured in change (see
 	// local.sync).

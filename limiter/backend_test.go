@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // fakeBackend answers every Admit with out, records what it was asked, and
@@ -14,7 +15,7 @@ type fakeBackend struct {
 	mu       sync.Mutex
 	out      limiter.Outcome
 	admits   int
-	keys     []limiter.PeerKey
+	keys     []peer.Key
 	groups   []string
 	released []limiter.Handle
 	next     uint64
@@ -78,7 +79,7 @@ func TestBackendUnavailable(t *testing.T) {
 	l, f := newFake(t, cfg, limiter.Outcome{Reason: limiter.ReasonUnavailable, RetryAfter: 2})
 	for _, group := range []string{"test", "dry"} {
 		g, _ := l.GroupID(group)
-		d := l.Decide(at(0), peer(A), g)
+		d := l.Decide(at(0), peerAt(A), g)
 		if d.Allowed || d.WouldReject || d.Reason != limiter.ReasonUnavailable || d.Limited || d.Group != g || d.RetryAfter != 2 {
 			t.Fatalf("%s: %+v", group, d)
 		}
@@ -108,7 +109,7 @@ func TestBackendUnavailable(t *testing.T) {
 func TestBackendFailOpen(t *testing.T) {
 	l, f := newFake(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)), limiter.Outcome{Via: limiter.ViaUnlimited})
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(0), peer(A), g)
+	d := l.Decide(at(0), peerAt(A), g)
 	if !d.Allowed || d.Via != limiter.ViaUnlimited || d.Limited || d.WouldReject || d.Reason != limiter.ReasonNone {
 		t.Fatalf("%+v", d)
 	}
@@ -147,7 +148,7 @@ func TestLimiterBackend(t *testing.T) {
 	}
 	g, _ := own.GroupID("test")
 	for i := range 4 {
-		a, c := own.Decide(at(int64(i)), peer(A), g), sep.Decide(at(int64(i)), peer(A), g)
+		a, c := own.Decide(at(int64(i)), peerAt(A), g), sep.Decide(at(int64(i)), peerAt(A), g)
 		if a.Allowed != c.Allowed || a.Via != c.Via || a.Reason != c.Reason || a.Quota() != c.Quota() {
 			t.Fatalf("decision %d: own %+v, separate %+v", i, a, c)
 		}
@@ -171,17 +172,17 @@ func TestBackendSeam(t *testing.T) {
 	gOff, _ := l.GroupID("off")
 
 	// Denied, exempt, mode off, switch off: the backend is never asked.
-	if d := l.Decide(at(0), peer("203.0.113.9"), g); d.Allowed || d.Reason != limiter.ReasonDenied {
+	if d := l.Decide(at(0), peerAt("203.0.113.9"), g); d.Allowed || d.Reason != limiter.ReasonDenied {
 		t.Fatalf("denied: %+v", d)
 	}
-	if d := l.Decide(at(0), peer("10.1.2.3"), g); !d.Allowed || d.Via != limiter.ViaUnlimited || d.Group != limiter.LocalPeers {
+	if d := l.Decide(at(0), peerAt("10.1.2.3"), g); !d.Allowed || d.Via != limiter.ViaUnlimited || d.Group != limiter.LocalPeers {
 		t.Fatalf("exempt: %+v", d)
 	}
-	if d := l.Decide(at(0), peer(A), gOff); !d.Allowed || d.Via != limiter.ViaUnlimited {
+	if d := l.Decide(at(0), peerAt(A), gOff); !d.Allowed || d.Via != limiter.ViaUnlimited {
 		t.Fatalf("off: %+v", d)
 	}
 	l.SetEnabled(false)
-	if d := l.Decide(at(0), peer(A), g); !d.Allowed || d.Via != limiter.ViaUnlimited {
+	if d := l.Decide(at(0), peerAt(A), g); !d.Allowed || d.Via != limiter.ViaUnlimited {
 		t.Fatalf("switch off: %+v", d)
 	}
 	l.SetEnabled(true)
@@ -189,11 +190,11 @@ func TestBackendSeam(t *testing.T) {
 		t.Fatalf("the backend was asked %d times before any limited decision", f.admits)
 	}
 
-	d := l.Decide(at(5), peer(A), g)
+	d := l.Decide(at(5), peerAt(A), g)
 	if !d.Allowed || d.Via != limiter.ViaLeaky || !d.Limited || f.admits != 1 {
 		t.Fatalf("%+v, admits %d", d, f.admits)
 	}
-	if f.keys[0] != peer(A).Key || f.groups[0] != "test" {
+	if f.keys[0] != peerAt(A).Key || f.groups[0] != "test" {
 		t.Fatalf("asked for %v in %q", f.keys[0], f.groups[0])
 	}
 	if q := d.Quota(); q.BucketRemaining != 3 || q.BucketReset != 1000 || q.BucketLimit != 10 {
@@ -206,15 +207,15 @@ func TestBackendSeam(t *testing.T) {
 	}
 
 	// Reduce: the policy answers for local_peers and a disabled group.
-	if r := l.Reduce(at(6), peer(A).Key, g); r != limiter.Reduced || f.reduces != 1 {
+	if r := l.Reduce(at(6), peerAt(A).Key, g); r != limiter.Reduced || f.reduces != 1 {
 		t.Fatalf("reduce %v, backend asked %d times", r, f.reduces)
 	}
-	if r := l.Reduce(at(6), peer(A).Key, limiter.LocalPeers); r != limiter.ReduceNoop || f.reduces != 1 {
+	if r := l.Reduce(at(6), peerAt(A).Key, limiter.LocalPeers); r != limiter.ReduceNoop || f.reduces != 1 {
 		t.Fatalf("reduce local_peers %v", r)
 	}
 	// Forget asks once per limited group.
 	groups := len(l.Groups()) - 1
-	if n := l.Forget(peer(A).Key); n != groups || f.forgets != groups {
+	if n := l.Forget(peerAt(A).Key); n != groups || f.forgets != groups {
 		t.Fatalf("forget %d, backend asked %d times, %d groups", n, f.forgets, groups)
 	}
 
@@ -226,7 +227,7 @@ func TestBackendSeam(t *testing.T) {
 	if err := l.Apply(at(7), cfg); err != nil {
 		t.Fatal(err)
 	}
-	d = l.Decide(at(8), peer(A), g)
+	d = l.Decide(at(8), peerAt(A), g)
 	if !d.Allowed || !d.WouldReject || d.Reason != limiter.ReasonConcurrency {
 		t.Fatalf("dry_run: %+v", d)
 	}
@@ -246,10 +247,10 @@ func TestBackendSeam(t *testing.T) {
 func TestBackendWithoutOptionalInterfaces(t *testing.T) {
 	l, _ := newFake(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)), limiter.Outcome{Via: limiter.ViaLeaky})
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(0), peer(A), g)
+	d := l.Decide(at(0), peerAt(A), g)
 	defer d.Release()
 	l.Tick(at(60000))
-	if v := l.Peer(at(1), peer(A).Key); v != nil {
+	if v := l.Peer(at(1), peerAt(A).Key); v != nil {
 		t.Fatalf("views %+v", v)
 	}
 	l.Each(at(1), func(limiter.EntryView) bool { t.Fatal("an entry"); return false })
@@ -277,7 +278,7 @@ func TestReleaseDoesNotAllocate(t *testing.T) {
 	fake, _ := newFake(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)), limiter.Outcome{Via: limiter.ViaLeaky})
 	for name, l := range map[string]*limiter.Limiter{"local": local, "fake": fake} {
 		g, _ := l.GroupID("test")
-		p := peer(A)
+		p := peerAt(A)
 		held := make([]limiter.Decision, runs+1)
 		for i := range held {
 			if held[i] = l.Decide(at(1), p, g); !held[i].Allowed {

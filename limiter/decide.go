@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // Via says how a request was admitted.
@@ -214,7 +215,7 @@ type policyStats struct {
 // not admit, so the shard never holds more than concurrency_limit; the
 // Backend, told so by PeerConcurrencyLimit, keeps count of the peer's own
 // requests in flight (the ar_limiter concurrency gauges) without a limit.
-func (l *Limiter) Decide(now time.Time, p Peer, g GroupID) (d Decision) {
+func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || !st.groups[g].defined {
 		g = st.general
@@ -291,13 +292,13 @@ func (l *Limiter) shardFull(gr *Group, g GroupID, ms int64) Decision {
 // DenyExempt reports whether p is on the deny list, for a request that
 // bypasses Decide (an exempt path): the deny list applies to every request
 // (SPEC §4). A denied one is counted as a denied request of general.
-func (l *Limiter) DenyExempt(p Peer) bool {
+func (l *Limiter) DenyExempt(p peer.Peer) bool {
 	st := l.set.Load()
 	return l.denied(st, p, st.general)
 }
 
 // denied reports whether p is on the deny list, counting the denial in g.
-func (l *Limiter) denied(st *settings, p Peer, g GroupID) bool {
+func (l *Limiter) denied(st *settings, p peer.Peer, g GroupID) bool {
 	if !p.Addr.IsValid() || st.deny.Len() == 0 || !st.deny.Contains(p.Addr) {
 		return false
 	}
@@ -328,7 +329,7 @@ func (r ReduceResult) String() string {
 // (with arweave.version 2.9.7 and leaky_limit 0, §6.3: the oldest window
 // timestamp held; for the other algorithms, §6.2: one admission given
 // back). It never creates an entry.
-func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
+func (l *Limiter) Reduce(now time.Time, k peer.Key, g GroupID) ReduceResult {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || !st.groups[g].defined || g == LocalPeers {
 		return ReduceNoop
@@ -343,7 +344,7 @@ func (l *Limiter) Reduce(now time.Time, k PeerKey, g GroupID) ReduceResult {
 
 // Forget deletes every entry of peer k, in every group, and returns how
 // many there were. Requests in flight release nothing afterwards.
-func (l *Limiter) Forget(k PeerKey) int {
+func (l *Limiter) Forget(k peer.Key) int {
 	st := l.set.Load()
 	key := KeyOf(&k)
 	n := 0

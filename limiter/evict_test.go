@@ -6,11 +6,12 @@ import (
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // floodPeer is the i-th peer of a flood, outside 192.0.2.0/24.
-func floodPeer(i int) limiter.Peer {
-	return peer(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
+func floodPeer(i int) peer.Peer {
+	return peerAt(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
 }
 
 // TestEvictionExhaustFloodStillLimited is issue 18's scenario: a peer
@@ -46,7 +47,7 @@ func TestEvictionExhaustFloodStillLimited(t *testing.T) {
 			cfg.MaxTracked = capacity
 			l := newLimiter(t, cfg)
 			g, _ := l.GroupID("test")
-			abuser, polite := peer("192.0.2.66"), peer("192.0.2.7")
+			abuser, polite := peerAt("192.0.2.66"), peerAt("192.0.2.7")
 			// The abuser exhausts its limits at second 0.
 			admitted := 0
 			for {
@@ -114,13 +115,13 @@ func TestEvictionPrefersLight(t *testing.T) {
 	cfg.MaxTracked = 3
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
-	a, b, c, d, e := peer("192.0.2.1"), peer("192.0.2.2"), peer("192.0.2.3"), peer("192.0.2.4"), peer("192.0.2.5")
+	a, b, c, d, e := peerAt("192.0.2.1"), peerAt("192.0.2.2"), peerAt("192.0.2.3"), peerAt("192.0.2.4"), peerAt("192.0.2.5")
 	decideRelease(l, at(0), a, g) // a: limited at 0 s
 	decideRelease(l, at(0), a, g)
 	decideRelease(l, at(5_000), b, g) // b: light at 5 s
 	decideRelease(l, at(6_000), c, g) // c: limited at 6 s
 	decideRelease(l, at(6_000), c, g)
-	tracked := func(p limiter.Peer, ms int64) bool { _, ok := l.Entry(at(ms), p.Key, g); return ok }
+	tracked := func(p peer.Peer, ms int64) bool { _, ok := l.Entry(at(ms), p.Key, g); return ok }
 	decideRelease(l, at(10_000), d, g)
 	if tracked(b, 10_000) || !tracked(a, 10_000) || !tracked(c, 10_000) {
 		t.Fatal("d should have evicted b, the light one, not a or c")

@@ -3,8 +3,6 @@ package limiter
 import (
 	"reflect"
 	"unsafe"
-
-	"github.com/limiterd/limiterd/limiter/shardcount"
 )
 
 // EntrySize is the size of one tracked (peer, group) entry, for tests.
@@ -37,8 +35,15 @@ func holdsPointers(t reflect.Type) bool {
 	return true
 }
 
-// ShardCounters returns the shard in-flight counters of group g (nil
+// ShardCounters are the in-flight counts of a group's worker shards, for
+// the external tests.
+type ShardCounters = shardCounters
+
+// NewShardCounters is newShardCounters, for the external tests.
+var NewShardCounters = newShardCounters
+
+// ShardCountersOf returns the shard in-flight counters of group g (nil
 // unless its scope is "shard").
-func ShardCounters(l *Limiter, g GroupID) *shardcount.Counters {
+func ShardCountersOf(l *Limiter, g GroupID) *shardCounters {
 	return l.set.Load().groups[g].inflight
 }

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter/algo"
-	"github.com/limiterd/limiterd/limiter/peerid"
-	"github.com/limiterd/limiterd/limiter/shardcount"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // GroupID is a group's index in a Limiter. IDs are stable for the
@@ -30,7 +29,7 @@ type Config struct {
 	ExemptPaths    []string
 	TrustedProxies []netip.Prefix
 	// ForwardedHeader is the header a trusted proxy's chain is read from.
-	ForwardedHeader peerid.ForwardedHeader
+	ForwardedHeader peer.ForwardedHeader
 	IPv6Prefix      int
 	Exempt          []netip.Prefix
 	Deny            []netip.Prefix
@@ -52,9 +51,9 @@ type settings struct {
 	routeReduce [][]int
 	general     GroupID
 	exemptPaths []*Pattern
-	ident       *peerid.Identifier
-	exempt      *PrefixSet
-	deny        *PrefixSet
+	ident       *peer.Identifier
+	exempt      *peer.Set
+	deny        *peer.Set
 	maxTracked  int64
 }
 
@@ -241,7 +240,7 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 		}
 		g := Group{ID: id, defined: true, backend: l.backend, Version: ver, Name: name, GroupSettings: gs,
 			params: gs.Params(), stateVer: ver, Arweave: cfg.ArweaveVersion}
-		g.inflight = shardCounters(prev, id, gs)
+		g.inflight = groupShardCounters(prev, id, gs)
 		if prev != nil && prev.groups[id].defined {
 			// The state stays valid while the algorithm stays and, for the
 			// two whose units are made of the limits (and the sliding
@@ -289,11 +288,11 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 		}
 		st.exemptPaths = append(st.exemptPaths, pat)
 	}
-	if st.ident, err = peerid.New(NewPrefixSet(cfg.TrustedProxies), cfg.IPv6Prefix, cfg.ForwardedHeader); err != nil {
+	if st.ident, err = peer.NewIdentifier(peer.NewSet(cfg.TrustedProxies), cfg.IPv6Prefix, cfg.ForwardedHeader); err != nil {
 		return nil, err
 	}
-	st.exempt = NewPrefixSet(cfg.Exempt)
-	st.deny = NewPrefixSet(cfg.Deny)
+	st.exempt = peer.NewSet(cfg.Exempt)
+	st.deny = peer.NewSet(cfg.Deny)
 
 	// Commit the new IDs only now that everything validated.
 	l.ver = ver
@@ -310,7 +309,7 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 	return st, nil
 }
 
-// shardCounters returns the shard in-flight counters of group id with
+// groupShardCounters returns the shard in-flight counters of group id with
 // settings gs (SPEC §6.3): nil unless the scope is "shard"; those of prev
 // while they have as many shards, else new ones. Requests admitted under
 // counters that were replaced (a live change of number_of_workers or of
@@ -318,7 +317,7 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 // counter), so no count goes negative or leaks; until they end they are
 // not counted against the new shards. Restore (prev nil) starts new ones,
 // as it forgets the peers' own in-flight counts.
-func shardCounters(prev *settings, id GroupID, gs GroupSettings) *shardcount.Counters {
+func groupShardCounters(prev *settings, id GroupID, gs GroupSettings) *shardCounters {
 	if gs.ConcurrencyScope != ScopeShard {
 		return nil
 	}
@@ -328,7 +327,7 @@ func shardCounters(prev *settings, id GroupID, gs GroupSettings) *shardcount.Cou
 			return c
 		}
 	}
-	return shardcount.New(n)
+	return newShardCounters(n)
 }
 
 // CheckConfig reports whether New would accept cfg, without building the
@@ -420,9 +419,9 @@ func (l *Limiter) Classify(method, path string) Route {
 }
 
 // PeerOf identifies the peer of a request (SPEC §4).
-func (l *Limiter) PeerOf(remoteAddr string, h peerid.Header) Peer {
+func (l *Limiter) PeerOf(remoteAddr string, h peer.Header) peer.Peer {
 	return l.set.Load().ident.PeerOf(remoteAddr, h)
 }
 
-// ParsePeer parses an address given by an API caller into a Peer.
-func (l *Limiter) ParsePeer(s string) (Peer, error) { return l.set.Load().ident.ParsePeer(s) }
+// ParsePeer parses an address given by an API caller into a peer.Peer.
+func (l *Limiter) ParsePeer(s string) (peer.Peer, error) { return l.set.Load().ident.ParsePeer(s) }

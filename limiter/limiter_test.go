@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // t0 is the fake timeline's origin: every group's tick 0 falls here.
@@ -30,9 +31,9 @@ func settings(window, duration, leaky, interval, reduction, concurrency int64) l
 	}
 }
 
-func peer(s string) limiter.Peer {
+func peerAt(s string) peer.Peer {
 	a := netip.MustParseAddr(s)
-	return limiter.Peer{Addr: a, Key: limiter.KeyFromAddr(a, 64)}
+	return peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}
 }
 
 // step is one event on the fake timeline. op is "req" (decide; the
@@ -119,9 +120,9 @@ func run(t *testing.T, l *limiter.Limiter, group string, steps []step) {
 	}()
 	for i, s := range steps {
 		now := at(s.at)
-		var p limiter.Peer
+		var p peer.Peer
 		if s.peer != "" {
-			p = peer(s.peer)
+			p = peerAt(s.peer)
 		}
 		switch s.op {
 		case "req":
@@ -404,23 +405,23 @@ func TestWindowExpiryBoundary(t *testing.T) {
 		l := newLimiter(t, testConfig(settings(3, 1000, 0, 30000, 1, 10)))
 		g, _ := l.GroupID("test")
 		for _, ts := range []int64{1, 500, 501} {
-			d := l.Decide(at(ts), peer(A), g)
+			d := l.Decide(at(ts), peerAt(A), g)
 			if d.Via != limiter.ViaSliding {
 				t.Fatalf("admission at %d: %+v", ts, d)
 			}
 			d.Release()
 		}
-		v := l.Peer(at(tc.now), peer(A).Key)
+		v := l.Peer(at(tc.now), peerAt(A).Key)
 		if len(v) != 1 || v[0].WindowActive != tc.active {
 			t.Fatalf("now=%d: %+v, want %d active", tc.now, v, tc.active)
 		}
 		// And the decision agrees: with limit 3, room for 3-active.
 		for i := int64(0); i < 3-tc.active; i++ {
-			if d := l.Decide(at(tc.now), peer(A), g); d.Via != limiter.ViaSliding {
+			if d := l.Decide(at(tc.now), peerAt(A), g); d.Via != limiter.ViaSliding {
 				t.Fatalf("now=%d request %d: %+v", tc.now, i, d)
 			}
 		}
-		if d := l.Decide(at(tc.now), peer(A), g); d.Allowed {
+		if d := l.Decide(at(tc.now), peerAt(A), g); d.Allowed {
 			t.Fatalf("now=%d: window should be full", tc.now)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // Snapshot is all of a Limiter's state as plain values: what a restart
@@ -35,8 +36,8 @@ type GroupSnapshot struct {
 
 // EntrySnapshot is the state of one (peer, group).
 type EntrySnapshot struct {
-	Peer  PeerKey `json:"peer"`
-	Group string  `json:"group"`
+	Peer  peer.Key `json:"peer"`
+	Group string   `json:"group"`
 	// InTokens is true while the entry is in the leaky-token register;
 	// Tokens is then the tokens consumed and LeakyTick the index of the
 	// last leaky tick applied.
@@ -358,8 +359,8 @@ func (b *local) Restore(ms int64, gt *GroupTable, snap *Snapshot) RestoreReport 
 
 // EntryRef names one (peer, group).
 type EntryRef struct {
-	Peer  PeerKey `json:"peer"`
-	Group string  `json:"group"`
+	Peer  peer.Key `json:"peer"`
+	Group string   `json:"group"`
 }
 
 // Delta is what changed since the previous SnapshotDelta: the entries

@@ -14,9 +14,9 @@ func TestRestoreAcrossGap(t *testing.T) {
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
 	for i := 0; i < 12; i++ { // 2 by the window, 10 tokens
-		l.Decide(at(1000), peer(A), g)
+		l.Decide(at(1000), peerAt(A), g)
 	}
-	l.Decide(at(1000), peer(B), g) // window only
+	l.Decide(at(1000), peerAt(B), g) // window only
 	l.SetEnabled(false)
 	snap := l.Snapshot(at(10_000))
 	b, err := json.Marshal(snap)
@@ -41,16 +41,16 @@ func TestRestoreAcrossGap(t *testing.T) {
 		if l2.Enabled() {
 			t.Fatal("the global switch was not restored")
 		}
-		v := l2.Peer(at(65_000), peer(A).Key)
+		v := l2.Peer(at(65_000), peerAt(A).Key)
 		if len(v) != 1 || v[0].Tokens != 2 || v[0].Inflight != 0 {
 			t.Fatalf("%+v", v)
 		}
 		// The phase survived: the next tick is at 90 s, not 65 s + 30 s.
-		check := l2.Peer(at(89_999), peer(A).Key)
+		check := l2.Peer(at(89_999), peerAt(A).Key)
 		if check[0].Tokens != 2 {
 			t.Fatalf("tick came early: %+v", check)
 		}
-		if v := l2.Peer(at(90_000), peer(A).Key); v[0].Tokens != 0 {
+		if v := l2.Peer(at(90_000), peerAt(A).Key); v[0].Tokens != 0 {
 			t.Fatalf("tick at 90 s missing: %+v", v)
 		}
 	})
@@ -78,15 +78,15 @@ func TestRestoreAcrossGap(t *testing.T) {
 		}
 		// Nothing elapsed: 10 tokens, the window full for 1000-(10000-1000)... the
 		// window timestamps moved back by 15 s with everything else.
-		v := l2.Peer(at(-5_000), peer(A).Key)
+		v := l2.Peer(at(-5_000), peerAt(A).Key)
 		if len(v) != 1 || v[0].Tokens != 10 || v[0].Window != 2 {
 			t.Fatalf("%+v", v)
 		}
 		// The next tick is 20 s after the snapshot's time (30 s - 10 s).
-		if v := l2.Peer(at(-5_000+19_999), peer(A).Key); v[0].Tokens != 10 {
+		if v := l2.Peer(at(-5_000+19_999), peerAt(A).Key); v[0].Tokens != 10 {
 			t.Fatalf("%+v", v)
 		}
-		if v := l2.Peer(at(-5_000+20_000), peer(A).Key); v[0].Tokens != 6 {
+		if v := l2.Peer(at(-5_000+20_000), peerAt(A).Key); v[0].Tokens != 6 {
 			t.Fatalf("%+v", v)
 		}
 	})
@@ -96,7 +96,7 @@ func TestSnapshotDelta(t *testing.T) {
 	l := newLimiter(t, testConfig(settings(0, 1000, 10, 1000, 10, 10)))
 	g, _ := l.GroupID("test")
 	for i := 0; i < 5; i++ {
-		d := l.Decide(at(0), peer(fmt.Sprintf("192.0.2.%d", i)), g)
+		d := l.Decide(at(0), peerAt(fmt.Sprintf("192.0.2.%d", i)), g)
 		d.Release()
 	}
 	full := l.SnapshotDelta(at(0), true)
@@ -107,20 +107,20 @@ func TestSnapshotDelta(t *testing.T) {
 		t.Fatalf("nothing changed, got %+v", d)
 	}
 	// One decision: one change. One forget: one deletion.
-	d := l.Decide(at(100), peer("192.0.2.1"), g)
+	d := l.Decide(at(100), peerAt("192.0.2.1"), g)
 	d.Release()
-	l.Forget(peer("192.0.2.2").Key)
+	l.Forget(peerAt("192.0.2.2").Key)
 	delta := l.SnapshotDelta(at(200), false)
-	if len(delta.Changed) != 1 || delta.Changed[0].Peer != peer("192.0.2.1").Key || delta.Changed[0].Tokens != 2 {
+	if len(delta.Changed) != 1 || delta.Changed[0].Peer != peerAt("192.0.2.1").Key || delta.Changed[0].Tokens != 2 {
 		t.Fatalf("changed %+v", delta.Changed)
 	}
-	if len(delta.Deleted) != 1 || delta.Deleted[0] != (limiter.EntryRef{Peer: peer("192.0.2.2").Key, Group: "test"}) {
+	if len(delta.Deleted) != 1 || delta.Deleted[0] != (limiter.EntryRef{Peer: peerAt("192.0.2.2").Key, Group: "test"}) {
 		t.Fatalf("deleted %+v", delta.Deleted)
 	}
 	// An entry never saved is not reported when it goes.
-	d = l.Decide(at(300), peer("192.0.2.99"), g)
+	d = l.Decide(at(300), peerAt("192.0.2.99"), g)
 	d.Release()
-	l.Forget(peer("192.0.2.99").Key)
+	l.Forget(peerAt("192.0.2.99").Key)
 	if delta := l.SnapshotDelta(at(300), false); len(delta.Deleted) != 0 || len(delta.Changed) != 0 {
 		t.Fatalf("%+v", delta)
 	}
@@ -134,13 +134,13 @@ func TestSnapshotDelta(t *testing.T) {
 func TestReleaseAfterRestore(t *testing.T) {
 	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(0), peer(A), g)
+	d := l.Decide(at(0), peerAt(A), g)
 	if _, err := l.Restore(at(1), limiter.Snapshot{TakenAt: at(1).UnixMilli(), Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
-	d2 := l.Decide(at(2), peer(A), g) // a new entry, likely in the same slot and generation
-	d.Release()                       // stale: must neither panic nor release d2's slot
-	if v := l.Peer(at(2), peer(A).Key); len(v) != 1 || v[0].Inflight != 1 {
+	d2 := l.Decide(at(2), peerAt(A), g) // a new entry, likely in the same slot and generation
+	d.Release()                         // stale: must neither panic nor release d2's slot
+	if v := l.Peer(at(2), peerAt(A).Key); len(v) != 1 || v[0].Inflight != 1 {
 		t.Fatalf("%+v", v)
 	}
 	d2.Release()
@@ -153,24 +153,24 @@ func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
 	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
 	g, _ := l.GroupID("test")
 	for _, p := range []string{A, B} {
-		d := l.Decide(at(0), peer(p), g)
+		d := l.Decide(at(0), peerAt(p), g)
 		d.Release()
 	}
 	l.SnapshotDelta(at(10), true) // both persisted now
 	has := func(d limiter.Delta, p string) (changed, deleted bool) {
 		for _, e := range d.Changed {
-			changed = changed || e.Peer == peer(p).Key
+			changed = changed || e.Peer == peerAt(p).Key
 		}
 		for _, e := range d.Deleted {
-			deleted = deleted || e.Peer == peer(p).Key
+			deleted = deleted || e.Peer == peerAt(p).Key
 		}
 		return
 	}
 
 	// Incremental: A changes, is copied, then forgotten.
-	d := l.Decide(at(20), peer(A), g)
+	d := l.Decide(at(20), peerAt(A), g)
 	d.Release()
-	limiter.SetAfterScan(l, func() { l.Forget(peer(A).Key) })
+	limiter.SetAfterScan(l, func() { l.Forget(peerAt(A).Key) })
 	delta := l.SnapshotDelta(at(30), false)
 	if c, del := has(delta, A); c || !del {
 		t.Fatalf("forgotten during the scan: changed %v deleted %v, want false true", c, del)
@@ -178,11 +178,11 @@ func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
 
 	// Forgotten and seen again during the scan: both, the newer state wins
 	// in a store (deletions first), and the new entry is saved next time.
-	d = l.Decide(at(40), peer(B), g)
+	d = l.Decide(at(40), peerAt(B), g)
 	d.Release()
 	limiter.SetAfterScan(l, func() {
-		l.Forget(peer(B).Key)
-		d := l.Decide(at(45), peer(B), g)
+		l.Forget(peerAt(B).Key)
+		d := l.Decide(at(45), peerAt(B), g)
 		d.Release()
 	})
 	delta = l.SnapshotDelta(at(50), false)
@@ -196,25 +196,25 @@ func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
 
 	// The same, but the new entry goes before the next delta: the copy in
 	// the store is the old entry's, so the deletion must be reported.
-	d = l.Decide(at(62), peer(B), g)
+	d = l.Decide(at(62), peerAt(B), g)
 	d.Release()
 	limiter.SetAfterScan(l, func() {
-		l.Forget(peer(B).Key)
-		d := l.Decide(at(64), peer(B), g)
+		l.Forget(peerAt(B).Key)
+		d := l.Decide(at(64), peerAt(B), g)
 		d.Release()
 	})
 	l.SnapshotDelta(at(66), false)
 	limiter.SetAfterScan(l, nil)
-	l.Forget(peer(B).Key)
+	l.Forget(peerAt(B).Key)
 	if _, del := has(l.SnapshotDelta(at(68), false), B); !del {
 		t.Fatal("an entry created during the scan and forgotten before the next delta: deletion not reported")
 	}
-	d = l.Decide(at(69), peer(B), g)
+	d = l.Decide(at(69), peerAt(B), g)
 	d.Release()
 	l.SnapshotDelta(at(69), false)
 
 	// Full: the copy of an entry forgotten during the scan is left out.
-	limiter.SetAfterScan(l, func() { l.Forget(peer(B).Key) })
+	limiter.SetAfterScan(l, func() { l.Forget(peerAt(B).Key) })
 	delta = l.SnapshotDelta(at(70), true)
 	if c, _ := has(delta, B); c {
 		t.Fatal("a full delta kept an entry forgotten during its scan")
@@ -234,10 +234,10 @@ func TestRestoreAfterAHugeGap(t *testing.T) {
 		if _, err := l2.Restore(at(gap), snap); err != nil {
 			t.Fatal(err)
 		}
-		if v := l2.Peer(at(gap), peer(A).Key); len(v) != 0 && v[0].Tokens != 0 {
+		if v := l2.Peer(at(gap), peerAt(A).Key); len(v) != 0 && v[0].Tokens != 0 {
 			t.Fatalf("gap %d ms: %+v, want the bucket empty", gap, v)
 		}
-		if d := l2.Decide(at(gap), peer(A), g); !d.Allowed {
+		if d := l2.Decide(at(gap), peerAt(A), g); !d.Allowed {
 			t.Fatalf("gap %d ms: %+v, want an admission", gap, d)
 		}
 	}
@@ -250,7 +250,7 @@ func TestRestoreCapCountsOnlyRestorable(t *testing.T) {
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
 	for _, p := range []string{A, B} {
-		d := l.Decide(at(0), peer(p), g)
+		d := l.Decide(at(0), peerAt(p), g)
 		d.Release()
 	}
 	snap := l.Snapshot(at(0))

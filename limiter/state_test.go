@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // TestPure enforces that the core imports the standard library only (and
@@ -61,7 +62,7 @@ func TestConcurrentOnePeer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			d := l.Decide(at(5), peer(A), g)
+			d := l.Decide(at(5), peerAt(A), g)
 			defer d.Release()
 			if d.Allowed {
 				admitted.Add(1)
@@ -93,7 +94,7 @@ func TestConcurrentManyPeers(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pr := peer(fmt.Sprintf("198.51.100.%d", p))
+				pr := peerAt(fmt.Sprintf("198.51.100.%d", p))
 				for i := 0; i < 150; i++ {
 					d := l.Decide(at(5), pr, g)
 					if d.Allowed {
@@ -120,12 +121,12 @@ func TestExemptDenySwitch(t *testing.T) {
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
 	for i := 0; i < 5; i++ {
-		d := l.Decide(at(0), peer("10.1.2.3"), g)
+		d := l.Decide(at(0), peerAt("10.1.2.3"), g)
 		if !d.Allowed || d.Via != limiter.ViaUnlimited || d.Group != limiter.LocalPeers || d.Limited {
 			t.Fatalf("exempt peer: %+v", d)
 		}
 	}
-	if d := l.Decide(at(0), peer("203.0.113.9"), g); d.Allowed || d.Reason != limiter.ReasonDenied {
+	if d := l.Decide(at(0), peerAt("203.0.113.9"), g); d.Allowed || d.Reason != limiter.ReasonDenied {
 		t.Fatalf("denied peer: %+v", d)
 	}
 	if l.Tracked() != 0 {
@@ -137,20 +138,20 @@ func TestExemptDenySwitch(t *testing.T) {
 	}
 
 	// The global switch: off admits with no state change, on restores limits.
-	if d := l.Decide(at(1), peer(A), g); d.Via != limiter.ViaLeaky {
+	if d := l.Decide(at(1), peerAt(A), g); d.Via != limiter.ViaLeaky {
 		t.Fatalf("%+v", d)
 	}
 	l.SetEnabled(false)
 	for i := 0; i < 3; i++ {
-		if d := l.Decide(at(2), peer(A), g); d.Via != limiter.ViaUnlimited {
+		if d := l.Decide(at(2), peerAt(A), g); d.Via != limiter.ViaUnlimited {
 			t.Fatalf("switch off: %+v", d)
 		}
 	}
-	if d := l.Decide(at(2), peer("203.0.113.9"), g); d.Reason != limiter.ReasonDenied {
+	if d := l.Decide(at(2), peerAt("203.0.113.9"), g); d.Reason != limiter.ReasonDenied {
 		t.Fatalf("deny applies with the switch off: %+v", d)
 	}
 	l.SetEnabled(true)
-	if d := l.Decide(at(3), peer(A), g); d.Reason != limiter.ReasonRateLimit {
+	if d := l.Decide(at(3), peerAt(A), g); d.Reason != limiter.ReasonRateLimit {
 		t.Fatalf("switch on again: %+v", d)
 	}
 }
@@ -162,20 +163,20 @@ func TestMaxTrackedEvictsLongestIdle(t *testing.T) {
 	g, _ := l.GroupID("test")
 	// Peers seen at 0 s, 1 s, 2 s; then the first is seen again at 3 s.
 	for i, p := range []string{"192.0.2.10", "192.0.2.11", "192.0.2.12", "192.0.2.10"} {
-		d := l.Decide(at(int64(i)*1000), peer(p), g)
+		d := l.Decide(at(int64(i)*1000), peerAt(p), g)
 		d.Release()
 	}
 	// A fourth peer evicts .11, idle longest.
-	d := l.Decide(at(4000), peer("192.0.2.13"), g)
+	d := l.Decide(at(4000), peerAt("192.0.2.13"), g)
 	d.Release()
 	if l.Tracked() != 3 {
 		t.Fatalf("tracked %d, want 3", l.Tracked())
 	}
-	if v := l.Peer(at(4000), peer("192.0.2.11").Key); len(v) != 0 {
+	if v := l.Peer(at(4000), peerAt("192.0.2.11").Key); len(v) != 0 {
 		t.Fatalf(".11 should have been evicted: %+v", v)
 	}
 	for _, p := range []string{"192.0.2.10", "192.0.2.12", "192.0.2.13"} {
-		if v := l.Peer(at(4000), peer(p).Key); len(v) != 1 {
+		if v := l.Peer(at(4000), peerAt(p).Key); len(v) != 1 {
 			t.Fatalf("%s should be tracked", p)
 		}
 	}
@@ -193,12 +194,12 @@ func TestMaxTrackedClosedGroup(t *testing.T) {
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
 	closed, _ := l.GroupID("closed")
-	d := l.Decide(at(0), peer(A), g)
+	d := l.Decide(at(0), peerAt(A), g)
 	d.Release()
-	if d := l.Decide(at(1000), peer(B), closed); d.Allowed || d.Reason != limiter.ReasonRateLimit {
+	if d := l.Decide(at(1000), peerAt(B), closed); d.Allowed || d.Reason != limiter.ReasonRateLimit {
 		t.Fatalf("closed group: %+v, want a rate_limit rejection", d)
 	}
-	if l.Tracked() != 1 || l.Evictions() != 0 || len(l.Peer(at(1000), peer(A).Key)) != 1 {
+	if l.Tracked() != 1 || l.Evictions() != 0 || len(l.Peer(at(1000), peerAt(A).Key)) != 1 {
 		t.Fatalf("tracked %d, evictions %d: A's entry should still be there", l.Tracked(), l.Evictions())
 	}
 }
@@ -206,13 +207,13 @@ func TestMaxTrackedClosedGroup(t *testing.T) {
 func TestForgetAndStaleRelease(t *testing.T) {
 	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(0), peer(A), g)
-	if n := l.Forget(peer(A).Key); n != 1 {
+	d := l.Decide(at(0), peerAt(A), g)
+	if n := l.Forget(peerAt(A).Key); n != 1 {
 		t.Fatalf("forgot %d entries", n)
 	}
-	d2 := l.Decide(at(1), peer(A), g) // a fresh entry, maybe in the same slot
-	d.Release()                       // stale: must not touch the new entry
-	if v := l.Peer(at(1), peer(A).Key); len(v) != 1 || v[0].Inflight != 1 || v[0].Tokens != 1 {
+	d2 := l.Decide(at(1), peerAt(A), g) // a fresh entry, maybe in the same slot
+	d.Release()                         // stale: must not touch the new entry
+	if v := l.Peer(at(1), peerAt(A).Key); len(v) != 1 || v[0].Inflight != 1 || v[0].Tokens != 1 {
 		t.Fatalf("stale release changed the new entry: %+v", v)
 	}
 	d2.Release()
@@ -221,14 +222,14 @@ func TestForgetAndStaleRelease(t *testing.T) {
 func TestQuota(t *testing.T) {
 	l := newLimiter(t, testConfig(settings(2, 1000, 5, 30000, 5, 10)))
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(7000), peer(A), g)
+	d := l.Decide(at(7000), peerAt(A), g)
 	q := d.Quota()
 	if !d.Limited || q.BucketLimit != 5 || q.BucketRemaining != 5 || q.BucketWindow != 30000 || q.BucketReset != 23000 ||
 		q.WindowLimit != 2 || q.WindowRemaining != 1 || q.WindowReset != 1000 {
 		t.Fatalf("quota %+v", q)
 	}
-	l.Decide(at(7100), peer(A), g)
-	d = l.Decide(at(7200), peer(A), g)
+	l.Decide(at(7100), peerAt(A), g)
+	d = l.Decide(at(7200), peerAt(A), g)
 	if d.Via != limiter.ViaLeaky || d.Quota().BucketRemaining != 4 || d.Quota().WindowRemaining != 0 || d.Quota().WindowReset != 800 {
 		t.Fatalf("%+v", d)
 	}
@@ -239,7 +240,7 @@ func TestLiveIntervalChangeKeepsPhase(t *testing.T) {
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
 	for i := 0; i < 10; i++ {
-		d := l.Decide(at(1000), peer(A), g)
+		d := l.Decide(at(1000), peerAt(A), g)
 		d.Release()
 	}
 	// At 20 s the interval becomes 5 s: the tick at 30 s still happens,
@@ -249,7 +250,7 @@ func TestLiveIntervalChangeKeepsPhase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ at, tokens int64 }{{29_999, 10}, {30_000, 9}, {34_999, 9}, {35_000, 8}, {45_000, 6}} {
-		if v := l.Peer(at(c.at), peer(A).Key); v[0].Tokens != c.tokens {
+		if v := l.Peer(at(c.at), peerAt(A).Key); v[0].Tokens != c.tokens {
 			t.Fatalf("at %d: tokens %d, want %d", c.at, v[0].Tokens, c.tokens)
 		}
 	}
@@ -259,7 +260,7 @@ func TestStatsCountTicks(t *testing.T) {
 	l := newLimiter(t, testConfig(settings(0, 1000, 10, 1000, 3, 100)))
 	g, _ := l.GroupID("test")
 	for i := 0; i < 5; i++ {
-		d := l.Decide(at(0), peer(A), g)
+		d := l.Decide(at(0), peerAt(A), g)
 		d.Release()
 	}
 	l.Tick(at(10_000))
@@ -312,8 +313,8 @@ func TestEvictionOrderAtScale(t *testing.T) {
 	cfg.MaxTracked = n
 	l := newLimiter(t, cfg)
 	g, _ := l.GroupID("test")
-	ip := func(i int) limiter.Peer {
-		return peer(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
+	ip := func(i int) peer.Peer {
+		return peerAt(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
 	}
 	decide := func(i int, sec int64, release bool) {
 		d := l.Decide(at(sec*1000), ip(i), g)
@@ -368,7 +369,7 @@ func TestEvictionConcurrent(t *testing.T) {
 			defer wg.Done()
 			var held []limiter.Decision
 			for i := range each {
-				p := peer(fmt.Sprintf("10.%d.%d.%d", w, i>>8, i&255))
+				p := peerAt(fmt.Sprintf("10.%d.%d.%d", w, i>>8, i&255))
 				d := l.Decide(at(int64(i)), p, g)
 				if !d.Allowed {
 					rejected.Add(1)
@@ -421,7 +422,7 @@ func TestEvictionConcurrent(t *testing.T) {
 // admitN decides (and releases) n requests of peer p in group g at ms.
 func admitN(l *limiter.Limiter, ms int64, p string, g limiter.GroupID, n int) {
 	for range n {
-		d := l.Decide(at(ms), peer(p), g)
+		d := l.Decide(at(ms), peerAt(p), g)
 		d.Release()
 	}
 }
@@ -440,10 +441,10 @@ func TestApplyAppliesDueTicksFirst(t *testing.T) {
 	if err := l.Apply(at(1100), cfg); err != nil {
 		t.Fatal(err)
 	}
-	if v := l.Peer(at(1200), peer(A).Key); len(v) != 1 || v[0].Tokens != 9 {
+	if v := l.Peer(at(1200), peerAt(A).Key); len(v) != 1 || v[0].Tokens != 9 {
 		t.Fatalf("after the edit: %+v, want 9 tokens", v)
 	}
-	if v := l.Peer(at(2000), peer(A).Key); len(v) != 1 || v[0].Tokens != 0 {
+	if v := l.Peer(at(2000), peerAt(A).Key); len(v) != 1 || v[0].Tokens != 0 {
 		t.Fatalf("after the next tick (reduction 10): %+v, want 0 tokens", v)
 	}
 
@@ -452,7 +453,7 @@ func TestApplyAppliesDueTicksFirst(t *testing.T) {
 	cfg = testConfig(limiter.GroupSettings{SlidingWindowLimit: 1, SlidingWindowDuration: 1000,
 		CleanupInterval: 100, CleanupExpiry: 5000, LeakyLimit: 0, LeakyTickInterval: 1000, LeakyTickReduction: 1, ConcurrencyLimit: 10})
 	l = newLimiter(t, cfg)
-	d := l.Decide(at(0), peer(A), g)
+	d := l.Decide(at(0), peerAt(A), g)
 	d.Release()
 	gs := cfg.Groups["test"]
 	gs.CleanupExpiry = 10
@@ -462,7 +463,7 @@ func TestApplyAppliesDueTicksFirst(t *testing.T) {
 	}
 	// Eagerly: the tick at 100 kept the timestamp (expiry 5 s); the next,
 	// at 200, drops it. At 160 the window (1 per 1 s) is still full.
-	if d := l.Decide(at(160), peer(A), g); d.Allowed {
+	if d := l.Decide(at(160), peerAt(A), g); d.Allowed {
 		t.Fatalf("at 160: %+v, want a rejection (the window still holds 0)", d)
 	}
 }
@@ -484,7 +485,7 @@ func TestGroupRemovedAndBack(t *testing.T) {
 	if err := l.Apply(at(3_600_100), cfg); err != nil {
 		t.Fatal(err)
 	}
-	if d := l.Decide(at(3_602_000), peer(A), g); !d.Allowed {
+	if d := l.Decide(at(3_602_000), peerAt(A), g); !d.Allowed {
 		t.Fatalf("two ticks later: %+v, want the bucket drained", d)
 	}
 }

@@ -4,12 +4,75 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter/algo"
-	"github.com/limiterd/limiterd/limiter/groupstats"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
-// GroupStats are the counters and gauges of one group: the numbers behind
-// the metrics of SPEC §9 (package groupstats).
-type GroupStats = groupstats.Stats
+// GroupStats are the counters and gauges of one group: the numbers
+// behind the metrics of SPEC §9. Counters only grow; gauges are current.
+// A GroupStats is a plain value, not safe for concurrent use: its holder
+// locks.
+type GroupStats struct {
+	// Counters.
+	Requests            uint64 // ar_limiter_requests_total
+	RejectedConcurrency uint64 // ar_limiter_rejected_total{reason="concurrency"}
+	RejectedRateLimit   uint64 // ar_limiter_rejected_total{reason="rate_limit"}
+	Denied              uint64 // requests of denied peers (403)
+	WouldReject         uint64 // dry_run rejections let through
+	AllowedSliding      uint64 // admitted by the sliding window
+	AllowedLeaky        uint64 // admitted with a leaky-bucket token
+	Unlimited           uint64 // admitted with no limiting applied
+	Unavailable         uint64 // answered ReasonUnavailable by the backend
+	ReduceRequests      uint64 // ar_limiter_reduce_requests_total
+	TickReductionsPeer  uint64 // ar_limiter_leaky_tick_reductions_peer
+	TickTokenReductions uint64 // ar_limiter_leaky_tick_token_reductions_total
+	TickDeletePeer      uint64 // ar_limiter_leaky_tick_delete_peer_total
+	CleanupDeletePeer   uint64 // ar_limiter_cleanup_tick_expired_sliding_peers_deleted_total
+	Evictions           uint64 // entries evicted by max_tracked
+	LeakyTicks          uint64 // ar_limiter_leaky_ticks
+	AllowedAlgorithm    uint64 // admitted by an algorithm other than the hybrid
+	StateDrops          uint64 // entries dropped because the group's algorithm changed
+
+	// Gauges: ar_limiter_peers and ar_limiter_tracked_items_total.
+	PeersConcurrency int64
+	PeersTokens      int64
+	PeersWindow      int64
+	ItemsConcurrency int64
+	ItemsTokens      int64
+	ItemsWindow      int64
+	// Entries are the group's (peer, group) entries, LogItems the
+	// timestamps its sliding logs hold (limiterd's gauges).
+	Entries  int64
+	LogItems int64
+}
+
+// Add adds o's counters and gauges to s.
+func (s *GroupStats) Add(o *GroupStats) {
+	s.Requests += o.Requests
+	s.RejectedConcurrency += o.RejectedConcurrency
+	s.RejectedRateLimit += o.RejectedRateLimit
+	s.Denied += o.Denied
+	s.WouldReject += o.WouldReject
+	s.AllowedSliding += o.AllowedSliding
+	s.AllowedLeaky += o.AllowedLeaky
+	s.Unlimited += o.Unlimited
+	s.Unavailable += o.Unavailable
+	s.ReduceRequests += o.ReduceRequests
+	s.TickReductionsPeer += o.TickReductionsPeer
+	s.TickTokenReductions += o.TickTokenReductions
+	s.TickDeletePeer += o.TickDeletePeer
+	s.CleanupDeletePeer += o.CleanupDeletePeer
+	s.Evictions += o.Evictions
+	s.AllowedAlgorithm += o.AllowedAlgorithm
+	s.StateDrops += o.StateDrops
+	s.Entries += o.Entries
+	s.LogItems += o.LogItems
+	s.PeersConcurrency += o.PeersConcurrency
+	s.PeersTokens += o.PeersTokens
+	s.PeersWindow += o.PeersWindow
+	s.ItemsConcurrency += o.ItemsConcurrency
+	s.ItemsTokens += o.ItemsTokens
+	s.ItemsWindow += o.ItemsWindow
+}
 
 // Stats returns the counters and gauges of every group ever defined (a
 // removed group keeps its counters), keyed by group name: the policy's
@@ -96,7 +159,7 @@ func (b *local) Evictions() uint64 { return b.evictions.Load() }
 // EntryView is the state of one (peer, group), for the admin API and the
 // dashboard.
 type EntryView struct {
-	Peer     PeerKey
+	Peer     peer.Key
 	Group    string
 	GroupID  GroupID
 	Inflight int64
@@ -144,7 +207,7 @@ func (sh *shard) view(e *entry, g *Group, ms int64) EntryView {
 
 // Peer returns the state of peer k in every group it is tracked in, with
 // the ticks due at now applied.
-func (l *Limiter) Peer(now time.Time, k PeerKey) []EntryView {
+func (l *Limiter) Peer(now time.Time, k peer.Key) []EntryView {
 	st := l.set.Load()
 	var out []EntryView
 	for g := range st.groups {
@@ -201,7 +264,7 @@ func (l *Limiter) NextTicks(g GroupID, now time.Time) (leaky, cleanup time.Time)
 // Entry returns the state of peer k in group g, with the ticks due at now
 // applied; ok is false when it is not tracked (or the backend is not a
 // Viewer).
-func (l *Limiter) Entry(now time.Time, k PeerKey, g GroupID) (v EntryView, ok bool) {
+func (l *Limiter) Entry(now time.Time, k peer.Key, g GroupID) (v EntryView, ok bool) {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || g == LocalPeers || !st.groups[g].defined {
 		return v, false

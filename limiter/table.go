@@ -8,11 +8,11 @@ import (
 	"sync/atomic"
 
 	"github.com/limiterd/limiterd/limiter/algo"
-	"github.com/limiterd/limiterd/limiter/schedule"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
-// entryKey is a (peer, group) pair: the PeerKey, then the group ID in the
-// last byte. A free slot's key is all zeros (no PeerKey starts with 0).
+// entryKey is a (peer, group) pair: the peer.Key, then the group ID in the
+// last byte. A free slot's key is all zeros (no peer.Key starts with 0).
 type entryKey [18]byte
 
 // makeEntryKey returns the key of (k, g).
@@ -45,7 +45,7 @@ func (k *entryKey) eq(o *entryKey) bool {
 		le.Uint64(k[8:16]) == le.Uint64(o[8:16]) &&
 		le.Uint16(k[16:18]) == le.Uint16(o[16:18])
 }
-func (k *entryKey) peer() PeerKey { return PeerKey(k[:17]) }
+func (k *entryKey) peer() peer.Key { return peer.Key(k[:17]) }
 
 // Entry flags.
 const (
@@ -145,8 +145,8 @@ type shard struct {
 	// SnapshotDelta.
 	deleted []entryKey
 
-	leakyCache   [MaxGroups]schedule.Span
-	cleanupCache [MaxGroups]schedule.Span
+	leakyCache   [MaxGroups]TickSpan
+	cleanupCache [MaxGroups]TickSpan
 	// synced is, per group, the Group.stateVer the shard's entries are
 	// kept for, with the limits they are measured in (see sync).
 	synced [MaxGroups]shardSync

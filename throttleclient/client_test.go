@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/throttle"
+	"github.com/limiterd/limiterd/internal/throttle"
+	"github.com/limiterd/limiterd/internal/web/throttleapi"
 	"github.com/limiterd/limiterd/throttleclient"
-	"github.com/limiterd/limiterd/web/throttleapi"
 )
 
 const token = "s3cret"

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/throttle"
+	"github.com/limiterd/limiterd/internal/web/throttleapi"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/throttle"
 	"github.com/limiterd/limiterd/throttleclient"
-	"github.com/limiterd/limiterd/web/throttleapi"
 )
 
 // serveAdaptive starts a limiterd-like admin server whose throttle is in

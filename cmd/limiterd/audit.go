@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/limiterd/limiterd/store"
+	"github.com/limiterd/limiterd/internal/store"
 )
 
 // auditBound applies admin.audit_max_entries to the database: it sets the

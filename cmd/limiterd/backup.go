@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/limiterd/limiterd/config"
-	"github.com/limiterd/limiterd/store"
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/store"
 )
 
 // backupCmd runs `limiterd backup -o FILE [-admin URL] [-token-file FILE]`:

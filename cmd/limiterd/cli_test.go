@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/internal/web"
 )
 
 // run runs limiterd's Main in-process with args and returns the exit code,

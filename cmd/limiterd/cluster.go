@@ -13,12 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/limiterd/limiterd/cluster"
-	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/internal/cluster"
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/templates"
+	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/live"
-	"github.com/limiterd/limiterd/templates"
-	"github.com/limiterd/limiterd/web"
 )
 
 // openCluster opens the Redis backend of cluster mode (SPEC §12) when the

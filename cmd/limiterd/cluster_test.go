@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/redistest"
+	"github.com/limiterd/limiterd/internal/redistest"
 )
 
 // clusterConfig is a config of cluster mode on redisAddr: general admits

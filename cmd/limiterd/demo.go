@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/limiterd/limiterd/config"
-	"github.com/limiterd/limiterd/ticker"
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/ticker"
 )
 
 // demoPeer is one synthetic client: its address (sent in X-Forwarded-For

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/limiterd/limiterd/redistest"
+	"github.com/limiterd/limiterd/internal/redistest"
 )
 
 // The files of deploy/, from this package's directory.

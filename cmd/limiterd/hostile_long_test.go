@@ -17,7 +17,7 @@ import (
 )
 
 // The long variants of the hostile-client and upstream-fault tests, run by
-// chaos/hostile.sh (HOSTILE_LONG=1): the built binary in a
+// internal/chaos/hostile.sh (HOSTILE_LONG=1): the built binary in a
 // process of its own, so that its resident memory and open files are its
 // alone, read from /proc. They print their figures (t.Log) for
 // docs/reliability.md.
@@ -164,7 +164,7 @@ func (d *longDaemon) warm(t *testing.T) {
 
 func longOnly(t *testing.T) {
 	if os.Getenv("HOSTILE_LONG") == "" {
-		t.Skip("a long variant: chaos/hostile.sh runs it (HOSTILE_LONG=1)")
+		t.Skip("a long variant: internal/chaos/hostile.sh runs it (HOSTILE_LONG=1)")
 	}
 }
 

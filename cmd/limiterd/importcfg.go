@@ -15,7 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/limiter"
 )
 

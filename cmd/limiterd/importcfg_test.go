@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/limiter"
 )
 

@@ -5,8 +5,8 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/limiterd/limiterd/config"
-	"github.com/limiterd/limiterd/insight"
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/insight"
 )
 
 // newLogger returns the daemon's logger as [log] says: text or JSON

@@ -37,16 +37,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/limiterd/limiterd/config"
-	"github.com/limiterd/limiterd/insight"
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/metrics"
+	"github.com/limiterd/limiterd/internal/persist"
+	"github.com/limiterd/limiterd/internal/proxy"
+	"github.com/limiterd/limiterd/internal/throttle"
+	"github.com/limiterd/limiterd/internal/ticker"
+	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/live"
-	"github.com/limiterd/limiterd/persist"
-	"github.com/limiterd/limiterd/proxy"
-	"github.com/limiterd/limiterd/throttle"
-	"github.com/limiterd/limiterd/ticker"
-	"github.com/limiterd/limiterd/web"
-	"github.com/limiterd/limiterd/web/metrics"
 )
 
 // Exit codes (SPEC §2).

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/limiterd/limiterd/store"
+	"github.com/limiterd/limiterd/internal/store"
 	"github.com/limiterd/limiterd/throttleclient"
 )
 

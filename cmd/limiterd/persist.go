@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/limiterd/limiterd/config"
-	"github.com/limiterd/limiterd/live"
-	"github.com/limiterd/limiterd/persist"
-	"github.com/limiterd/limiterd/proxy"
-	"github.com/limiterd/limiterd/store"
-	"github.com/limiterd/limiterd/throttle"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/persist"
+	"github.com/limiterd/limiterd/internal/proxy"
+	"github.com/limiterd/limiterd/internal/store"
+	"github.com/limiterd/limiterd/internal/throttle"
+	"github.com/limiterd/limiterd/internal/web"
 )
 
 // The bbolt store is the live.Store of the daemon.

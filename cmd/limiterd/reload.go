@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/live"
-	"github.com/limiterd/limiterd/web"
 )
 
 // daemonState is what GET /api/v1/limiter and the reload metrics report

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/limiterd/limiterd/config"
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/web"
 )
 
 // tokens returns the tokens the admin listener accepts: the main admin

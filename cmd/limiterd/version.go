@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/limiterd/limiterd/web"
+	"github.com/limiterd/limiterd/internal/web"
 )
 
 // Version, Revision and BuildTime override what the Go build information

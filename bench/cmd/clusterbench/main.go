@@ -28,9 +28,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
-	"github.com/limiterd/limiterd/cluster"
+	"github.com/limiterd/limiterd/internal/cluster"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // gcraSrc is GCRA in one script with Redis TIME, integer ms (the research
@@ -78,13 +79,13 @@ type contender struct {
 	close       func()
 }
 
-var peers []limiter.Peer
+var peers []peer.Peer
 
 func main() {
 	flag.Parse()
 	for i := range *npeers {
 		a := netip.AddrFrom4([4]byte{11, 0, byte(i >> 8), byte(i)})
-		peers = append(peers, limiter.Peer{Addr: a, Key: limiter.KeyFromAddr(a, 64)})
+		peers = append(peers, peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)})
 	}
 	admin := redis.NewClient(&redis.Options{Addr: *addr})
 	defer admin.Close()

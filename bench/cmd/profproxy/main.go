@@ -19,10 +19,10 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/limiterd/limiterd/config"
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/proxy"
+	"github.com/limiterd/limiterd/internal/ticker"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/proxy"
-	"github.com/limiterd/limiterd/ticker"
 )
 
 func main() {

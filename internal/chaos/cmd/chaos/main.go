@@ -1,0 +1,133 @@
+// Command chaos runs the long variants of the chaos drivers (package
+// chaos) against a built limiterd binary, as chaos/*.sh call it:
+//
+//	chaos flood     -limiterd BIN [-ipv4 N] [-ipv6 N] [-max-tracked N]
+//	chaos crashloop -limiterd BIN [-rounds N] [-cluster]
+//	chaos soak      -limiterd BIN [-duration D] [-rate R] [-cluster] [-profiles DIR]
+//
+// With -cluster, the soak runs two instances in cluster mode on a
+// redis-server it starts (redis-server on the PATH), the load split
+// between them, and judges Redis's keys and memory too.
+//
+// It prints the figures, and exits 1 when a driver found a violation.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/limiterd/limiterd/internal/chaos"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: chaos flood|crashloop|soak -limiterd BIN [flags]")
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	bin := fs.String("limiterd", "", "the limiterd `binary`")
+	dir := fs.String("dir", "", "scratch `directory` (default: a new temporary one, removed at the end)")
+	verbose := fs.Bool("v", false, "copy limiterd's log to standard error")
+	var run func() (string, bool, error)
+	switch os.Args[1] {
+	case "flood":
+		ipv4 := fs.Int("ipv4", 900000, "distinct IPv4 peers")
+		ipv6 := fs.Int("ipv6", 100000, "distinct IPv6 peers (/64s)")
+		maxTracked := fs.Int("max-tracked", 100000, "peers.max_tracked")
+		conns := fs.Int("conns", 32, "keep-alive connections")
+		interval := fs.Duration("interval", 5*time.Second, "snapshot.interval")
+		polite := fs.Duration("polite", time.Second, "the polite peer's pace")
+		rate := fs.Float64("rate", 0, "the flood's requests per second (0: as fast as answered)")
+		run = func() (string, bool, error) {
+			r, err := chaos.Flood(ctx, chaos.FloodOptions{Bin: *bin, Dir: *dir, IPv4: *ipv4, IPv6: *ipv6, MaxTracked: *maxTracked,
+				Conns: *conns, Rate: *rate, Interval: *interval, PoliteEvery: *polite, Log: logTo(*verbose), Progress: os.Stdout})
+			if err != nil {
+				return "", false, err
+			}
+			ok := len(r.PoliteEvicted) == 0 && r.V6Requests == r.V6Sent
+			return r.String(), ok, nil
+		}
+	case "crashloop":
+		rounds := fs.Int("rounds", 20, "rounds of kill -9")
+		interval := fs.Duration("interval", time.Second, "snapshot.interval")
+		minUp := fs.Duration("min-up", time.Second, "shortest run before a kill")
+		maxUp := fs.Duration("max-up", 4*time.Second, "longest run before a kill")
+		rate := fs.Float64("rate", 2000, "the load's requests per second")
+		seed := fs.Uint64("seed", 0, "randomness (0: from the clock)")
+		clustered := fs.Bool("cluster", false, "two instances in cluster mode on a redis-server, Redis killed too")
+		run = func() (string, bool, error) {
+			if *clustered {
+				r, err := chaos.ClusterCrashLoop(ctx, chaos.CrashOptions{Bin: *bin, Dir: *dir, Rounds: *rounds, Interval: *interval,
+					MinUp: *minUp, MaxUp: *maxUp, Rate: *rate, Seed: *seed, Log: logTo(*verbose), Progress: os.Stdout})
+				if err != nil {
+					return "", false, err
+				}
+				return r.String(), r.OK(), nil
+			}
+			r, err := chaos.CrashLoop(ctx, chaos.CrashOptions{Bin: *bin, Dir: *dir, Rounds: *rounds, Interval: *interval,
+				MinUp: *minUp, MaxUp: *maxUp, Rate: *rate, Seed: *seed, Log: logTo(*verbose), Progress: os.Stdout})
+			if err != nil {
+				return "", false, err
+			}
+			return r.String(), r.OK(), nil
+		}
+	case "soak":
+		duration := fs.Duration("duration", 30*time.Minute, "how long the load runs")
+		rate := fs.Float64("rate", 1000, "GET requests per second (POST /tx: a tenth)")
+		interval := fs.Duration("interval", time.Second, "snapshot.interval")
+		clustered := fs.Bool("cluster", false, "two instances in cluster mode on a redis-server, the load split between them")
+		profiles := fs.String("profiles", "", "a `directory` for each instance's heap profile at the warm-up and at the end (admin.pprof)")
+		run = func() (string, bool, error) {
+			r, err := chaos.Soak(ctx, chaos.SoakOptions{Bin: *bin, Dir: *dir, Duration: *duration, Rate: *rate, Interval: *interval,
+				Cluster: *clustered, Profiles: *profiles, Log: logTo(*verbose), Progress: os.Stdout})
+			if err != nil {
+				return "", false, err
+			}
+			return r.String(), r.OK(), nil
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "chaos: unknown command %q\n", os.Args[1])
+		os.Exit(2)
+	}
+	_ = fs.Parse(os.Args[2:])
+	if *bin == "" {
+		fmt.Fprintln(os.Stderr, "chaos: -limiterd BIN is required")
+		os.Exit(2)
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "chaos-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer os.RemoveAll(d)
+		*dir = d
+	}
+	start := time.Now()
+	report, ok, err := run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+	fmt.Print(report)
+	fmt.Printf("(%s in %v)\n", os.Args[1], time.Since(start).Round(time.Second))
+	if !ok {
+		fmt.Println("FAILED")
+		os.RemoveAll(*dir)
+		os.Exit(1)
+	}
+}
+
+func logTo(verbose bool) *os.File {
+	if verbose {
+		return os.Stderr
+	}
+	return nil
+}

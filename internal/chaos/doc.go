@@ -1,0 +1,13 @@
+// Package chaos proves that limiterd holds under attack and accident, as
+// programs anyone can rerun (SPEC's issue 18): a flood of distinct peers
+// against max_tracked (Flood), kill -9 at random moments under load with
+// live edits in between, alone and in cluster mode with Redis killed too
+// (CrashLoop, ClusterCrashLoop), and a long steady mixed load watched for
+// leaks (Soak).
+//
+// Every driver runs the built limiterd binary as a child process on
+// loopback ports, with a fasthttp upstream and the load generators in this
+// process, and returns its figures and the violations it found; the
+// commands of internal/chaos/cmd/chaos and the scripts internal/chaos/*.sh run the long
+// variants, the package's tests the short ones.
+package chaos

@@ -1,0 +1,260 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/limiterd/limiterd/internal/jsonbody"
+	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peer"
+)
+
+// leases hold the in-flight slots of /api/v1/check admissions until the
+// caller releases them or the lease ends. Every lease lasts the same
+// CheckLease, so expiries come in the order leases were made: a FIFO of
+// (id, expiry) lets expire visit only what expired (released leases leave
+// a stale item, skipped when its turn comes). Safe for concurrent use.
+type leases struct {
+	mu   sync.Mutex
+	m    map[string]*lease
+	q    []leaseItem
+	head int
+}
+
+type lease struct {
+	d       limiter.Decision
+	expires time.Time
+}
+
+type leaseItem struct {
+	id      string
+	expires time.Time
+}
+
+func newLeases() *leases { return &leases{m: map[string]*lease{}} }
+
+func (l *leases) add(d limiter.Decision, expires time.Time) string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	l.mu.Lock()
+	l.m[id] = &lease{d: d, expires: expires}
+	l.q = append(l.q, leaseItem{id: id, expires: expires})
+	l.mu.Unlock()
+	return id
+}
+
+func (l *leases) release(id string) bool {
+	l.mu.Lock()
+	x, ok := l.m[id]
+	delete(l.m, id)
+	l.mu.Unlock()
+	if ok {
+		x.d.Release()
+	}
+	return ok
+}
+
+// expire releases the leases ended at now.
+func (l *leases) expire(now time.Time) {
+	l.mu.Lock()
+	var due []*lease
+	for l.head < len(l.q) && !now.Before(l.q[l.head].expires) {
+		id := l.q[l.head].id
+		l.q[l.head] = leaseItem{}
+		l.head++
+		if x, ok := l.m[id]; ok {
+			due = append(due, x)
+			delete(l.m, id)
+		}
+	}
+	if l.head > 1024 && l.head*2 > len(l.q) {
+		l.q = append(l.q[:0], l.q[l.head:]...)
+		l.head = 0
+	}
+	l.mu.Unlock()
+	for _, x := range due {
+		x.d.Release()
+	}
+}
+
+// releaseAll releases every lease (at shutdown).
+func (l *leases) releaseAll() {
+	l.mu.Lock()
+	all := make([]*lease, 0, len(l.m))
+	for _, x := range l.m {
+		all = append(all, x)
+	}
+	l.m, l.q, l.head = map[string]*lease{}, nil, 0
+	l.mu.Unlock()
+	for _, x := range all {
+		x.d.Release()
+	}
+}
+
+// checkRequest is the body of POST /api/v1/check.
+type checkRequest struct {
+	Peer   string `json:"peer"`
+	Method string `json:"method"`
+	Path   string `json:"path"`
+}
+
+// checkResponse is the decision of POST /api/v1/check.
+type checkResponse struct {
+	Allowed     bool   `json:"allowed"`
+	Status      int    `json:"status"` // what a proxy should answer: 200, 429 or 403
+	Group       string `json:"group"`
+	Via         string `json:"via,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	WouldReject bool   `json:"would_reject,omitempty"`
+	RetryAfter  int64  `json:"retry_after,omitempty"`
+	// ID releases the in-flight slot (POST /api/v1/release) before the
+	// lease ends.
+	ID              string `json:"id,omitempty"`
+	LeaseSeconds    int64  `json:"lease_seconds,omitempty"`
+	RateLimit       string `json:"ratelimit,omitempty"`
+	RateLimitPolicy string `json:"ratelimit_policy,omitempty"`
+	// Headers are every rate-limit field server.ratelimit_headers asks
+	// for (SPEC §7), by name, for a proxy to copy onto its answer as they
+	// are: the IETF pair and the four ratelimit-* fields of Arweave 2.9.7.
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// handleCheck decides for a request a proxy other than limiterd's own is
+// about to serve. It registers like a real request; an admission holds an
+// in-flight slot until released or until the lease ends. The answer's
+// status mirrors the decision (200, 429 with Retry-After, 403), so that
+// nginx's auth_request can use it as it is.
+// HandleCheck serves POST /api/v1/check: see handleCheck.
+func (h *Handler) HandleCheck(w http.ResponseWriter, r *http.Request) { h.handleCheck(w, r) }
+
+func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
+	var req checkRequest
+	err := jsonbody.Decode(r, &req)
+	if err == nil && req.Peer == "" {
+		err = &live.FieldError{Field: "peer", Problem: "required"}
+	}
+	if err == nil && req.Path == "" {
+		err = &live.FieldError{Field: "path", Problem: "required"}
+	}
+	if err == nil && !strings.HasPrefix(req.Path, "/") {
+		err = &live.FieldError{Field: "path", Problem: "must begin with /, got " + strconv.Quote(req.Path)}
+	}
+	if err == nil && req.Method != "" && !isToken(req.Method) {
+		err = &live.FieldError{Field: "method", Problem: "not an HTTP method: " + strconv.Quote(req.Method)}
+	}
+	// The query string is not part of the path (SPEC §5).
+	if i := strings.IndexByte(req.Path, '?'); i >= 0 {
+		req.Path = req.Path[:i]
+	}
+	var peer peer.Peer
+	if err == nil {
+		if peer, err = h.lim.ParsePeer(req.Peer); err != nil {
+			err = &live.FieldError{Field: "peer", Problem: err.Error()}
+		}
+	}
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if req.Method == "" {
+		req.Method = http.MethodGet
+	}
+	route := h.lim.Classify(req.Method, req.Path)
+	if route.Exempt && h.lim.DenyExempt(peer) {
+		h.noteDenied(h.now(), peer.Key)
+		jsonbody.Write(w, http.StatusForbidden, checkResponse{Status: http.StatusForbidden, Reason: limiter.ReasonDenied.String()})
+		return
+	}
+	if route.Exempt {
+		h.Counts.ExemptPath.Add(1)
+		jsonbody.Write(w, http.StatusOK, checkResponse{Allowed: true, Status: http.StatusOK, Via: "exempt_path"})
+		return
+	}
+	now := h.now()
+	d := h.lim.Decide(now, peer, route.Group)
+	h.Lat.Observe(d.Group, h.now().Sub(now))
+	h.noteDecision(now, peer.Key, &d)
+	resp := checkResponse{
+		Allowed: d.Allowed, Group: h.lim.GroupName(d.Group), WouldReject: d.WouldReject,
+		Status: http.StatusOK,
+	}
+	if d.Allowed {
+		resp.Via = d.Via.String()
+	}
+	if d.Reason != limiter.ReasonNone {
+		resp.Reason = d.Reason.String()
+	}
+	if d.Limited {
+		hd := http.Header{}
+		h.setRateLimitHeaders(hd, &d)
+		resp.RateLimit, resp.RateLimitPolicy = hd.Get("Ratelimit"), hd.Get("Ratelimit-Policy")
+		if len(hd) > 0 {
+			resp.Headers = make(map[string]string, len(hd))
+		}
+		for k, v := range hd {
+			w.Header()[k] = v
+			resp.Headers[k] = v[0]
+		}
+	}
+	switch {
+	case d.Reason == limiter.ReasonDenied && !d.Allowed:
+		resp.Status = http.StatusForbidden
+	case d.Reason == limiter.ReasonUnavailable:
+		resp.Status = http.StatusServiceUnavailable
+	case !d.Allowed:
+		resp.Status = http.StatusTooManyRequests
+		resp.RetryAfter = d.RetryAfter
+		w.Header().Set("Retry-After", fmt.Sprint(d.RetryAfter))
+	}
+	if d.Holds() {
+		resp.ID = h.leases.add(d, now.Add(h.opts.CheckLease))
+		resp.LeaseSeconds = int64(h.opts.CheckLease / time.Second)
+	}
+	jsonbody.Write(w, resp.Status, resp)
+}
+
+// HandleRelease serves POST /api/v1/release: it gives back the in-flight
+// slot of a check admission before its lease ends.
+func (h *Handler) HandleRelease(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		ID string `json:"id"`
+	}
+	err := jsonbody.Decode(r, &req)
+	if err == nil && req.ID == "" {
+		err = &live.FieldError{Field: "id", Problem: "required"}
+	}
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if !h.leases.release(req.ID) {
+		jsonbody.WriteError(w, http.StatusNotFound, fmt.Sprintf("lease %q: not found (released already, or expired)", req.ID), "")
+		return
+	}
+	jsonbody.Write(w, http.StatusOK, map[string]bool{"released": true})
+}
+
+// fail answers a bad check or release body: 422 naming the field, 400 for
+// a body that is not the expected JSON. The admin listener's own mapping
+// (package web) gives these errors the same statuses.
+func (h *Handler) fail(w http.ResponseWriter, err error) {
+	var fe *live.FieldError
+	var uf *jsonbody.UnknownFieldError
+	switch {
+	case errors.As(err, &fe):
+		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), fe.Field)
+	case errors.As(err, &uf):
+		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), uf.Field)
+	default:
+		jsonbody.WriteError(w, http.StatusBadRequest, err.Error(), "")
+	}
+}

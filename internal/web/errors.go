@@ -1,0 +1,69 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/jsonbody"
+	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// errBadRequest marks a request the admin listener cannot read at all.
+var errBadRequest = errors.New("bad request")
+
+// statusOf maps an error to the status the admin API and the dashboard
+// answer it with, and the request field at fault when one is named: the
+// one place that does (SPEC §7). An error it does not know is a 500.
+func statusOf(err error) (status int, field string) {
+	var fe *live.FieldError
+	var uf *jsonbody.UnknownFieldError
+	var qe *insight.QueryError
+	var se *limiter.SettingError
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &fe):
+		return http.StatusUnprocessableEntity, fe.Field
+	case errors.As(err, &uf):
+		return http.StatusUnprocessableEntity, uf.Field
+	case errors.As(err, &qe):
+		return http.StatusUnprocessableEntity, qe.Field
+	case errors.As(err, &se):
+		return http.StatusUnprocessableEntity, se.Key
+	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, errBadRequest), errors.Is(err, jsonbody.ErrBadBody):
+		return http.StatusBadRequest, ""
+	case errors.Is(err, live.ErrNotFound):
+		return http.StatusNotFound, ""
+	case errors.Is(err, live.ErrExists):
+		return http.StatusConflict, ""
+	}
+	return http.StatusInternalServerError, ""
+}
+
+// recoverPanic logs a panic of an admin handler at ERROR with its route
+// and stack (net/http alone would log it through ErrorLog, at debug level,
+// unseen) and answers 500 (appended to the answer, if it had begun).
+// http.ErrAbortHandler passes through: it is how a handler cuts a
+// connection on purpose.
+func (s *Server) recoverPanic(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("admin listener: internal error", "method", r.Method, "path", r.URL.Path,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			writeError(w, http.StatusInternalServerError, "internal error: a bug in limiterd; its log has it", "")
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

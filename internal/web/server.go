@@ -1,0 +1,343 @@
+// Package web is limiterd's HTTP side: the public listener that proxies
+// every request through the limiter to the node, and the admin listener
+// with the JSON API, the metrics and the health endpoints.
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/jsonbody"
+	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/throttle"
+	"github.com/limiterd/limiterd/internal/ticker"
+	"github.com/limiterd/limiterd/internal/web/throttleapi"
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// DataPlane serves the data-plane calls of the admin listener: the
+// sidecar check, its release and nginx's auth_request (package proxy's
+// Handler). Those decide as the public listener does; web only mounts them
+// behind the token.
+type DataPlane interface {
+	HandleCheck(w http.ResponseWriter, r *http.Request)
+	HandleRelease(w http.ResponseWriter, r *http.Request)
+	HandleAuthRequest(w http.ResponseWriter, r *http.Request)
+}
+
+// Options configure a Server.
+type Options struct {
+	// Upstream is the node limiterd proxies to, checked by /readyz.
+	Upstream *url.URL
+	// DataPlane serves /api/v1/check, /api/v1/release and
+	// /api/v1/check/auth; nil leaves those routes out.
+	DataPlane DataPlane
+	// Token is the main admin bearer token ([admin] token); Tokens are
+	// the named ones ([[admin.tokens]]), each with its scope. At least one
+	// token is needed; SetTokens replaces them on SIGHUP.
+	Token  string
+	Tokens []Token
+	// MaxConns caps the admin listener's open connections (Listener;
+	// admin.max_conns); 0: no cap.
+	MaxConns int
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+	// Ready reports readiness beyond the upstream check (the database);
+	// nil means ready.
+	Ready func(ctx context.Context) error
+	// Snapshot writes a snapshot now (POST /api/v1/snapshot); nil when the
+	// daemon has no persistence.
+	Snapshot func(ctx context.Context) error
+	Logger   *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Throttle is the outbound throttle served at /api/v1/throttle; nil
+	// leaves those routes out. The global switch turns it off and on too.
+	Throttle *throttle.Throttle
+	// Sessions keeps the dashboard's logins across restarts; nil keeps
+	// them in memory only.
+	Sessions SessionStore
+	// Build is the binary's version, shown by GET /api/v1/limiter and
+	// limiterd_build_info.
+	Build Build
+	// Daemon reports the config in use and its reloads (GET
+	// /api/v1/limiter, the reload metrics); nil reports nothing.
+	Daemon func() DaemonInfo
+	// Backup writes a consistent copy of the database (GET
+	// /api/v1/backup); nil leaves the route answering 501.
+	Backup Backup
+	// Offenses keeps the record of offenders (who the limiter rejected in
+	// the last 24 hours); nil keeps none.
+	Offenses OffenseStore
+	// KeyHelp is the one-line help of each group key (config.toml's), shown
+	// on the groups' forms.
+	KeyHelp map[string]string
+	// Conditions reports states every dashboard page shows as a banner
+	// (cluster mode: its store unreachable); nil reports none.
+	Conditions func() []Condition
+	// Cluster reports cluster mode's state for the overview's line on
+	// where the limits live; nil when they are this instance's own.
+	Cluster ClusterStatus
+}
+
+// Server serves the admin listener: the JSON API, the dashboard, the
+// metrics and the health endpoints. It is safe for concurrent use; Run
+// owns its background work (sampling the history and the peer history,
+// refreshing the peer index); Close ends what NewServer started.
+type Server struct {
+	lim  *limiter.Limiter
+	live *live.Live
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+	// dash serves the dashboard; its sessions are loaded by NewServer.
+	dash *dashboard
+	// fails counts failed logins per client address.
+	fails *authFails
+	// history is the per-second history of the counters, fed by Run.
+	history *insight.History
+	// Throttle serves the outbound throttle; nil without Options.Throttle.
+	Throttle *throttleapi.API
+	// peers answers the dashboard's peer queries on large tables.
+	peers *insight.PeerIndex
+	// peerHist is the history of the busiest and the viewed peers, fed by
+	// Run.
+	peerHist *insight.PeerHistory
+
+	// conns caps the admin listener's connections (Listener).
+	conns *connCap
+	// profiling serves /debug/pprof/ (SetProfiling; admin.pprof).
+	profiling atomic.Bool
+
+	upMu      sync.Mutex
+	upChecked time.Time
+	upErr     error
+
+	// tokens are the bearer tokens in force (SetTokens).
+	tokens atomic.Pointer[tokenSet]
+}
+
+// NewServer returns a Server reading lim and editing through lv. It loads
+// the dashboard's sessions from opts.Sessions; an error says they could
+// not be read.
+func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, error) {
+	s := &Server{lim: lim, live: lv, opts: opts, log: opts.Logger, now: opts.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if err := s.SetTokens(opts.Token, opts.Tokens); err != nil {
+		return nil, err
+	}
+	s.fails = newAuthFails(s.now)
+	s.conns = newConnCap(opts.MaxConns)
+	s.peers = insight.NewPeerIndex(lim, s.now)
+	s.history = insight.NewHistory()
+	s.peerHist = insight.NewPeerHistory()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sess, err := newSessions(ctx, s.now, opts.Sessions, s.log, fingerprint(opts.Token))
+	if err != nil {
+		return nil, fmt.Errorf("dashboard sessions: %w", err)
+	}
+	s.dash = newDashboard(s, sess)
+	if opts.Throttle != nil {
+		s.Throttle = throttleapi.New(opts.Throttle, s.now, nil)
+		// The global switch turns the throttle off and on too
+		// (ar_rate_limiter's off/on: new outbound calls pass at once;
+		// callers already waiting keep waiting).
+		if lv != nil {
+			lv.Follow(opts.Throttle)
+		}
+	}
+	return s, nil
+}
+
+// Close ends what NewServer started: outbound callers still waiting are
+// told limiterd is going away (the client then goes on, as when limiterd
+// is not running). Call it once the listener stops taking requests.
+func (s *Server) Close() {
+	if s.Throttle != nil {
+		s.Throttle.Close()
+	}
+}
+
+// Run samples the counters into the history once a second, and the chosen peers' counters into the peer history
+// every insight.PeerHistoryStep, drains the limiter's record of decisions
+// for the dashboard and saves its offenders every minute, until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); s.peers.Run(ctx) }()
+	go func() { defer wg.Done(); s.runPeerHistory(ctx) }()
+	go func() { defer wg.Done(); s.dash.run(ctx) }()
+	defer wg.Wait()
+	s.history.Sample(s.now(), s.lim.Stats()) // the counters' baseline
+	ticker.Every(ctx, time.Second, func() { s.history.Sample(s.now(), s.lim.Stats()) })
+	return nil
+}
+
+// AdminHandler serves health, metrics and the admin API.
+func (s *Server) AdminHandler() http.Handler {
+	r := chi.NewRouter()
+	// A handler's panic is logged at ERROR; a body over a route's bound
+	// is 413, unread (boundBody).
+	r.Use(s.recoverPanic, s.boundBody)
+	r.Get("/healthz", s.handleHealthz)
+	r.Get("/readyz", s.handleReadyz)
+	if s.opts.Gatherer != nil {
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	s.dash.mount(r)
+	r.Group(func(r chi.Router) {
+		r.Use(s.requireToken)
+		r.Get("/api/v1/groups", s.handleGroups)
+		r.Get("/api/v1/groups/{group}", s.handleGroup)
+		r.Patch("/api/v1/groups/{group}", s.handlePatchGroup)
+		r.Delete("/api/v1/groups/{group}/overrides", s.handleDeleteOverrides)
+		r.Get("/api/v1/peers", s.handlePeers)
+		r.Get("/api/v1/peers/*", s.handlePeer)
+		r.Delete("/api/v1/peers/*", s.handleForgetPeer)
+		r.Post("/api/v1/peers/*", s.handlePeerAction)
+		r.Get("/api/v1/exemptions", s.handleExemptions)
+		r.Post("/api/v1/exemptions", s.handleAddExemption)
+		r.Delete("/api/v1/exemptions", s.handleRemoveExemption)
+		r.Post("/api/v1/limiter/off", s.handleSwitch(false))
+		r.Post("/api/v1/limiter/on", s.handleSwitch(true))
+		if dp := s.opts.DataPlane; dp != nil {
+			r.Post("/api/v1/check", dp.HandleCheck)
+			r.Get("/api/v1/check/auth", dp.HandleAuthRequest)
+			r.Post("/api/v1/release", dp.HandleRelease)
+		}
+		r.Get("/api/v1/audit", s.handleAudit)
+		r.Post("/api/v1/snapshot", s.handleSnapshot)
+		r.Get("/api/v1/limiter", s.handleLimiter)
+		r.Get("/api/v1/backup", s.handleBackup)
+		r.Get(pprofPrefix+"*", s.handlePprof)
+		if s.Throttle != nil {
+			r.Post("/api/v1/throttle", s.Throttle.HandleWait)
+			r.Get("/api/v1/throttle", s.Throttle.HandleCheck)
+			r.Post("/api/v1/throttle/observe", s.Throttle.HandleObserve)
+		}
+	})
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+	return r
+}
+
+// HTTPServer returns the admin listener's http.Server, with timeouts a
+// slow client cannot abuse: headers within 10 s, a body within 60 s, a
+// response written within 120 s, idle connections closed after 120 s,
+// headers at most 64 KiB.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.AdminHandler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      120 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ConnState:         s.conns.State,
+	}
+}
+
+// Listener returns ln under the cap of Options.MaxConns, for
+// HTTPServer's Serve: a connection over it displaces the keep-alive
+// connection idle the longest, or is answered 503 and closed.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	return s.conns.Listener(ln)
+}
+
+// actorToken is the audit actor of the main admin token.
+const actorToken = "api-token"
+
+func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReadyz checks the database (Options.Ready) and that the upstream
+// accepts TCP connections (cached for 2 s).
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
+	checks := map[string]string{}
+	ready := true
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(r.Context()); err != nil {
+			checks["database"] = err.Error()
+			ready = false
+		} else {
+			checks["database"] = "ok"
+		}
+	}
+	if err := s.upstreamReachable(r.Context()); err != nil {
+		checks["upstream"] = err.Error()
+		ready = false
+	} else {
+		checks["upstream"] = "ok"
+	}
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": ready, "checks": checks})
+}
+
+func (s *Server) upstreamReachable(ctx context.Context) error {
+	if s.opts.Upstream == nil {
+		return errors.New("no upstream configured")
+	}
+	s.upMu.Lock()
+	defer s.upMu.Unlock()
+	if time.Since(s.upChecked) < 2*time.Second {
+		return s.upErr
+	}
+	host := s.opts.Upstream.Host
+	if s.opts.Upstream.Port() == "" {
+		port := "80"
+		if s.opts.Upstream.Scheme == "https" {
+			port = "443"
+		}
+		host = net.JoinHostPort(s.opts.Upstream.Hostname(), port)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", host)
+	if err == nil {
+		c.Close()
+	}
+	s.upChecked, s.upErr = time.Now(), err
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) { jsonbody.Write(w, status, v) }
+
+func writeError(w http.ResponseWriter, status int, msg, field string) {
+	jsonbody.WriteError(w, status, msg, field)
+}
+
+// fail answers err as JSON with the status statusOf gives it.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, field := statusOf(err)
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		s.log.Error("admin API", "method", r.Method, "path", r.URL.Path, "err", err)
+		msg = "internal error: " + msg
+	}
+	writeError(w, status, msg, field)
+}
