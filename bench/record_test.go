@@ -15,7 +15,7 @@ import (
 const recordPerShard = insight.ArrivalsPerShard
 
 // BenchmarkDecideRecording is the A/B of the dashboard's record of
-// decisions (limiter.WithArrivals): Decide+Release in the default general
+// decisions (insight.Recorder, the limiter's observer): Decide+Release in the default general
 // group without it ("off", the baseline), recording every decision
 // ("all", what a daemon does below insight.NthTarget decisions a second),
 // and with the sampling insight.Activity settles on at this benchmark's
@@ -31,8 +31,9 @@ func BenchmarkDecideRecording(b *testing.B) {
 			for _, rec := range []string{"off", "all", "sampled"} {
 				b.Run(fmt.Sprintf("peers=%d/%s/record=%s", n, mode, rec), func(b *testing.B) {
 					var opts []limiter.Option
+					recorder := insight.NewRecorder(recordPerShard)
 					if rec != "off" {
-						opts = append(opts, limiter.WithArrivals(recordPerShard))
+						opts = append(opts, limiter.WithObserver(recorder))
 					}
 					l, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, opts...)
 					if err != nil {
@@ -41,7 +42,7 @@ func BenchmarkDecideRecording(b *testing.B) {
 					g, _ := l.GroupID(limiter.GroupGeneral)
 					if rec == "sampled" {
 						peer, nth := insight.ArrivalShifts(rateOf(b, ps))
-						l.SetArrivalSampling(peer, nth)
+						recorder.SetSampling(peer, nth)
 						// (After the loop: ResetTimer drops reported metrics.)
 						defer b.ReportMetric(float64(peer), "peer-shift")
 						defer b.ReportMetric(float64(nth), "nth-shift")
@@ -86,13 +87,14 @@ func rateOf(b *testing.B, ps []peer.Peer) float64 {
 // decision (ns/op is per arrival): the rings filled by 64 × 8192 decisions,
 // then drained into a reused buffer.
 func BenchmarkDrainArrivals(b *testing.B) {
-	l, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, limiter.WithArrivals(recordPerShard))
+	recorder := insight.NewRecorder(recordPerShard)
+	l, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, limiter.WithObserver(recorder))
 	if err != nil {
 		b.Fatal(err)
 	}
 	g, _ := l.GroupID(limiter.GroupGeneral)
 	ps := peers(10_000)
-	var buf []limiter.Arrival
+	var buf []insight.Arrival
 	const batch = 64 * recordPerShard / 2
 	b.ResetTimer()
 	for done := 0; done < b.N; done += batch {
@@ -102,6 +104,6 @@ func BenchmarkDrainArrivals(b *testing.B) {
 			d.Release()
 		}
 		b.StartTimer()
-		buf, _ = l.DrainArrivals(buf[:0])
+		buf, _ = recorder.Drain(buf[:0])
 	}
 }

@@ -27,7 +27,6 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 	sh.touch(slot, sec)
 	stats.Requests++
 	satInc(&e.requests)
-	requests := e.requests
 
 	p := &g.params
 	var w *window
@@ -96,12 +95,6 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 		stats.RejectedRateLimit++
 	}
 	e.flags |= flagDirty
-	if sh.arr.buf != nil { // the dashboard's record (WithArrivals), as Admit's
-		smp := b.sampling.Load()
-		if f := sampled(smp, tag, requests); f != 0 {
-			sh.arr.put(k, g.ID, out.Reason, ms, tag, f, smp, b.poke)
-		}
-	}
 	sh.mu.Unlock()
 	return out, u, h
 }

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -75,6 +76,9 @@ type Decision struct {
 	// sc is the counter of the shard whose slot the admission holds (scope
 	// "shard"), given back by Release whatever became of the entry.
 	sc *atomic.Int64
+	// reduce is the reduce_on_status of the route rule Check matched (nil:
+	// none); the settings it points into are immutable.
+	reduce *[]int
 }
 
 // quotaState is what Quota needs, captured by the decision: the few values
@@ -208,7 +212,9 @@ type policyStats struct {
 // peers; then the group's Backend takes the state part (the peer's
 // concurrency, then sliding window and leaky bucket, StepHybrid, or the
 // group's algorithm, package algo), and a dry_run group lets a rejection
-// through. An admitted request must be released (Decision.Release).
+// through. An admitted request must be released (Decision.Release). An
+// unknown g is decided in general. Check classifies a request by its path
+// first; Decide is for a caller that knows the group.
 //
 // The shard's count is taken before the Backend decides (added, then
 // rolled back when over the limit) and given back when the Backend does
@@ -222,7 +228,11 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	}
 	if p.Addr.IsValid() {
 		if l.denied(st, p, g) {
-			return Decision{Reason: ReasonDenied, Group: g}
+			d = Decision{Reason: ReasonDenied, Group: g}
+			if l.observer != nil {
+				l.observe(now.UnixMilli(), &p.Key, &d, false)
+			}
+			return d
 		}
 		if st.exempt.Len() > 0 && st.exempt.Contains(p.Addr) {
 			g = LocalPeers
@@ -231,14 +241,22 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	gr := &st.groups[g]
 	if g == LocalPeers || gr.Mode == ModeOff || !l.enabled.Load() {
 		l.policy[g].unlimited.Add(1)
-		return Decision{Allowed: true, Via: ViaUnlimited, Group: g}
+		d = Decision{Allowed: true, Via: ViaUnlimited, Group: g}
+		if l.observer != nil {
+			l.observe(now.UnixMilli(), &p.Key, &d, false)
+		}
+		return d
 	}
 
 	ms := now.UnixMilli()
 	var sc *atomic.Int64
 	if c := gr.inflight; c != nil {
 		if sc = c.Acquire(c.Shard(p.Key.ShardByte()), gr.ConcurrencyLimit); sc == nil {
-			return l.shardFull(gr, g, ms)
+			d = l.shardFull(gr, g, ms)
+			if l.observer != nil {
+				l.observe(ms, &p.Key, &d, false)
+			}
+			return d
 		}
 	}
 	out, u, h := gr.backend.Admit(ms, KeyOf(&p.Key), gr)
@@ -248,7 +266,11 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	}
 	if out.Reason == ReasonUnavailable {
 		l.policy[g].unavailable.Add(1)
-		return Decision{Reason: ReasonUnavailable, Group: g, RetryAfter: out.RetryAfter}
+		d = Decision{Reason: ReasonUnavailable, Group: g, RetryAfter: out.RetryAfter}
+		if l.observer != nil {
+			l.observe(ms, &p.Key, &d, false)
+		}
+		return d
 	}
 	// Field by field, into the result: a struct built elsewhere and copied
 	// here would be read back in 16-byte loads over the narrower stores
@@ -269,8 +291,64 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 		d.Allowed, d.WouldReject = true, true
 	}
 	d.q.g, d.q.ms, d.q.u = gr, ms, u
+	if l.observer != nil {
+		l.observe(ms, &p.Key, &d, d.Limited)
+	}
 	return d
 }
+
+// ExemptPathGroup is the Group of a Decision on a request whose path is
+// in routes.exempt_paths: no group decides it (SPEC §5), but the deny
+// list applies to it (SPEC §4).
+const ExemptPathGroup GroupID = MaxGroups
+
+// Request is one request as Check decides it.
+type Request struct {
+	// Method and Path classify the request into its group (the routes'
+	// rules: SPEC §5). Path is the decoded path, without the query.
+	Method string
+	Path   string
+	// Peer is whose limits apply (Limiter.PeerOf, Limiter.ParsePeer).
+	Peer peer.Peer
+}
+
+// Check decides one request: the whole policy of SPEC §4–§6 in one call.
+// A request on an exempt path is admitted unlimited (Group
+// ExemptPathGroup, Via ViaUnlimited) unless its peer is on the deny list;
+// every other one is classified into its group by its method and path and
+// decided there (Decide). An admitted request must be released
+// (Decision.Release) once the node has answered it; Decision.RefundsOn says
+// whether its route gives a token back for the node's answer.
+func (l *Limiter) Check(now time.Time, r Request) Decision {
+	st := l.set.Load()
+	rt := st.classify(r.Method, r.Path)
+	if rt.Exempt {
+		if l.denied(st, r.Peer, st.general) {
+			d := Decision{Reason: ReasonDenied, Group: ExemptPathGroup}
+			if l.observer != nil {
+				l.observe(now.UnixMilli(), &r.Peer.Key, &d, false)
+			}
+			return d
+		}
+		return Decision{Allowed: true, Via: ViaUnlimited, Group: ExemptPathGroup}
+	}
+	d := l.Decide(now, r.Peer, rt.Group)
+	if len(rt.ReduceOnStatus) > 0 {
+		d.reduce = &st.routeReduce[rt.Rule]
+	}
+	return d
+}
+
+// RefundsOn reports whether the route of a request Check decided gives one
+// token back to its peer (Limiter.Reduce, in Decision.Group) when the node
+// answers it with status: the rule's reduce_on_status (SPEC §6, Reduce).
+func (d *Decision) RefundsOn(status int) bool {
+	return d.reduce != nil && slices.Contains(*d.reduce, status)
+}
+
+// OnExemptPath reports whether d is the decision on a request whose path
+// is exempt (Group ExemptPathGroup).
+func (d *Decision) OnExemptPath() bool { return d.Group == ExemptPathGroup }
 
 // shardFull is the decision of a request whose worker shard already holds
 // concurrency_limit requests in flight (scope "shard", SPEC §6.3): a
@@ -287,14 +365,6 @@ func (l *Limiter) shardFull(gr *Group, g GroupID, ms int64) Decision {
 		d.Allowed, d.WouldReject = true, true
 	}
 	return d
-}
-
-// DenyExempt reports whether p is on the deny list, for a request that
-// bypasses Decide (an exempt path): the deny list applies to every request
-// (SPEC §4). A denied one is counted as a denied request of general.
-func (l *Limiter) DenyExempt(p peer.Peer) bool {
-	st := l.set.Load()
-	return l.denied(st, p, st.general)
 }
 
 // denied reports whether p is on the deny list, counting the denial in g.

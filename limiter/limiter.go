@@ -41,6 +41,30 @@ type Config struct {
 	ArweaveVersion ArweaveVersion
 }
 
+// DefaultIPv6Prefix is the IPv6 prefix a Config of IPv6Prefix 0 keys
+// peers by: a /64, the smallest network one party is usually given.
+const DefaultIPv6Prefix = 64
+
+// withDefaults returns cfg with its zero values made usable: without a
+// general group, the Arweave node's general defaults (ArweaveGroups); an
+// IPv6Prefix of 0, DefaultIPv6Prefix. The zero Config is thus a limiter
+// that decides every request in one group, general, as an Arweave node
+// does a path no route names.
+func (cfg Config) withDefaults() Config {
+	if _, ok := cfg.Groups[GroupGeneral]; !ok {
+		groups := make(map[string]GroupSettings, len(cfg.Groups)+1)
+		for name, g := range cfg.Groups {
+			groups[name] = g
+		}
+		groups[GroupGeneral] = ArweaveGroups()[GroupGeneral]
+		cfg.Groups = groups
+	}
+	if cfg.IPv6Prefix == 0 {
+		cfg.IPv6Prefix = DefaultIPv6Prefix
+	}
+	return cfg
+}
+
 // settings is one immutable version of a Limiter's configuration: the
 // group table its backend decides with, and what the policy needs.
 type settings struct {
@@ -80,7 +104,7 @@ type Limiter struct {
 	leakyTicks [MaxGroups]atomic.Uint64
 	policy     [MaxGroups]policyStats
 
-	arrivalsPerShard int // WithArrivals
+	observer Observer
 }
 
 // Option configures a Limiter at New.
@@ -112,9 +136,6 @@ func New(now time.Time, cfg Config, opts ...Option) (*Limiter, error) {
 	if l.backend == nil {
 		l.local = newLocal()
 		l.backend = l.local
-		if l.arrivalsPerShard > 0 {
-			l.local.recordArrivals(l.arrivalsPerShard)
-		}
 	}
 	l.enabled.Store(true)
 	if err := l.Apply(now, cfg); err != nil {
@@ -197,9 +218,7 @@ func (l *Limiter) install(st *settings) {
 // build compiles cfg into settings. Schedules come from saved (a restored
 // snapshot) first, then from prev, else start at now. l.mu must be held.
 func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string][2]Schedule) (*settings, error) {
-	if _, ok := cfg.Groups[GroupGeneral]; !ok {
-		return nil, &SettingError{Group: GroupGeneral, Problem: "the general group is required"}
-	}
+	cfg = cfg.withDefaults()
 	if _, ok := cfg.Groups[GroupLocalPeers]; ok {
 		return nil, &SettingError{Group: GroupLocalPeers, Problem: ErrReservedGroup.Error()}
 	}
@@ -403,9 +422,8 @@ type Route struct {
 	ReduceOnStatus []int
 }
 
-// Classify finds the group of a request by its method and path (SPEC §5).
-func (l *Limiter) Classify(method, path string) Route {
-	st := l.set.Load()
+// classify finds the route of a request by its method and path (SPEC §5).
+func (st *settings) classify(method, path string) Route {
 	for _, p := range st.exemptPaths {
 		if p.Match(path) {
 			return Route{Exempt: true, Rule: -1}

@@ -28,11 +28,6 @@ type local struct {
 	cands  [nShards]atomic.Uint64 // each shard's next eviction candidate
 
 	afterScan func() // tests: runs between SnapshotDelta's scan and its drain
-
-	// WithArrivals: which decisions are recorded (SetArrivalSampling), and
-	// the channel told when a shard's record is half full.
-	sampling atomic.Uint32
-	poke     chan struct{}
 }
 
 var (
@@ -105,7 +100,6 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	sh.touch(slot, sec)
 	stats.Requests++
 	satInc(&e.requests)
-	requests := e.requests
 
 	cut := ms - g.SlidingWindowDuration + 1 // timestamps < cut have expired
 	s := HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)}
@@ -160,12 +154,6 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	if sh.dead(e) {
 		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
-	}
-	if sh.arr.buf != nil { // the dashboard's record (WithArrivals)
-		s := b.sampling.Load()
-		if f := sampled(s, tag, requests); f != 0 {
-			sh.arr.put(k, g.ID, out.Reason, ms, tag, f, s, b.poke)
-		}
 	}
 	u = Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}
 	sh.mu.Unlock()

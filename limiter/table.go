@@ -150,9 +150,7 @@ type shard struct {
 	// synced is, per group, the Group.stateVer the shard's entries are
 	// kept for, with the limits they are measured in (see sync).
 	synced [MaxGroups]shardSync
-	// arr records the shard's decisions for the dashboard (WithArrivals).
-	arr arrivalRing
-	_   [64]byte // keep the next shard's lock off this cache line
+	_      [64]byte // keep the next shard's lock off this cache line
 }
 
 type shardSync struct {

@@ -322,7 +322,13 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if cb != nil {
 		defer cb.Close()
 	}
-	lim, err := limiter.New(now(), limCfg, append(limiterOptions(cb), limiter.WithArrivals(insight.ArrivalsPerShard))...)
+	// The limiter's one observer: the dashboard's record of decisions and
+	// the log of refusals, which names groups by the limiter it observes.
+	var lim *limiter.Limiter
+	rec := insight.NewRecorder(insight.ArrivalsPerShard)
+	m.rejects = insight.NewRejectLog(m.log, insight.RejectLogOptions{Mode: rejectMode(cfg.Log.Rejections),
+		GroupName: func(g limiter.GroupID) string { return lim.GroupName(g) }})
+	lim, err = limiter.New(now(), limCfg, append(limiterOptions(cb), limiter.WithObserver(insight.Observers{rec, m.rejects}))...)
 	if err != nil {
 		return err
 	}
@@ -348,7 +354,6 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err := snaps.Restore(ctx); err != nil {
 		return err
 	}
-	m.rejects = insight.NewRejectLog(m.log, insight.RejectLogOptions{Mode: rejectMode(cfg.Log.Rejections), GroupName: lim.GroupName})
 	dp := proxy.New(lim, dataPlaneOptions(cfg, upstream, m.log, now, m.rejects))
 	m.mu.Lock()
 	m.lim, m.live, m.throttle, m.dataPlane, m.audit = lim, lv, th, dp, audit
@@ -370,6 +375,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		Daemon:     m.state.get,
 		Backup:     db.Backup,
 		Offenses:   db,
+		Recorder:   rec,
 		KeyHelp:    config.GroupKeyHelp(),
 		Cluster:    webCluster(cb),
 		Conditions: clusterConditions(cb),

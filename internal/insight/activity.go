@@ -12,9 +12,8 @@ import (
 
 // The sampling Activity keeps the limiter's record within.
 const (
-	// ArrivalsPerShard is the limiter's ring per shard the daemon asks
-	// for (limiter.WithArrivals): small, so that it stays in cache (a
-	// larger one costs Decide more, docs/benchmarks.md); Run drains it
+	// ArrivalsPerShard is the Recorder's ring per shard the daemon asks
+	// for (NewRecorder): small, so that it stays in cache; Run drains it
 	// when half full.
 	ArrivalsPerShard = 256
 	// NthTarget is the uniform sample of decisions Activity asks for, per
@@ -42,7 +41,7 @@ func shiftFor(rate, target float64) uint {
 	if rate <= target {
 		return 0
 	}
-	return min(uint(math.Ceil(math.Log2(rate/target))), limiter.MaxArrivalShift)
+	return min(uint(math.Ceil(math.Log2(rate/target))), MaxArrivalShift)
 }
 
 // Offense is one (peer, group)'s rejections over a stretch, for the
@@ -55,8 +54,8 @@ type Offense struct {
 	First, Last time.Time
 }
 
-// Activity follows the limiter's record of its decisions
-// (limiter.WithArrivals): it drains it, counts the top talkers
+// Activity follows the record of a limiter's decisions (Recorder): it
+// drains it, counts the top talkers
 // (Talkers), logs the peer sample's requests for the what-if (Log),
 // collects the rejections per (peer, group) to be saved (TakeOffenses),
 // and keeps the sampling within NthTarget and PeerTarget. Nothing on the
@@ -64,12 +63,13 @@ type Offense struct {
 // goroutine.
 type Activity struct {
 	lim     *limiter.Limiter
+	rec     *Recorder
 	now     func() time.Time
 	talkers *Talkers
 	log     *RequestLog
 
 	drainMu sync.Mutex // one drain at a time
-	buf     []limiter.Arrival
+	buf     []Arrival
 	// The sampler's window: since when, the decisions and the peer
 	// sample's requests seen in it.
 	winStart               time.Time
@@ -80,14 +80,15 @@ type Activity struct {
 	mu        sync.Mutex
 	offenses  map[talkerKey]*Offense
 	dropped   uint64 // offenses not kept: too many pending
-	lost      uint64 // records the limiter overwrote before a drain
+	lost      uint64 // records the Recorder overwrote before a drain
 	peer, nth uint   // the sampling in force
 }
 
-// NewActivity returns an Activity following lim, counting from now().
-func NewActivity(lim *limiter.Limiter, now func() time.Time) *Activity {
+// NewActivity returns an Activity following rec, the record of lim's
+// decisions (lim names their groups), counting from now().
+func NewActivity(lim *limiter.Limiter, rec *Recorder, now func() time.Time) *Activity {
 	t := now()
-	return &Activity{lim: lim, now: now, talkers: NewTalkers(t), log: NewRequestLog(), winStart: t, lastLower: t, offenses: map[talkerKey]*Offense{}}
+	return &Activity{lim: lim, rec: rec, now: now, talkers: NewTalkers(t), log: NewRequestLog(), winStart: t, lastLower: t, offenses: map[talkerKey]*Offense{}}
 }
 
 // Talkers returns the top talkers' record.
@@ -97,13 +98,9 @@ func (a *Activity) Talkers() *Talkers { return a.talkers }
 func (a *Activity) Log() *RequestLog { return a.log }
 
 // Run drains the record every drainEvery, and whenever a shard's ring is
-// half full, until ctx ends. Without limiter.WithArrivals it returns at
-// once.
+// half full, until ctx ends.
 func (a *Activity) Run(ctx context.Context) {
-	pending := a.lim.ArrivalsPending()
-	if pending == nil {
-		return
-	}
+	pending := a.rec.Pending()
 	t := time.NewTicker(drainEvery)
 	defer t.Stop()
 	for {
@@ -118,14 +115,14 @@ func (a *Activity) Run(ctx context.Context) {
 	}
 }
 
-// Drain takes what the limiter recorded since the last drain and feeds the
+// Drain takes what the Recorder recorded since the last drain and feeds the
 // talkers, the log and the offenses; then it adjusts the sampling.
 func (a *Activity) Drain() {
 	a.drainMu.Lock()
 	defer a.drainMu.Unlock()
 	now := a.now()
 	var lost uint64
-	a.buf, lost = a.lim.DrainArrivals(a.buf[:0])
+	a.buf, lost = a.rec.Drain(a.buf[:0])
 	as := a.buf
 	a.talkers.Add(now, as)
 	a.log.Add(as)
@@ -183,7 +180,7 @@ func (a *Activity) adjust(now time.Time) {
 	nth, peer := shiftFor(rate, NthTarget), a.peer
 	switch {
 	case peers > 2*PeerTarget:
-		peer = min(peer+shiftFor(peers, PeerTarget), limiter.MaxArrivalShift)
+		peer = min(peer+shiftFor(peers, PeerTarget), MaxArrivalShift)
 	case a.peerAvg < PeerTarget/4 && peer > 0 && now.Sub(a.lastLower) >= time.Minute:
 		peer--
 		a.lastLower = now
@@ -193,13 +190,13 @@ func (a *Activity) adjust(now time.Time) {
 	a.nth, a.peer = nth, peer
 	a.mu.Unlock()
 	if changed {
-		a.lim.SetArrivalSampling(peer, nth)
+		a.rec.SetSampling(peer, nth)
 	}
 }
 
 // Sampling returns the sampling in force (one (peer, group) in 2^peer
 // logged whole, one decision in 2^nth counted) and how many records the
-// limiter overwrote before a drain, in all.
+// Recorder overwrote before a drain, in all.
 func (a *Activity) Sampling() (peer, nth uint, lost uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -26,8 +26,8 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func arrival(peer int, g limiter.GroupID, rejected bool, ms int64) limiter.Arrival {
-	a := limiter.Arrival{MS: ms, Peer: testPeer(peer).Key, Group: g, Nth: true}
+func arrival(peer int, g limiter.GroupID, rejected bool, ms int64) insight.Arrival {
+	a := insight.Arrival{MS: ms, Peer: testPeer(peer).Key, Group: g, Nth: true}
 	if rejected {
 		a.Reason = limiter.ReasonRateLimit
 	}
@@ -39,7 +39,7 @@ func arrival(peer int, g limiter.GroupID, rejected bool, ms int64) limiter.Arriv
 func TestTalkers(t *testing.T) {
 	c := &fakeClock{t: r0}
 	tk := insight.NewTalkers(c.Now())
-	var as []limiter.Arrival
+	var as []insight.Arrival
 	for range 30 {
 		as = append(as, arrival(1, 3, false, 0)) // busy, never rejected
 	}
@@ -50,7 +50,7 @@ func TestTalkers(t *testing.T) {
 	sampled := arrival(4, 4, true, 0)
 	sampled.NthShift = 3 // stands for 8
 	as = append(as, sampled)
-	as = append(as, limiter.Arrival{Peer: testPeer(5).Key, Group: 3, InSample: true}) // not in the uniform sample
+	as = append(as, insight.Arrival{Peer: testPeer(5).Key, Group: 3, InSample: true}) // not in the uniform sample
 	c.Add(20 * time.Second)
 	tk.Add(c.Now(), as)
 
@@ -74,7 +74,7 @@ func TestTalkers(t *testing.T) {
 
 	// A later bucket adds up; after 5 minutes the first has left.
 	c.Add(time.Minute)
-	tk.Add(c.Now(), []limiter.Arrival{arrival(2, 3, true, 0)})
+	tk.Add(c.Now(), []insight.Arrival{arrival(2, 3, true, 0)})
 	if got := tk.Snapshot(c.Now()).Get(testPeer(2).Key, 3); got.Rejected != 11 || got.Seconds != 80 {
 		t.Fatalf("a minute later: %+v", got)
 	}
@@ -94,7 +94,7 @@ func TestTalkers(t *testing.T) {
 func TestTalkersBounded(t *testing.T) {
 	c := &fakeClock{t: r0}
 	tk := insight.NewTalkers(c.Now())
-	var as []limiter.Arrival
+	var as []insight.Arrival
 	for i := range 5000 {
 		as = append(as, arrival(1000+i, 3, false, 0))
 	}
@@ -120,7 +120,7 @@ func TestActivity(t *testing.T) {
 	}
 	l, g := replayLimiter(t, s)
 	c := &fakeClock{t: r0}
-	a := insight.NewActivity(l, c.Now)
+	a := insight.NewActivity(l, recorderOf(l), c.Now)
 	for i := range 30 {
 		d := l.Decide(c.Now().Add(time.Duration(i)*time.Millisecond), testPeer(9), g)
 		d.Release()

@@ -58,11 +58,6 @@ func (h *ExchangeHistogram) Snapshot() (buckets []uint64, count uint64, sumSecon
 	return buckets, count, float64(h.sumNanos.Load()) / 1e9
 }
 
-// ExemptPathGroup is the group slot of Exchanges for the requests on
-// exempt paths, which are proxied without a group: shown as
-// group="exempt_path".
-const ExemptPathGroup = limiter.GroupID(limiter.MaxGroups)
-
 // StatusClasses are the code labels of Exchanges, by status / 100 − 1.
 var StatusClasses = [5]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
 
@@ -75,7 +70,7 @@ type Exchanges struct {
 	h [limiter.MaxGroups + 1][len(StatusClasses)]ExchangeHistogram
 }
 
-// Observe records an exchange of group g (or ExemptPathGroup) answered
+// Observe records an exchange of group g (or limiter.ExemptPathGroup, shown as group="exempt_path") answered
 // with status, which took d. A status outside 100–599 counts as 5xx (the
 // client saw no proper answer); a group out of range is ignored.
 func (e *Exchanges) Observe(g limiter.GroupID, status int, d time.Duration) {

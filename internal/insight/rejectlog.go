@@ -165,6 +165,21 @@ func (l *RejectLog) Rejected(now time.Time, peer peer.Key, group limiter.GroupID
 	l.refused(now, peer, group, kind)
 }
 
+// Observe records o when it is a refusal: a 429 (concurrency or
+// rate_limit) or a 403 of a denied peer; a dry_run group's would-be
+// rejection is admitted, and not recorded (limiter.Observer).
+func (l *RejectLog) Observe(o *limiter.Observation) {
+	if o.Allowed || l == nil {
+		return
+	}
+	switch o.Reason {
+	case limiter.ReasonDenied:
+		l.refused(time.UnixMilli(o.MS), o.Peer, o.Group, kindDenied)
+	case limiter.ReasonConcurrency, limiter.ReasonRateLimit:
+		l.Rejected(time.UnixMilli(o.MS), o.Peer, o.Group, o.Reason)
+	}
+}
+
 // Denied records a 403 of peer (on the deny list) in group at now.
 func (l *RejectLog) Denied(now time.Time, peer peer.Key, group limiter.GroupID) {
 	l.refused(now, peer, group, kindDenied)
@@ -243,7 +258,7 @@ func (l *RejectLog) line(peer peer.Key, group limiter.GroupID, c [nKinds]uint32,
 }
 
 func (l *RejectLog) groupName(g limiter.GroupID) string {
-	if g == ExemptPathGroup {
+	if g == limiter.ExemptPathGroup {
 		return "exempt_path"
 	}
 	if l.name != nil {

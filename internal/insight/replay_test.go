@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,12 +22,23 @@ func replayLimiter(t testing.TB, s limiter.GroupSettings) (*limiter.Limiter, lim
 	t.Helper()
 	groups := limiter.ArweaveGroups()
 	groups["test"] = s
-	l, err := limiter.New(r0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, limiter.WithArrivals(1<<14))
+	rec := insight.NewRecorder(1 << 14)
+	l, err := limiter.New(r0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, limiter.WithObserver(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
+	recorders.Store(l, rec)
 	g, _ := l.GroupID("test")
 	return l, g
+}
+
+// recorders holds the Recorder observing each limiter replayLimiter made.
+var recorders sync.Map
+
+// recorderOf returns the Recorder observing l.
+func recorderOf(l *limiter.Limiter) *insight.Recorder {
+	r, _ := recorders.Load(l)
+	return r.(*insight.Recorder)
 }
 
 func testPeer(i int) peer.Peer {
@@ -41,7 +53,7 @@ func testPeer(i int) peer.Peer {
 func drive(t testing.TB, l *limiter.Limiter, g limiter.GroupID, log *insight.RequestLog, rng *rand.Rand, peers, heavy, n int, span time.Duration) int64 {
 	t.Helper()
 	var rejected int64
-	var buf []limiter.Arrival
+	var buf []insight.Arrival
 	ms := int64(0)
 	step := span.Milliseconds() / int64(n)
 	for i := range n {
@@ -56,11 +68,11 @@ func drive(t testing.TB, l *limiter.Limiter, g limiter.GroupID, log *insight.Req
 		}
 		d.Release()
 		if i%1000 == 999 {
-			buf, _ = l.DrainArrivals(buf[:0])
+			buf, _ = recorderOf(l).Drain(buf[:0])
 			log.Add(buf)
 		}
 	}
-	buf, _ = l.DrainArrivals(buf[:0])
+	buf, _ = recorderOf(l).Drain(buf[:0])
 	log.Add(buf)
 	return rejected
 }
@@ -132,7 +144,7 @@ func TestReplayKeepsConcurrency(t *testing.T) {
 	if !d1.Allowed || d2.Allowed || d2.Reason != limiter.ReasonConcurrency || !d3.Allowed || d4.Allowed {
 		t.Fatalf("setup: %v %v %v %v", d1.Allowed, d2.Reason, d3.Allowed, d4.Allowed)
 	}
-	buf, _ := l.DrainArrivals(nil)
+	buf, _ := recorderOf(l).Drain(nil)
 	log := insight.NewRequestLog()
 	log.Add(buf)
 	res := log.Replay(g, r0, []insight.Stepper{stepper(t, l, g, r0.Add(time.Second), nil)})
@@ -150,9 +162,9 @@ func TestReplaySample(t *testing.T) {
 		LeakyLimit: 5, LeakyTickInterval: 60000, LeakyTickReduction: 5, ConcurrencyLimit: 100,
 	}
 	l, g := replayLimiter(t, s)
-	l.SetArrivalSampling(1, 0)
+	recorderOf(l).SetSampling(1, 0)
 	log := insight.NewRequestLog()
-	var buf []limiter.Arrival
+	var buf []insight.Arrival
 	send := func(from, n int) {
 		for i := range 400 {
 			for j := range n {
@@ -160,7 +172,7 @@ func TestReplaySample(t *testing.T) {
 				d.Release()
 			}
 		}
-		buf, _ = l.DrainArrivals(buf[:0])
+		buf, _ = recorderOf(l).Drain(buf[:0])
 		log.Add(buf)
 	}
 	send(0, 8) // 400 peers, 8 requests each: 5 admitted, 3 rejected
@@ -172,7 +184,7 @@ func TestReplaySample(t *testing.T) {
 		t.Fatalf("scaled: %+v", res)
 	}
 	half := res.Logged
-	l.SetArrivalSampling(2, 0)
+	recorderOf(l).SetSampling(2, 0)
 	send(10000, 1)
 	res = log.Replay(g, r0, []insight.Stepper{stepper(t, l, g, r0.Add(time.Minute), nil)})
 	if res.Shift != 2 || res.Logged >= half || res.Logged%9 != 0 {
@@ -259,9 +271,9 @@ func TestRequestLogBytes(t *testing.T) {
 	if log.Bytes() != 0 {
 		t.Fatalf("empty: %d bytes", log.Bytes())
 	}
-	batch := make([]limiter.Arrival, 4096)
+	batch := make([]insight.Arrival, 4096)
 	for i := range batch {
-		batch[i] = limiter.Arrival{InSample: true, MS: int64(i)}
+		batch[i] = insight.Arrival{InSample: true, MS: int64(i)}
 	}
 	log.Add(batch[:1])
 	first := log.Bytes()

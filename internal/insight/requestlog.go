@@ -33,7 +33,7 @@ func (r *logRec) shift() uint8           { return uint8(r.w0) }
 
 // RequestLog is the bounded record of recent requests the what-if replays:
 // every request of the (peer, group)s in the limiter's peer sample
-// (limiter.Arrival.InSample), the newest RequestLogSize, oldest
+// (Arrival.InSample), the newest RequestLogSize, oldest
 // overwritten. Activity adds to it; Replay reads it. It is safe for
 // concurrent use.
 type RequestLog struct {
@@ -49,7 +49,7 @@ func NewRequestLog() *RequestLog { return &RequestLog{seed: maphash.MakeSeed()} 
 
 // Add appends the arrivals of the peer sample among as. Arrivals outside
 // the sample are skipped.
-func (l *RequestLog) Add(as []limiter.Arrival) {
+func (l *RequestLog) Add(as []Arrival) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i := range as {

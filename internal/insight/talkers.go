@@ -59,7 +59,7 @@ type talkerRow struct {
 
 // Talkers counts each (peer, group)'s requests and rejections over the
 // last TalkersWindow, in buckets of TalkersBucket, from the limiter's
-// sampled decisions (those with limiter.Arrival.Nth, each standing for
+// sampled decisions (those with Arrival.Nth, each standing for
 // 2^NthShift). A closed bucket keeps only its top talkersKeep (peer,
 // group)s by requests and by rejections, so the top lists stay exact for
 // heavy talkers and memory stays bounded. It is safe for concurrent use.
@@ -80,7 +80,7 @@ func NewTalkers(now time.Time) *Talkers {
 func bucketOf(t time.Time) int64 { return t.Unix() / int64(TalkersBucket/time.Second) }
 
 // Add counts the sampled arrivals of as in the bucket of now.
-func (t *Talkers) Add(now time.Time, as []limiter.Arrival) {
+func (t *Talkers) Add(now time.Time, as []Arrival) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.roll(bucketOf(now))

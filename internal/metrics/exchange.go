@@ -34,7 +34,7 @@ func (c *exchangeCollector) Collect(ch chan<- prometheus.Metric) {
 	bounds := insight.ExchangeBuckets()
 	for g := range limiter.GroupID(limiter.MaxGroups + 1) {
 		name := "exempt_path"
-		if g != insight.ExemptPathGroup {
+		if g != limiter.ExemptPathGroup {
 			if name = c.names(g); name == "" {
 				continue
 			}

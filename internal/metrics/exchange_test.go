@@ -9,6 +9,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/metrics"
+	"github.com/limiterd/limiterd/limiter"
 )
 
 func TestExchangeCollector(t *testing.T) {
@@ -19,7 +20,7 @@ func TestExchangeCollector(t *testing.T) {
 	ex.Observe(general, 204, 40*time.Millisecond)
 	ex.Observe(general, 429, 20*time.Microsecond)
 	ex.Observe(chunk, 502, 2*time.Second)
-	ex.Observe(insight.ExemptPathGroup, 204, time.Millisecond)
+	ex.Observe(limiter.ExemptPathGroup, 204, time.Millisecond)
 	ex.Observe(general, 0, time.Hour) // no proper answer: 5xx, past every bucket
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(metrics.NewExchangeCollector(&ex, lim.GroupName))

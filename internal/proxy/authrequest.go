@@ -67,23 +67,20 @@ func (h *Handler) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 
 	hd := w.Header()
 	hd.Set("Cache-Control", "no-store")
-	route := h.lim.Classify(method, path)
-	if route.Exempt && h.lim.DenyExempt(peer) {
-		h.noteDenied(h.now(), peer.Key)
-		hd.Set(hdrLimiterdStatus, "403")
-		w.WriteHeader(http.StatusForbidden)
-		return
-	}
-	if route.Exempt {
+	now := h.now()
+	d := h.lim.Check(now, limiter.Request{Method: method, Path: path, Peer: peer})
+	d.Release()
+	if d.OnExemptPath() {
+		if !d.Allowed {
+			hd.Set(hdrLimiterdStatus, "403")
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
 		h.Counts.ExemptPath.Add(1)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	now := h.now()
-	d := h.lim.Decide(now, peer, route.Group)
 	h.Lat.Observe(d.Group, h.now().Sub(now))
-	d.Release()
-	h.noteDecision(now, peer.Key, &d)
 
 	h.setRateLimitHeaders(hd, &d)
 	switch {

@@ -168,21 +168,18 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	if req.Method == "" {
 		req.Method = http.MethodGet
 	}
-	route := h.lim.Classify(req.Method, req.Path)
-	if route.Exempt && h.lim.DenyExempt(peer) {
-		h.noteDenied(h.now(), peer.Key)
-		jsonbody.Write(w, http.StatusForbidden, checkResponse{Status: http.StatusForbidden, Reason: limiter.ReasonDenied.String()})
-		return
-	}
-	if route.Exempt {
+	now := h.now()
+	d := h.lim.Check(now, limiter.Request{Method: req.Method, Path: req.Path, Peer: peer})
+	if d.OnExemptPath() {
+		if !d.Allowed {
+			jsonbody.Write(w, http.StatusForbidden, checkResponse{Status: http.StatusForbidden, Reason: limiter.ReasonDenied.String()})
+			return
+		}
 		h.Counts.ExemptPath.Add(1)
 		jsonbody.Write(w, http.StatusOK, checkResponse{Allowed: true, Status: http.StatusOK, Via: "exempt_path"})
 		return
 	}
-	now := h.now()
-	d := h.lim.Decide(now, peer, route.Group)
 	h.Lat.Observe(d.Group, h.now().Sub(now))
-	h.noteDecision(now, peer.Key, &d)
 	resp := checkResponse{
 		Allowed: d.Allowed, Group: h.lim.GroupName(d.Group), WouldReject: d.WouldReject,
 		Status: http.StatusOK,

@@ -142,7 +142,7 @@ func TestExchangesTimed(t *testing.T) {
 	}{
 		{general, "2xx", 1, 2 * time.Second},
 		{general, "4xx", 1, 0},
-		{insight.ExemptPathGroup, "2xx", 1, 2 * time.Second},
+		{limiter.ExemptPathGroup, "2xx", 1, 2 * time.Second},
 		{chunk, "2xx", 1, 5 * time.Second},
 		{chunk, "5xx", 1, 0},
 	} {

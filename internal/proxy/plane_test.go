@@ -67,14 +67,20 @@ func newPlane(t *testing.T, answer http.HandlerFunc, opts func(*proxy.Options), 
 	for _, f := range cfg {
 		f(&c)
 	}
-	lim, err := limiter.New(time.Now(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	u, _ := url.Parse(p.node.URL)
 	o := proxy.Options{Upstream: u}
 	if opts != nil {
 		opts(&o)
+	}
+	// The daemon's wiring: the refusals reach the RejectLog as the
+	// limiter's observer.
+	var observe []limiter.Option
+	if o.RejectLog != nil {
+		observe = append(observe, limiter.WithObserver(o.RejectLog))
+	}
+	lim, err := limiter.New(time.Now(), c, observe...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	p.lim, p.h = lim, proxy.New(lim, o)
 	p.base = serve(t, p.h)

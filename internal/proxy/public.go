@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/limiter"
 )
 
@@ -143,10 +141,8 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 
-	method := b2s(req.Method())
-	route := h.lim.Classify(method, b2s(path))
 	// Timed from here on (noteExchange): the request has a group.
-	x.start, x.group = start, insight.ExemptPathGroup
+	x.start, x.group = start, limiter.ExemptPathGroup
 	x.peer.h = req
 	if lc, ok := ctx.Conn().(conn); ok {
 		x.peerAddr, x.peerIP = lc.peerText()
@@ -156,22 +152,20 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 	}
 	peer := h.lim.PeerOf(b2s(x.peerAddr), &x.peer)
 	x.peerKey = peer.Key
-	if route.Exempt {
-		if h.lim.DenyExempt(peer) {
-			h.noteDenied(start, peer.Key)
+	now := h.now()
+	x.d = h.lim.Check(now, limiter.Request{Method: b2s(req.Method()), Path: b2s(path), Peer: peer})
+	d := &x.d
+	x.group = d.Group
+	if d.OnExemptPath() {
+		if !d.Allowed { // a denied peer: the deny list applies everywhere
 			fail(ctx, http.StatusForbidden)
 			return
 		}
 		h.Counts.ExemptPath.Add(1)
-		h.forward(ctx, x, &t, nil)
+		h.forward(ctx, x, &t)
 		return
 	}
-	x.group = route.Group
-	now := h.now()
-	x.d = h.lim.Decide(now, peer, route.Group)
-	h.Lat.Observe(x.d.Group, h.since(now))
-	d := &x.d
-	h.noteDecision(now, peer.Key, d)
+	h.Lat.Observe(d.Group, h.since(now))
 	if d.Reason == limiter.ReasonDenied && !d.Allowed {
 		fail(ctx, http.StatusForbidden)
 		return
@@ -187,7 +181,7 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 		h.reject(ctx, d)
 		return
 	}
-	h.forward(ctx, x, &t, &route)
+	h.forward(ctx, x, &t)
 }
 
 // Header names and values written on every request, canonical already.
@@ -215,7 +209,7 @@ func (h *Handler) internalError(ctx *fasthttp.RequestCtx, v any) {
 // a fresh request for the node (never the client's, so nothing the client
 // sent is forwarded by accident), the node's answer copied without its
 // hop-by-hop fields, and its body handed to fasthttp as a relay.
-func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, route *limiter.Route) {
+func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target) {
 	req := &ctx.Request
 	in := &req.Header
 	http11 := in.IsHTTP11()
@@ -272,8 +266,8 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target, rout
 		fail(ctx, http.StatusBadGateway)
 		return
 	}
-	if route != nil && slices.Contains(route.ReduceOnStatus, status) {
-		h.lim.Reduce(h.now(), x.peerKey, route.Group)
+	if x.d.RefundsOn(status) {
+		h.lim.Reduce(h.now(), x.peerKey, x.d.Group)
 	}
 	x.nodeFields = cleanResponseHeaders(hd)
 	x.setRateLimitFields()

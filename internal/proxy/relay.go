@@ -62,7 +62,7 @@ type exchange struct {
 	hijack atomic.Int32
 
 	// start is when the handler began, group the exchange's (or
-	// insight.ExemptPathGroup), status the answer's: what noteExchange
+	// limiter.ExemptPathGroup), status the answer's: what noteExchange
 	// records. start is zero until the request is classified; status is
 	// zero until it is answered, and stays so when the client went away
 	// first.

@@ -58,8 +58,7 @@ func newFuzzDB(tb testing.TB) *fuzzDB {
 			if i%3 == 0 {
 				p, _ = lim.ParsePeer(fmt.Sprintf("2001:db8:%x::1", i))
 			}
-			r := lim.Classify("GET", []string{"/info", "/chunk/1", "/data_sync_record/1/2", "/tx/abc"}[i%4])
-			d := lim.Decide(at, p, r.Group)
+			d := lim.Check(at, limiter.Request{Method: "GET", Path: []string{"/info", "/chunk/1", "/data_sync_record/1/2", "/tx/abc"}[i%4], Peer: p})
 			if i%2 == 0 {
 				d.Release()
 			}

@@ -34,7 +34,7 @@ type dashboard struct {
 }
 
 func newDashboard(s *Server, sess *sessions) *dashboard {
-	return &dashboard{s: s, sess: sess, activity: insight.NewActivity(s.lim, s.now)}
+	return &dashboard{s: s, sess: sess, activity: insight.NewActivity(s.lim, s.recorder(), s.now)}
 }
 
 // mount adds the dashboard's routes to the admin router.
@@ -457,4 +457,12 @@ func (d *dashboard) handleAudit(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, auditRow(a))
 	}
 	render(w, r, http.StatusOK, templates.AuditPage(d.page(r, "Audit log", "/audit"), rows))
+}
+
+// recorder returns Options.Recorder, or one that nothing feeds.
+func (s *Server) recorder() *insight.Recorder {
+	if s.opts.Recorder != nil {
+		return s.opts.Recorder
+	}
+	return insight.NewRecorder(2)
 }

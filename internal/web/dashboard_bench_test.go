@@ -161,14 +161,14 @@ func fillActivity(b *testing.B, s *Server, t0 time.Time) {
 		return peer.KeyFromAddr(netip.AddrFrom4([4]byte{11, 3, byte(i >> 8), byte(i)}), 64)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	as := make([]limiter.Arrival, 0, 1<<16)
+	as := make([]insight.Arrival, 0, 1<<16)
 	from := t0.Add(-time.Hour).UnixMilli()
 	for i := range benchLogged {
 		p := rng.IntN(benchTalkers)
 		if i%2 == 0 {
 			p = rng.IntN(benchHeavyPeers)
 		}
-		as = append(as, limiter.Arrival{MS: from + int64(i)*time.Hour.Milliseconds()/benchLogged, Peer: peer(p), Group: g, Tag: uint32(p) * 2654435761, InSample: true})
+		as = append(as, insight.Arrival{MS: from + int64(i)*time.Hour.Milliseconds()/benchLogged, Peer: peer(p), Group: g, Tag: uint32(p) * 2654435761, InSample: true})
 		if len(as) == cap(as) {
 			s.dash.activity.Log().Add(as)
 			as = as[:0]
@@ -181,7 +181,7 @@ func fillActivity(b *testing.B, s *Server, t0 time.Time) {
 		as = as[:0]
 		for range benchPerBucket {
 			p := rng.IntN(benchTalkers)
-			a := limiter.Arrival{MS: at.UnixMilli(), Peer: peer(p), Group: g, Nth: true}
+			a := insight.Arrival{MS: at.UnixMilli(), Peer: peer(p), Group: g, Nth: true}
 			if p < benchHeavyPeers {
 				a.Reason = limiter.ReasonRateLimit
 			}

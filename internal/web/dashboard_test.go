@@ -76,7 +76,8 @@ func newDashWith(t *testing.T, edit func(*limiter.Config), opt func(*web.Options
 	if edit != nil {
 		edit(&cfg)
 	}
-	lim, err := limiter.New(c.Now(), cfg, limiter.WithArrivals(insight.ArrivalsPerShard))
+	rec := insight.NewRecorder(insight.ArrivalsPerShard)
+	lim, err := limiter.New(c.Now(), cfg, limiter.WithObserver(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func newDashWith(t *testing.T, edit func(*limiter.Config), opt func(*web.Options
 	}
 	opts := web.Options{
 		Token: dashToken, Now: c.Now, DataPlane: proxy.New(lim, proxy.Options{Now: c.Now}),
-		Offenses: db, KeyHelp: map[string]string{"leaky_limit": "tokens a peer may hold consumed"},
+		Offenses: db, KeyHelp: map[string]string{"leaky_limit": "tokens a peer may hold consumed"}, Recorder: rec,
 	}
 	if opt != nil {
 		opt(&opts)

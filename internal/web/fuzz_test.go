@@ -30,7 +30,8 @@ func newFuzzAdmin(tb testing.TB) *fuzzAdmin {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(now, cfg, limiter.WithArrivals(insight.ArrivalsPerShard))
+	rec := insight.NewRecorder(insight.ArrivalsPerShard)
+	lim, err := limiter.New(now, cfg, limiter.WithObserver(rec))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func newFuzzAdmin(tb testing.TB) *fuzzAdmin {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := web.MustNewServer(tb, lim, lv, web.Options{Token: dashToken, Now: clock,
+	s := web.MustNewServer(tb, lim, lv, web.Options{Token: dashToken, Now: clock, Recorder: rec,
 		DataPlane: proxy.New(lim, proxy.Options{Now: clock})})
 	a := &fuzzAdmin{h: s.AdminHandler(), initial: map[string][]byte{}}
 	for _, g := range fuzzGroups {

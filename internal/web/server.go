@@ -82,6 +82,10 @@ type Options struct {
 	// Offenses keeps the record of offenders (who the limiter rejected in
 	// the last 24 hours); nil keeps none.
 	Offenses OffenseStore
+	// Recorder is the record of the limiter's decisions (its observer,
+	// limiter.WithObserver) the dashboard's top talkers, offenders and
+	// what-if are built from; nil records nothing.
+	Recorder *insight.Recorder
 	// KeyHelp is the one-line help of each group key (config.toml's), shown
 	// on the groups' forms.
 	KeyHelp map[string]string
