@@ -13,6 +13,7 @@ import (
 	"github.com/limiterd/limiterd/bench"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // The limits of the algorithms' benchmarks: general's 450 per 30 s (the
@@ -32,7 +33,7 @@ func withAlgorithm(b testing.TB, k algo.Kind, maxTracked int) (*limiter.Limiter,
 		g.Algorithm, g.Limit, g.Period = k, benchLimit, benchPeriod
 		groups[limiter.GroupGeneral] = g
 	}
-	l, err := limiter.New(t0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64, MaxTracked: maxTracked})
+	l, err := limiter.New(memory.New(), t0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64, MaxTracked: maxTracked})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/limiterd/limiterd/bench"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -30,7 +31,7 @@ func peers(n int) []peer.Peer {
 }
 
 func arweave(b testing.TB) (*limiter.Limiter, limiter.GroupID) {
-	l, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+	l, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func BenchmarkDecideDuringTick(b *testing.B) {
 func BenchmarkDecideEvicting(b *testing.B) {
 	const capacity = 100_000
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64, MaxTracked: capacity}
-	l, err := limiter.New(t0, cfg)
+	l, err := limiter.New(memory.New(), t0, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

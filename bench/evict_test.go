@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // BenchmarkDecideEvictingStateful: the table is full (max_tracked 100 000)
@@ -22,7 +23,7 @@ func BenchmarkDecideEvictingStateful(b *testing.B) {
 		LeakyLimit: 0, LeakyTickInterval: 3_600_000, LeakyTickReduction: 1,
 		ConcurrencyLimit: 10,
 	}
-	l, err := limiter.New(t0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64, MaxTracked: capacity})
+	l, err := limiter.New(memory.New(), t0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64, MaxTracked: capacity})
 	if err != nil {
 		b.Fatal(err)
 	}

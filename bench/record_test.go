@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -35,7 +36,7 @@ func BenchmarkDecideRecording(b *testing.B) {
 					if rec != "off" {
 						opts = append(opts, limiter.WithObserver(recorder))
 					}
-					l, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, opts...)
+					l, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, opts...)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -70,7 +71,7 @@ func BenchmarkDecideRecording(b *testing.B) {
 // rateOf is this benchmark's own rate of decisions a second: 200 000
 // decisions of a limiter of its own over ps, timed.
 func rateOf(b *testing.B, ps []peer.Peer) float64 {
-	l, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+	l, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func rateOf(b *testing.B, ps []peer.Peer) float64 {
 // then drained into a reused buffer.
 func BenchmarkDrainArrivals(b *testing.B) {
 	recorder := insight.NewRecorder(recordPerShard)
-	l, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, limiter.WithObserver(recorder))
+	l, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, limiter.WithObserver(recorder))
 	if err != nil {
 		b.Fatal(err)
 	}

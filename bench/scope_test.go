@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // BenchmarkDecideScope: Decide plus Release in the general group (2.9.6
@@ -21,7 +22,7 @@ func BenchmarkDecideScope(b *testing.B) {
 		g := groups[limiter.GroupGeneral]
 		g.ConcurrencyScope, g.NumberOfWorkers = scope, 5
 		groups[limiter.GroupGeneral] = g
-		l, err := limiter.New(t0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+		l, err := limiter.New(memory.New(), t0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 		if err != nil {
 			b.Fatal(err)
 		}

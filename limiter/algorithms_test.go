@@ -11,6 +11,7 @@ import (
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -287,7 +288,7 @@ func TestAlgorithmChange(t *testing.T) {
 	}
 	// Period 1000 → 2000: the tokens stay (2 of 10), the refill halves.
 	cfg.Groups["test"] = algoSettings(algo.TokenBucket, 10, 2000, 0, 100)
-	dropped, err := l.Reconfigure(at(0), cfg)
+	dropped, err := l.Apply(at(0), cfg)
 	if err != nil || len(dropped) != 0 || l.Tracked() != 6 {
 		t.Fatalf("param change: dropped %v, %v, tracked %d", dropped, err, l.Tracked())
 	}
@@ -300,7 +301,7 @@ func TestAlgorithmChange(t *testing.T) {
 	}
 	// To GCRA: the test group's five entries go; general's stays.
 	cfg.Groups["test"] = algoSettings(algo.GCRA, 10, 2000, 0, 100)
-	dropped, err = l.Reconfigure(at(0), cfg)
+	dropped, err = l.Apply(at(0), cfg)
 	if err != nil || dropped["test"] != 5 || len(dropped) != 1 || l.Tracked() != 1 {
 		t.Fatalf("algorithm change: dropped %v, %v, tracked %d", dropped, err, l.Tracked())
 	}
@@ -314,7 +315,7 @@ func TestAlgorithmChange(t *testing.T) {
 	d.Release()
 	// Back to the hybrid: the GCRA entry goes.
 	cfg.Groups["test"] = settings(0, 1000, 450, 30000, 450, 100)
-	if dropped, _ := l.Reconfigure(at(0), cfg); dropped["test"] != 1 {
+	if dropped, _ := l.Apply(at(0), cfg); dropped["test"] != 1 {
 		t.Fatalf("to the hybrid: dropped %v", dropped)
 	}
 }
@@ -396,7 +397,7 @@ func TestAlgorithmSettingErrors(t *testing.T) {
 		{algoSettings(algo.TokenBucket, 10, 1000, -1, 10), "burst", "from 0"},
 		{algoSettings(algo.SlidingLog, 1_000_000, 1000, 0, 10), "limit", "at most 10000"},
 	} {
-		_, err := limiter.New(t0, testConfig(tc.s))
+		_, err := limiter.New(memory.New(), t0, testConfig(tc.s))
 		var se *limiter.SettingError
 		if err == nil || !asSettingError(err, &se) || se.Group != "test" || se.Key != tc.key || !strings.Contains(se.Problem, tc.has) {
 			t.Errorf("%+v: %v, want http_api.limiter.test.%s (%s)", tc.s, err, tc.key, tc.has)
@@ -439,12 +440,12 @@ func TestSlidingLogLimitChange(t *testing.T) {
 	l := newLimiter(t, cfg)
 	arun(t, l, "test", []astep{areq(0, "ok"), areq(1, "ok"), areq(2, "ok"), areq(3, "rate_limit").q(0, 59_997)})
 	cfg.Groups["test"] = algoSettings(algo.SlidingLog, 5, 60_000, 0, 100)
-	if err := l.Apply(at(4), cfg); err != nil {
+	if _, err := l.Apply(at(4), cfg); err != nil {
 		t.Fatal(err)
 	}
 	arun(t, l, "test", []astep{areq(4, "ok").q(1, 0), areq(5, "ok").q(0, 59_995), areq(6, "rate_limit")})
 	cfg.Groups["test"] = algoSettings(algo.SlidingLog, 2, 60_000, 0, 100)
-	if err := l.Apply(at(7), cfg); err != nil {
+	if _, err := l.Apply(at(7), cfg); err != nil {
 		t.Fatal(err)
 	}
 	// Five held, two allowed: 2 and 4 must expire first.

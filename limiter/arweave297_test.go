@@ -107,7 +107,7 @@ func TestShardRejectionFields(t *testing.T) {
 	}
 
 	s.Mode = limiter.ModeDryRun
-	if err := l.Apply(at(3), testConfig(s)); err != nil {
+	if _, err := l.Apply(at(3), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
 	d = l.Decide(at(4), peerAt(S1b), g)
@@ -161,7 +161,7 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 	d1 := l.Decide(at(1), peerAt(S1a), g)
 
 	s.LeakyLimit = 900 // the same shards: the count stays
-	if err := l.Apply(at(2), testConfig(s)); err != nil {
+	if _, err := l.Apply(at(2), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
 	if c := limiter.ShardCountersOf(l, g); c != old {
@@ -172,7 +172,7 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 	}
 
 	s.NumberOfWorkers = 3 // 1 mod 3 = 1, 6 mod 3 = 0
-	if err := l.Apply(at(4), testConfig(s)); err != nil {
+	if _, err := l.Apply(at(4), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
 	next := limiter.ShardCountersOf(l, g)
@@ -190,7 +190,7 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 	checkShards(t, "new", next, 1, 1, 0)
 
 	s.ConcurrencyScope = limiter.ScopePeer // no shard counters: releases still go to theirs
-	if err := l.Apply(at(8), testConfig(s)); err != nil {
+	if _, err := l.Apply(at(8), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
 	if limiter.ShardCountersOf(l, g) != nil {
@@ -201,7 +201,7 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 	d3.Release()
 	checkShards(t, "new, released under scope peer", next, 0, 0, 0)
 	s.ConcurrencyScope = limiter.ScopeShard
-	if err := l.Apply(at(10), testConfig(s)); err != nil {
+	if _, err := l.Apply(at(10), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
 	d4.Release() // held no shard slot

@@ -56,22 +56,22 @@ type Backend interface {
 // with overlapping moves and read back word by word, and those loads stall
 // (measured: about a tenth of a decision). Make one with KeyOf.
 type Key struct {
-	lo, hi uint64
-	last   uint8
+	Lo, Hi uint64
+	Last   uint8
 }
 
 // KeyOf returns k as a Key.
 func KeyOf(k *peer.Key) Key {
-	return Key{lo: binary.LittleEndian.Uint64(k[0:8]), hi: binary.LittleEndian.Uint64(k[8:16]), last: k[16]}
+	return Key{Lo: binary.LittleEndian.Uint64(k[0:8]), Hi: binary.LittleEndian.Uint64(k[8:16]), Last: k[16]}
 }
 
 // Peer returns the peer.Key k holds.
 func (k Key) Peer() peer.Key {
 	var p peer.Key
 	le := binary.LittleEndian
-	le.PutUint64(p[0:8], k.lo)
-	le.PutUint64(p[8:16], k.hi)
-	p[16] = k.last
+	le.PutUint64(p[0:8], k.Lo)
+	le.PutUint64(p[8:16], k.Hi)
+	p[16] = k.Last
 	return p
 }
 
@@ -137,13 +137,15 @@ type Viewer interface {
 	Each(ms int64, gt *GroupTable, fn func(EntryView) bool)
 }
 
-// Reconfigurer is a Backend told of every configuration change
-// (Limiter.Reconfigure, Apply) once it is in force, with the group tables
-// before and after it: one whose state lives elsewhere drops the state of
-// a group whose algorithm changed there (the local backend drops its
-// entries itself, SPEC §6.2).
+// Reconfigurer is a Backend told of every configuration a Limiter
+// installs (New, Apply, Restore), once it is in force, with the group
+// tables before and after it (prev is nil for the first). A change of a
+// group's algorithm drops the group's state; a change of the limits its
+// state is measured in converts it (SPEC §6.2). Reconfigured returns how
+// many entries of each group it dropped, for the Limiter to report (nil
+// when none, or when it cannot tell).
 type Reconfigurer interface {
-	Reconfigured(prev, next *GroupTable)
+	Reconfigured(prev, next *GroupTable) map[GroupID]int
 }
 
 // StatsReporter is a Backend that keeps counters and gauges of its own.
@@ -211,8 +213,18 @@ func (g *Group) CleanupAge() int64 {
 	return g.CleanupExpiry
 }
 
-// closed reports whether the group admits nothing: no window, no bucket.
-func (g *Group) closed() bool { return g.SlidingWindowLimit == 0 && g.LeakyLimit == 0 }
+// Closed reports whether the group admits nothing: a hybrid group without
+// window and without bucket (both limits 0).
+func (g *Group) Closed() bool {
+	return g.Algorithm == algo.Hybrid && g.SlidingWindowLimit == 0 && g.LeakyLimit == 0
+}
+
+// StateVersion changes when the algorithm of the group, or (for the
+// algorithms whose state is measured in units of the limits, and the
+// sliding log) its limits, change: state kept for an older StateVersion
+// must be dropped (another algorithm) or converted (algo.Rescale) before
+// it is read.
+func (g *Group) StateVersion() uint64 { return g.stateVer }
 
 // GroupTable is one version of every group of a Limiter, indexed by
 // GroupID: what a Backend that visits all its entries needs. It is
@@ -222,12 +234,20 @@ type GroupTable struct {
 	// names holds every name a GroupID was ever given, removed groups
 	// included, so that their entries' deletion can be reported.
 	names [MaxGroups]string
+	// maxTracked is peers.max_tracked.
+	maxTracked int
 }
+
+// MaxTracked returns peers.max_tracked: the most (peer, group) entries a
+// Backend that keeps entries should hold, 0 for no cap. At the cap a new
+// entry evicts one idle long (an entry with requests in flight is never
+// evicted, so a table may go over it by those).
+func (gt *GroupTable) MaxTracked() int { return gt.maxTracked }
 
 // Lookup returns group id when it is defined (local_peers included, which
 // never reaches a Backend).
 func (gt *GroupTable) Lookup(id GroupID) (*Group, bool) {
-	if int(id) >= MaxGroups || !gt.groups[id].defined {
+	if gt == nil || int(id) >= MaxGroups || !gt.groups[id].defined {
 		return nil, false
 	}
 	return &gt.groups[id], true

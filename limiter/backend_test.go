@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -60,7 +61,7 @@ func (f *fakeBackend) Forget(k limiter.Key, g *limiter.Group) bool {
 func newFake(t *testing.T, cfg limiter.Config, out limiter.Outcome) (*limiter.Limiter, *fakeBackend) {
 	t.Helper()
 	f := &fakeBackend{out: out}
-	l, err := limiter.New(t0, cfg, limiter.WithBackend(f))
+	l, err := limiter.New(f, t0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,30 +120,27 @@ func TestBackendFailOpen(t *testing.T) {
 	}
 }
 
-// TestLimiterBackend: a Limiter's own slab is a Backend another Limiter can
-// decide on, as its own did, with the optional interfaces.
-func TestLimiterBackend(t *testing.T) {
-	cfg := testConfig(settings(1, 1000, 1, 30000, 1, 10))
-	own, err := limiter.New(t0, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spare, err := limiter.New(t0, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := spare.Backend()
+// TestMemoryBackend: the memory Backend offers every optional interface
+// of the seam, and two Limiters, each on its own, decide alike.
+func TestMemoryBackend(t *testing.T) {
+	var b limiter.Backend = memory.New()
 	for _, iface := range []bool{
 		func() bool { _, ok := b.(limiter.Sweeper); return ok }(),
 		func() bool { _, ok := b.(limiter.Snapshotter); return ok }(),
 		func() bool { _, ok := b.(limiter.Viewer); return ok }(),
 		func() bool { _, ok := b.(limiter.StatsReporter); return ok }(),
+		func() bool { _, ok := b.(limiter.Reconfigurer); return ok }(),
 	} {
 		if !iface {
-			t.Fatal("the local slab lacks an optional interface")
+			t.Fatal("the memory backend lacks an optional interface")
 		}
 	}
-	sep, err := limiter.New(t0, cfg, limiter.WithBackend(b))
+	cfg := testConfig(settings(1, 1000, 1, 30000, 1, 10))
+	own, err := limiter.New(memory.New(), t0, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sep, err := limiter.New(b, t0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +222,7 @@ func TestBackendSeam(t *testing.T) {
 	dry := settings(0, 1000, 10, 30000, 10, 10)
 	dry.Mode = limiter.ModeDryRun
 	cfg.Groups["test"] = dry
-	if err := l.Apply(at(7), cfg); err != nil {
+	if _, err := l.Apply(at(7), cfg); err != nil {
 		t.Fatal(err)
 	}
 	d = l.Decide(at(8), peerAt(A), g)

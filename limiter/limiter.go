@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -78,22 +79,18 @@ type settings struct {
 	ident       *peer.Identifier
 	exempt      *peer.Set
 	deny        *peer.Set
-	maxTracked  int64
 }
 
 // Limiter decides requests for every (peer, group): the policy of SPEC §6
-// (deny list, exemption, mode, the global switch) here, the state in a
-// Backend (by default its own local slab, see WithBackend). It is safe for
-// concurrent use: decisions on one (peer, group) are linearisable,
-// decisions on different ones proceed in parallel on separate locks. It
+// (deny list, exemption, mode, the global switch) here, the state in its
+// Backend. It is safe for concurrent use: decisions on one (peer, group)
+// are linearisable, decisions on different ones proceed in parallel. It
 // starts no goroutine; the owner calls Tick now and then (see Tick).
 type Limiter struct {
 	set     atomic.Pointer[settings]
 	enabled atomic.Bool
-	// backend holds the state of every limited group; local is the same
-	// backend when it is the Limiter's own slab, else nil.
+	// backend holds the state of every limited group.
 	backend Backend
-	local   *local
 
 	mu       sync.Mutex // serialises Apply, Restore and the tick counting of Tick
 	ver      uint64     // settings versions built so far
@@ -110,43 +107,35 @@ type Limiter struct {
 // Option configures a Limiter at New.
 type Option func(*Limiter)
 
-// WithBackend makes b hold the state of every limited group instead of the
-// Limiter's own local slab (cluster mode, SPEC §12); a nil b changes
-// nothing. Every group resolves its Backend when the settings are built,
-// so a later change can give groups different ones. Tick, Snapshot,
-// SnapshotDelta, Restore, Peer, Entry, Each, Stats, Tracked and Evictions
-// use the optional interfaces b implements (Sweeper, Snapshotter, Viewer,
-// StatsReporter) and do without the others.
-func WithBackend(b Backend) Option { return func(l *Limiter) { l.backend = b } }
-
-// Backend returns where l keeps its groups' state: its own local slab
-// unless WithBackend said otherwise (cluster mode decides on a Limiter's
-// slab of its own while Redis is down).
-func (l *Limiter) Backend() Backend { return l.backend }
-
-// New returns a Limiter for cfg whose group schedules start at now, with
-// the global switch on, its state in its own local slab unless an option
-// says otherwise.
-func New(now time.Time, cfg Config, opts ...Option) (*Limiter, error) {
-	l := &Limiter{ids: map[string]GroupID{GroupLocalPeers: LocalPeers}}
+// New returns a Limiter deciding with cfg, the state of its groups in b,
+// the groups' tick schedules starting at now, and the global switch on.
+// The package memory has the Backend of one process's memory. Tick,
+// Snapshot, SnapshotDelta, Restore, Peer, Each and Stats use the optional
+// interfaces b implements (Sweeper, Snapshotter, Viewer, StatsReporter)
+// and do without the others.
+func New(b Backend, now time.Time, cfg Config, opts ...Option) (*Limiter, error) {
+	if b == nil {
+		return nil, errors.New("limiter: New: nil Backend")
+	}
+	l := &Limiter{ids: map[string]GroupID{GroupLocalPeers: LocalPeers}, backend: b}
 	l.names[LocalPeers] = GroupLocalPeers
 	for _, o := range opts {
 		o(l)
 	}
-	if l.backend == nil {
-		l.local = newLocal()
-		l.backend = l.local
-	}
 	l.enabled.Store(true)
-	if err := l.Apply(now, cfg); err != nil {
+	if _, err := l.Apply(now, cfg); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-// Apply installs cfg at once, keeping all tracked state. Groups that keep
-// their tick interval keep their schedule; a changed interval applies from
-// the next tick of the old one. On error nothing changes.
+// Apply installs cfg at once, keeping all tracked state, and reports how
+// many entries of each group were dropped because the group's algorithm
+// changed (SPEC §6.2: a change of algorithm drops the group's state; a
+// change of limit, period or burst keeps it, converted to the new
+// limits); groups that dropped nothing are not in the map. Groups that
+// keep their tick interval keep their schedule; a changed interval applies
+// from the next tick of the old one. On error nothing changes.
 //
 // The ticks due at now are applied first, under the settings they fell
 // under: entries apply their ticks lazily, and one not applied yet would
@@ -154,17 +143,7 @@ func New(now time.Time, cfg Config, opts ...Option) (*Limiter, error) {
 // Arweave node, would not). That sweep also deletes the entries of groups
 // removed by the previous Apply, so a group defined again starts afresh on
 // a new schedule, with none left counting ticks on the old one.
-func (l *Limiter) Apply(now time.Time, cfg Config) error {
-	_, err := l.Reconfigure(now, cfg)
-	return err
-}
-
-// Reconfigure is Apply, and reports how many entries of each group were
-// dropped because the group's algorithm changed (SPEC §6.2: a change of
-// algorithm drops the group's state; a change of limit, period or burst
-// keeps it, converted to the new limits). Groups that dropped nothing are
-// not in the map.
-func (l *Limiter) Reconfigure(now time.Time, cfg Config) (map[string]int, error) {
+func (l *Limiter) Apply(now time.Time, cfg Config) (map[string]int, error) {
 	if l.set.Load() != nil {
 		l.Tick(now)
 	}
@@ -175,44 +154,32 @@ func (l *Limiter) Reconfigure(now time.Time, cfg Config) (map[string]int, error)
 	if err != nil {
 		return nil, err
 	}
-	var switched []GroupID
-	for id := range st.groups {
-		if g := &st.groups[id]; g.defined && prev != nil && prev.groups[id].defined && prev.groups[id].stateVer != g.stateVer {
-			switched = append(switched, GroupID(id))
-		}
-	}
-	var before [MaxGroups]GroupStats
-	if l.local != nil && len(switched) > 0 {
-		l.local.AddStats(&before)
-	}
-	l.install(st)
-	if r, ok := l.backend.(Reconfigurer); ok && prev != nil {
-		r.Reconfigured(&prev.GroupTable, &st.GroupTable)
-	}
-	if l.local == nil || len(switched) == 0 {
-		return nil, nil
-	}
-	// Entries of another algorithm go now, and those measured in the old
-	// limits are converted; a decision that meets one before this pass
-	// does the same (local.sync).
-	l.local.syncAll(&st.GroupTable)
-	var after [MaxGroups]GroupStats
-	l.local.AddStats(&after)
-	dropped := map[string]int{}
-	for _, id := range switched {
-		if n := after[id].StateDrops - before[id].StateDrops; n > 0 {
-			dropped[st.groups[id].Name] = int(n)
+	var dropped map[string]int
+	for id, n := range l.install(prev, st) {
+		if n > 0 {
+			if dropped == nil {
+				dropped = map[string]int{}
+			}
+			dropped[st.names[id]] += n
 		}
 	}
 	return dropped, nil
 }
 
-// install makes st the settings in force. l.mu must be held.
-func (l *Limiter) install(st *settings) {
-	if l.local != nil {
-		l.local.maxTracked.Store(st.maxTracked)
-	}
+// install makes st the settings in force and tells the backend, which
+// answers with the entries it dropped per group (see Reconfigurer). l.mu
+// must be held.
+func (l *Limiter) install(prev, st *settings) map[GroupID]int {
 	l.set.Store(st)
+	r, ok := l.backend.(Reconfigurer)
+	if !ok {
+		return nil
+	}
+	var pt *GroupTable
+	if prev != nil {
+		pt = &prev.GroupTable
+	}
+	return r.Reconfigured(pt, &st.GroupTable)
 }
 
 // build compiles cfg into settings. Schedules come from saved (a restored
@@ -225,7 +192,8 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 	if cfg.MaxTracked < 0 {
 		return nil, fmt.Errorf("peers.max_tracked: must be ≥ 0, got %d", cfg.MaxTracked)
 	}
-	st := &settings{cfg: cfg, maxTracked: int64(cfg.MaxTracked)}
+	st := &settings{cfg: cfg}
+	st.maxTracked = cfg.MaxTracked
 	ver := l.ver + 1
 	names := make([]string, 0, len(cfg.Groups))
 	for name := range cfg.Groups {

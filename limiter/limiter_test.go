@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -185,7 +186,7 @@ func run(t *testing.T, l *limiter.Limiter, group string, steps []step) {
 
 func newLimiter(t testing.TB, cfg limiter.Config) *limiter.Limiter {
 	t.Helper()
-	l, err := limiter.New(t0, cfg)
+	l, err := limiter.New(memory.New(), t0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // observations records what an Observer is told.
@@ -31,7 +32,7 @@ func TestObserver(t *testing.T) {
 	cfg.Exempt = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("192.0.2.66/32")}
 	obs := &observations{}
-	l, err := limiter.New(t0, cfg, limiter.WithObserver(obs))
+	l, err := limiter.New(memory.New(), t0, cfg, limiter.WithObserver(obs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestCheckPolicy(t *testing.T) {
 	cfg.Routes = append([]limiter.RouteRule{{Group: "test", Paths: []string{"/tx"}, Methods: []string{"POST"}, ReduceOnStatus: []int{200}}}, cfg.Routes...)
 	cfg.ExemptPaths = []string{"/free/**"}
 	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("192.0.2.66/32")}
-	l, err := limiter.New(t0, cfg)
+	l, err := limiter.New(memory.New(), t0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

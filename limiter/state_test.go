@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -31,21 +32,6 @@ func TestPure(t *testing.T) {
 		if strings.Contains(first, ".") {
 			t.Errorf("limiter imports %s: the core is standard library only", dep)
 		}
-	}
-}
-
-// TestEntryWithoutPointers: the slab of entries (64 MB at a million) is
-// never scanned by the garbage collector only while entries hold no
-// pointer.
-func TestEntryWithoutPointers(t *testing.T) {
-	if limiter.EntryHoldsPointers() {
-		t.Fatal("entry holds a pointer: every GC cycle would scan every tracked entry")
-	}
-}
-
-func TestEntrySize(t *testing.T) {
-	if limiter.EntrySize != 64 {
-		t.Fatalf("entry is %d bytes; it must be one 64-byte cache line (and the memory budget, ≤ 96 per tracked entry with the index, needs ≤ 72)", limiter.EntrySize)
 	}
 }
 
@@ -246,7 +232,7 @@ func TestLiveIntervalChangeKeepsPhase(t *testing.T) {
 	// At 20 s the interval becomes 5 s: the tick at 30 s still happens,
 	// then one every 5 s.
 	cfg.Groups["test"] = settings(0, 1000, 10, 5000, 1, 100)
-	if err := l.Apply(at(20_000), cfg); err != nil {
+	if _, err := l.Apply(at(20_000), cfg); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ at, tokens int64 }{{29_999, 10}, {30_000, 9}, {34_999, 9}, {35_000, 8}, {45_000, 6}} {
@@ -284,7 +270,7 @@ func TestSettingErrors(t *testing.T) {
 	if err := bad.Validate("x"); err == nil || !strings.Contains(err.Error(), "x.sliding_window_limit") {
 		t.Fatalf("%v", err)
 	}
-	if _, err := limiter.New(t0, testConfig(bad)); err == nil || !strings.Contains(err.Error(), "http_api.limiter.test.sliding_window_limit") {
+	if _, err := limiter.New(memory.New(), t0, testConfig(bad)); err == nil || !strings.Contains(err.Error(), "http_api.limiter.test.sliding_window_limit") {
 		t.Fatalf("%v", err)
 	}
 	// A missing key takes general's value.
@@ -438,7 +424,7 @@ func TestApplyAppliesDueTicksFirst(t *testing.T) {
 	// The tick at 1 s took one token (reduction 1); at 1.1 s the reduction
 	// becomes 10.
 	cfg.Groups["test"] = settings(0, 1000, 10, 1000, 10, 100)
-	if err := l.Apply(at(1100), cfg); err != nil {
+	if _, err := l.Apply(at(1100), cfg); err != nil {
 		t.Fatal(err)
 	}
 	if v := l.Peer(at(1200), peerAt(A).Key); len(v) != 1 || v[0].Tokens != 9 {
@@ -458,7 +444,7 @@ func TestApplyAppliesDueTicksFirst(t *testing.T) {
 	gs := cfg.Groups["test"]
 	gs.CleanupExpiry = 10
 	cfg.Groups["test"] = gs
-	if err := l.Apply(at(150), cfg); err != nil {
+	if _, err := l.Apply(at(150), cfg); err != nil {
 		t.Fatal(err)
 	}
 	// Eagerly: the tick at 100 kept the timestamp (expiry 5 s); the next,
@@ -479,10 +465,10 @@ func TestGroupRemovedAndBack(t *testing.T) {
 	admitN(l, 3_600_000, A, g, 10)
 	without := testConfig(settings(0, 1000, 10, 1000, 10, 100))
 	delete(without.Groups, "test")
-	if err := l.Apply(at(3_600_000), without); err != nil {
+	if _, err := l.Apply(at(3_600_000), without); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Apply(at(3_600_100), cfg); err != nil {
+	if _, err := l.Apply(at(3_600_100), cfg); err != nil {
 		t.Fatal(err)
 	}
 	if d := l.Decide(at(3_602_000), peerAt(A), g); !d.Allowed {

@@ -120,18 +120,6 @@ func (l *Limiter) Stats() map[string]GroupStats {
 	return out
 }
 
-// AddStats adds every shard's counters and gauges to sum.
-func (b *local) AddStats(sum *[MaxGroups]GroupStats) {
-	for i := range b.shards {
-		sh := &b.shards[i]
-		sh.mu.Lock()
-		for g := range sum {
-			sum[g].Add(&sh.stats[g])
-		}
-		sh.mu.Unlock()
-	}
-}
-
 // Tracked returns the number of (peer, group) entries tracked, 0 when the
 // backend does not say.
 func (l *Limiter) Tracked() int {
@@ -141,9 +129,6 @@ func (l *Limiter) Tracked() int {
 	return 0
 }
 
-// Tracked returns the number of live entries.
-func (b *local) Tracked() int { return int(b.total.Load()) }
-
 // Evictions returns how many entries max_tracked evicted in all, 0 when
 // the backend does not say.
 func (l *Limiter) Evictions() uint64 {
@@ -152,9 +137,6 @@ func (l *Limiter) Evictions() uint64 {
 	}
 	return 0
 }
-
-// Evictions returns how many entries evictOne deleted.
-func (b *local) Evictions() uint64 { return b.evictions.Load() }
 
 // EntryView is the state of one (peer, group), for the admin API and the
 // dashboard.
@@ -180,31 +162,6 @@ type EntryView struct {
 	Algo      algo.View
 }
 
-func (sh *shard) view(e *entry, g *Group, ms int64) EntryView {
-	v := EntryView{
-		Peer:                e.key.peer(),
-		Group:               g.Name,
-		GroupID:             g.ID,
-		Inflight:            int64(e.inflight),
-		Requests:            uint64(e.requests),
-		RejectedConcurrency: uint64(e.rejConc),
-		RejectedRateLimit:   uint64(e.rejRate),
-		LastSeen:            time.Unix(int64(e.lastSeen), 0),
-	}
-	if v.Algorithm = g.Algorithm; v.Algorithm != algo.Hybrid {
-		v.Algo = sh.viewAlgo(e, g, ms)
-		return v
-	}
-	if e.flags&flagTokens != 0 {
-		v.Tokens = int64(e.tokens)
-	}
-	if w := sh.win(e); w != nil {
-		v.Window = int64(w.N)
-		v.WindowActive = int64(w.CountFrom(ms - g.SlidingWindowDuration + 1))
-	}
-	return v
-}
-
 // Peer returns the state of peer k in every group it is tracked in, with
 // the ticks due at now applied.
 func (l *Limiter) Peer(now time.Time, k peer.Key) []EntryView {
@@ -226,25 +183,6 @@ func (l *Limiter) Each(now time.Time, fn func(EntryView) bool) {
 	if vw, ok := l.backend.(Viewer); ok {
 		vw.Each(now.UnixMilli(), &l.set.Load().GroupTable, fn)
 	}
-}
-
-// Each copies a batch of views under each lock hold and hands them to fn
-// without it.
-func (b *local) Each(ms int64, gt *GroupTable, fn func(EntryView) bool) {
-	buf := make([]EntryView, 0, tickBatch)
-	b.scan(func(sh *shard, slot uint32, e *entry) {
-		if g := &gt.groups[e.key.group()]; g.defined && b.current(sh, slot, g) {
-			buf = append(buf, sh.view(e, g, ms))
-		}
-	}, func() bool {
-		for _, v := range buf {
-			if !fn(v) {
-				return false
-			}
-		}
-		buf = buf[:0]
-		return true
-	}, false)
 }
 
 // NextTicks returns the times of group g's next leaky and cleanup ticks
@@ -275,25 +213,4 @@ func (l *Limiter) Entry(now time.Time, k peer.Key, g GroupID) (v EntryView, ok b
 		return v, false
 	}
 	return vw.Entry(now.UnixMilli(), KeyOf(&k), gr)
-}
-
-// Entry finds (k, g), applies its due ticks, and deletes it instead when
-// that left it empty.
-func (b *local) Entry(ms int64, k Key, g *Group) (v EntryView, ok bool) {
-	key := makeEntryKey(g.ID, k)
-	sh, _, tag := b.shardOf(&key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slot, _, found := sh.find(&key, tag)
-	if !found || !b.current(sh, slot, g) {
-		return v, false
-	}
-	e := sh.at(slot)
-	sh.applyTicks(e, g, ms, &sh.stats[g.ID])
-	if (e.algo == algo.Hybrid && sh.dead(e)) || (e.algo != algo.Hybrid && sh.expireAlgo(e, g, ms)) {
-		sh.remove(slot, sh.posOf(slot, tag))
-		b.total.Add(-1)
-		return v, false
-	}
-	return sh.view(e, g, ms), true
 }

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -19,6 +18,7 @@ import (
 	"github.com/limiterd/limiterd/internal/templates"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // openCluster opens the Redis backend of cluster mode (SPEC §12) when the
@@ -26,12 +26,6 @@ import (
 func openCluster(cfg *config.Config, limCfg limiter.Config, log *slog.Logger) (*cluster.Backend, error) {
 	if cfg.Cluster.Backend != "redis" {
 		return nil, nil
-	}
-	// While Redis is down (on_failure = "local"), decisions are made on the
-	// slab of a Limiter of its own, capped as peers.max_tracked says.
-	spare, err := limiter.New(time.Now(), limCfg)
-	if err != nil {
-		return nil, err
 	}
 	mode, err := cluster.ParseMode(cfg.Cluster.Mode)
 	if err != nil {
@@ -54,8 +48,10 @@ func openCluster(cfg *config.Config, limCfg limiter.Config, log *slog.Logger) (*
 		Lease:        cfg.Cluster.Lease,
 		SyncInterval: cfg.Cluster.SyncInterval,
 		MaxUnsynced:  cfg.Cluster.MaxUnsynced,
-		Fallback:     spare.Backend(),
-		Logger:       log,
+		// While Redis is down (on_failure = "local"), decisions are made
+		// in this process's memory, capped as peers.max_tracked says.
+		Fallback: memory.New(),
+		Logger:   log,
 	})
 	if err != nil {
 		return nil, err
@@ -85,13 +81,13 @@ func checkClusterLimits(lc limiter.Config) error {
 	return errors.Join(errs...)
 }
 
-// limiterOptions returns the options that put the limiter's state in b
-// (none when b is nil: the local backend).
-func limiterOptions(b *cluster.Backend) []limiter.Option {
+// backendOf returns where the limiter keeps its state: b's Redis, or
+// (b nil) this process's memory.
+func backendOf(b *cluster.Backend) limiter.Backend {
 	if b == nil {
-		return nil
+		return memory.New()
 	}
-	return []limiter.Option{limiter.WithBackend(b)}
+	return b
 }
 
 // replicateLive carries lv's edits to the other instances through b's

@@ -328,7 +328,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	rec := insight.NewRecorder(insight.ArrivalsPerShard)
 	m.rejects = insight.NewRejectLog(m.log, insight.RejectLogOptions{Mode: rejectMode(cfg.Log.Rejections),
 		GroupName: func(g limiter.GroupID) string { return lim.GroupName(g) }})
-	lim, err = limiter.New(now(), limCfg, append(limiterOptions(cb), limiter.WithObserver(insight.Observers{rec, m.rejects}))...)
+	lim, err = limiter.New(backendOf(cb), now(), limCfg, limiter.WithObserver(insight.Observers{rec, m.rejects}))
 	if err != nil {
 		return err
 	}

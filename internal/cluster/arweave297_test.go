@@ -30,7 +30,7 @@ func TestReduceWindow297(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			lim, err := limiter.New(c.now(), cfg, limiter.WithBackend(b))
+			lim, err := limiter.New(b, c.now(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

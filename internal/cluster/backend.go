@@ -470,7 +470,7 @@ func (b *Backend) Forget(k limiter.Key, g *limiter.Group) bool {
 // Reconfigured notes the groups whose algorithm a configuration change
 // changed: their state in Redis is dropped (a new generation of key names)
 // before their next decision, as the local backend drops its entries.
-func (b *Backend) Reconfigured(prev, next *limiter.GroupTable) {
+func (b *Backend) Reconfigured(prev, next *limiter.GroupTable) map[limiter.GroupID]int {
 	for id := range limiter.MaxGroups {
 		p, okp := prev.Lookup(limiter.GroupID(id))
 		n, okn := next.Lookup(limiter.GroupID(id))
@@ -479,8 +479,9 @@ func (b *Backend) Reconfigured(prev, next *limiter.GroupTable) {
 		}
 	}
 	if r, ok := b.fb.(limiter.Reconfigurer); ok {
-		r.Reconfigured(prev, next)
+		return r.Reconfigured(prev, next)
 	}
+	return nil
 }
 
 // Sweep sweeps the local state used while Redis is down.

@@ -13,6 +13,7 @@ import (
 	"github.com/limiterd/limiterd/internal/redistest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -138,7 +139,7 @@ func TestSameDecisionsAsLocal297(t *testing.T) {
 func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64, cfg limiter.Config) {
 	var c clock
 	c.ms.Store(t0.UnixMilli())
-	local, err := limiter.New(c.now(), cfg)
+	local, err := limiter.New(memory.New(), c.now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 	if !b.Status().Up {
 		t.Fatalf("redis not up: %+v", b.Status())
 	}
-	shared, err := limiter.New(c.now(), cfg, limiter.WithBackend(b))
+	shared, err := limiter.New(b, c.now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,10 +229,10 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 				cfg.Groups["sliding"] = gs
 				counts["algorithm"]++
 			}
-			if err := local.Apply(c.now(), cfg); err != nil {
+			if _, err := local.Apply(c.now(), cfg); err != nil {
 				t.Fatal(err)
 			}
-			if err := shared.Apply(c.now(), cfg); err != nil {
+			if _, err := shared.Apply(c.now(), cfg); err != nil {
 				t.Fatal(err)
 			}
 		default:

@@ -20,6 +20,7 @@ import (
 	"github.com/limiterd/limiterd/internal/redistest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -65,17 +66,13 @@ func openWith(t *testing.T, o cluster.Options, cfg limiter.Config) (*cluster.Bac
 		o.SyncInterval = 100 * time.Millisecond
 	}
 	o.Logger = slog.New(slog.NewTextHandler(logs, nil))
-	spare, err := limiter.New(time.Now(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Fallback = spare.Backend()
+	o.Fallback = memory.New()
 	b, err := cluster.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	lim, err := limiter.New(time.Now(), cfg, limiter.WithBackend(b))
+	lim, err := limiter.New(b, time.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,7 +554,7 @@ func TestLimitsTooLarge(t *testing.T) {
 	huge := cfg.Groups["general"]
 	huge.Algorithm, huge.Limit, huge.Period, huge.Burst = algo.GCRA, 10, 1<<31-1, 1<<31-1
 	cfg.Groups["huge"] = huge
-	if err := lim.Apply(time.Now(), cfg); err != nil {
+	if _, err := lim.Apply(time.Now(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	g, _ := lim.GroupID("huge")

@@ -34,7 +34,7 @@ func newLF(t *testing.T, addr string, c *clock, cfg limiter.Config, maxUnsynced 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	lim, err := limiter.New(c.now(), cfg, limiter.WithBackend(b))
+	lim, err := limiter.New(b, c.now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

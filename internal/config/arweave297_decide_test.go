@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -27,7 +28,7 @@ func TestArweave297Decide(t *testing.T) {
 	}
 	t0 := time.UnixMilli(1_700_000_000_000) // the groups' tick 0
 	at := func(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	l, err := limiter.New(t0, lc)
+	l, err := limiter.New(memory.New(), t0, lc)
 	if err != nil {
 		t.Fatal(err)
 	}

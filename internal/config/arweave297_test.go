@@ -10,6 +10,7 @@ import (
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 )
 
@@ -62,7 +63,7 @@ number_of_workers = 3
 	if err != nil || lc.ArweaveVersion != limiter.Arweave297 {
 		t.Fatalf("Limiter: %v %v", lc.ArweaveVersion, err)
 	}
-	if _, err := limiter.New(time.UnixMilli(1_700_000_000_000), lc); err != nil {
+	if _, err := limiter.New(memory.New(), time.UnixMilli(1_700_000_000_000), lc); err != nil {
 		t.Errorf("the limiter refuses it: %v", err)
 	}
 	// The effective config loads back to the same.

@@ -16,6 +16,7 @@ import (
 	"github.com/limiterd/limiterd"
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // writeFile writes content to a config file in a new temporary directory
@@ -108,7 +109,7 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := limiter.New(time.Unix(1700000000, 0), lc); err != nil {
+	if _, err := limiter.New(memory.New(), time.Unix(1700000000, 0), lc); err != nil {
 		t.Errorf("the limiter refuses the default config: %v", err)
 	}
 	if want := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}; !reflect.DeepEqual(lc.Exempt, want) {
@@ -423,7 +424,7 @@ func TestCustomFile(t *testing.T) {
 		!reflect.DeepEqual(lc.Groups, c.Groups) {
 		t.Errorf("limiter config = %+v", lc)
 	}
-	if _, err := limiter.New(time.Unix(1700000000, 0), lc); err != nil {
+	if _, err := limiter.New(memory.New(), time.Unix(1700000000, 0), lc); err != nil {
 		t.Errorf("the limiter refuses it: %v", err)
 	}
 	// The limiter config shares nothing with c.

@@ -11,6 +11,7 @@ import (
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // fuzzPath names the fuzzed file in errors; it is never read (Data is).
@@ -88,7 +89,7 @@ func FuzzLoad(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%q loads, but Limiter(): %v", data, err)
 		}
-		if _, err := limiter.New(now, lc); err != nil {
+		if _, err := limiter.New(memory.New(), now, lc); err != nil {
 			t.Fatalf("%q loads, but limiter.New: %v", data, err)
 		}
 		if _, err := throttle.New(now, c.ThrottleConfig()); err != nil {

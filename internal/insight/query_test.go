@@ -8,12 +8,13 @@ import (
 
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 func TestQueryPeersTopK(t *testing.T) {
 	t0 := time.UnixMilli(1_700_000_000_000)
-	lim, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+	lim, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // TestRecorder: as a limiter's observer the Recorder keeps each decision
@@ -70,7 +71,7 @@ func TestRecorder(t *testing.T) {
 	// A ring of 4 per shard: ten decisions of one (peer, group) keep the
 	// newest 4 and lose 6.
 	small := insight.NewRecorder(4)
-	l2, err := limiter.New(r0, limiter.Config{Groups: map[string]limiter.GroupSettings{limiter.GroupGeneral: s}}, limiter.WithObserver(small))
+	l2, err := limiter.New(memory.New(), r0, limiter.Config{Groups: map[string]limiter.GroupSettings{limiter.GroupGeneral: s}}, limiter.WithObserver(small))
 	if err != nil {
 		t.Fatal(err)
 	}

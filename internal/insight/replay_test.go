@@ -11,6 +11,7 @@ import (
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -23,7 +24,7 @@ func replayLimiter(t testing.TB, s limiter.GroupSettings) (*limiter.Limiter, lim
 	groups := limiter.ArweaveGroups()
 	groups["test"] = s
 	rec := insight.NewRecorder(1 << 14)
-	l, err := limiter.New(r0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, limiter.WithObserver(rec))
+	l, err := limiter.New(memory.New(), r0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}, limiter.WithObserver(rec))
 	if err != nil {
 		t.Fatal(err)
 	}

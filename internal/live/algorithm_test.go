@@ -12,6 +12,7 @@ import (
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -26,7 +27,7 @@ func newAlgoLive(t *testing.T) (*live.Live, *limiter.Limiter, *live.MemoryStore)
 	api.Algorithm, api.Limit, api.Period = algo.TokenBucket, 10, 1000
 	groups["api"] = api
 	base := limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(t0, base)
+	lim, err := limiter.New(memory.New(), t0, base)
 	if err != nil {
 		t.Fatal(err)
 	}

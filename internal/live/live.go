@@ -92,7 +92,7 @@ func New(ctx context.Context, lim *limiter.Limiter, store Store, base limiter.Co
 		// value that does not decode is an error worth stopping for.
 		return nil, fmt.Errorf("live settings over the file config: %w", err)
 	}
-	if err := lim.Apply(now(), cfg); err != nil {
+	if _, err := lim.Apply(now(), cfg); err != nil {
 		return nil, err
 	}
 	lim.SetEnabled(!st.Disabled)
@@ -188,7 +188,7 @@ func (c *Live) audit(actor, action, target string, old, new any) AuditEntry {
 // returned after the change took effect.
 func (c *Live) apply(ctx context.Context, actor string, cfg limiter.Config, applied func()) error {
 	old := c.lim.Config().Groups
-	dropped, err := c.lim.Reconfigure(c.now(), cfg)
+	dropped, err := c.lim.Apply(c.now(), cfg)
 	if err != nil {
 		return err
 	}

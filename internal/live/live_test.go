@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // failingStore is a MemoryStore whose writes fail while fail is set.
@@ -41,7 +42,7 @@ func newLive(t *testing.T, st live.Store) (*live.Live, *limiter.Limiter) {
 	t.Helper()
 	t0 := time.UnixMilli(1_700_000_000_000)
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(t0, cfg)
+	lim, err := limiter.New(memory.New(), t0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 func TestLoggedStore(t *testing.T) {
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(now, cfg)
+	lim, err := limiter.New(memory.New(), now, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/limiterd/limiterd/internal/metrics"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // The metrics of groups on the algorithms of SPEC §6.2: the Arweave
@@ -21,7 +22,7 @@ func TestCollectorAlgorithms(t *testing.T) {
 		groups[name] = g
 	}
 	cfg := limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(t0, cfg)
+	lim, err := limiter.New(memory.New(), t0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestCollectorAlgorithms(t *testing.T) {
 	g := groups["log"]
 	g.Algorithm = algo.FixedWindow
 	cfg.Groups["log"] = g
-	if err := lim.Apply(t0.Add(time.Second), cfg); err != nil {
+	if _, err := lim.Apply(t0.Add(time.Second), cfg); err != nil {
 		t.Fatal(err)
 	}
 	checkSeries(t, series(t, reg), map[string]float64{

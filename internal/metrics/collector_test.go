@@ -18,6 +18,7 @@ import (
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/metrics"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -34,7 +35,7 @@ func newLimiter(t testing.TB) *limiter.Limiter {
 	wl := groups["wallet_list"]
 	wl.Mode = limiter.ModeDryRun
 	groups["wallet_list"] = wl
-	lim, err := limiter.New(t0, limiter.Config{
+	lim, err := limiter.New(memory.New(), t0, limiter.Config{
 		Groups:     groups,
 		Routes:     limiter.ArweaveRoutes(),
 		IPv6Prefix: 64,

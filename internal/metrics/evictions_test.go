@@ -10,6 +10,7 @@ import (
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/metrics"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -19,7 +20,7 @@ import (
 // limiterd_tracked_entries stays at the cap.
 func TestCollectorEvictions(t *testing.T) {
 	const capacity = 400
-	lim, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64, MaxTracked: capacity})
+	lim, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64, MaxTracked: capacity})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/limiterd/limiterd/internal/store"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestSnapshotterCompacts(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	lim, err := limiter.New(now, limiter.Config{Groups: limiter.ArweaveGroups(), IPv6Prefix: 64, MaxTracked: 100_000})
+	lim, err := limiter.New(memory.New(), now, limiter.Config{Groups: limiter.ArweaveGroups(), IPv6Prefix: 64, MaxTracked: 100_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestRestoreKeepsGroupsTheConfigLacks(t *testing.T) {
 	withFoo.Groups["foo"] = withFoo.Groups["general"]
 	start := func(cfg limiter.Config) *limiter.Limiter {
 		t.Helper()
-		lim, err := limiter.New(now, cfg)
+		lim, err := limiter.New(memory.New(), now, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // algoRig is a rig whose general group runs a GCRA of 2 per 10 s, burst 2.
@@ -22,7 +23,7 @@ func algoRig(t *testing.T) *rig {
 	g := cfg.Groups["general"]
 	g.Algorithm, g.Limit, g.Period = algo.GCRA, 2, 10_000
 	cfg.Groups["general"] = g
-	if err := r.lim.Apply(r.clock.Now(), cfg); err != nil {
+	if _, err := r.lim.Apply(r.clock.Now(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -62,7 +63,7 @@ func TestAlgorithmCheckLease(t *testing.T) {
 	g := groups["general"]
 	g.Algorithm, g.Limit, g.Period, g.ConcurrencyLimit = algo.FixedWindow, 10, 60_000, 1
 	groups["general"] = g
-	lim, err := limiter.New(clock.Now(), limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+	lim, err := limiter.New(memory.New(), clock.Now(), limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // newAuthServer returns a Handler on a fake clock whose general group
@@ -30,7 +31,7 @@ func newAuthServer(t *testing.T) *Handler {
 		ExemptPaths: []string{"/healthcheck/**"},
 		IPv6Prefix:  64,
 	}
-	lim, err := limiter.New(t0, cfg)
+	lim, err := limiter.New(memory.New(), t0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestAuthRequestDeniedPeer(t *testing.T) {
 	s := newAuthServer(t)
 	cfg := s.lim.Config()
 	cfg.Deny = append(cfg.Deny, netip.MustParsePrefix("192.0.2.66/32"))
-	if err := s.lim.Apply(s.now(), cfg); err != nil {
+	if _, err := s.lim.Apply(s.now(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	w := authRequest(s, "GET", "/info", "192.0.2.66")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // fakeClock is a settable clock.
@@ -55,6 +56,11 @@ type rig struct {
 // (no window), with POST /tx refunding on 200; opts adjusts the Handler's
 // options, limOpts the limiter's.
 func newRig(t *testing.T, leaky int64, opts func(*proxy.Options), limOpts ...limiter.Option) *rig {
+	return newRigOn(t, memory.New(), leaky, opts, limOpts...)
+}
+
+// newRigOn is newRig with the limiter's state in b.
+func newRigOn(t *testing.T, b limiter.Backend, leaky int64, opts func(*proxy.Options), limOpts ...limiter.Option) *rig {
 	t.Helper()
 	r := &rig{t: t, clock: &fakeClock{t: time.UnixMilli(1_700_000_000_000)}}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -72,7 +78,7 @@ func newRig(t *testing.T, leaky int64, opts func(*proxy.Options), limOpts ...lim
 	g.LeakyLimit, g.LeakyTickReduction = leaky, leaky
 	groups["general"] = g
 	cfg := limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(r.clock.Now(), cfg, limOpts...)
+	lim, err := limiter.New(b, r.clock.Now(), cfg, limOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +278,7 @@ func (downBackend) Reduce(int64, limiter.Key, *limiter.Group) limiter.ReduceResu
 func (downBackend) Forget(limiter.Key, *limiter.Group) bool { return false }
 
 func TestProxyBackendUnavailable(t *testing.T) {
-	r := newRig(t, 3, nil, limiter.WithBackend(downBackend{}))
+	r := newRigOn(t, downBackend{}, 3, nil)
 	w := r.do("GET", "/info")
 	if w.Code != http.StatusServiceUnavailable || !strings.HasPrefix(w.Body.String(), "Service Unavailable") {
 		t.Fatalf("backend down: %d %q, want 503", w.Code, w.Body)

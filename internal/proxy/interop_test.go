@@ -13,6 +13,7 @@ import (
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 )
 
@@ -134,7 +135,7 @@ func TestInteropAdaptiveClient(t *testing.T) {
 		groups[name] = s
 	}
 	run := func(set ratelimit.Set) *pacedClient {
-		lim, err := limiter.New(time.Now(), limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64,
+		lim, err := limiter.New(memory.New(), time.Now(), limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64,
 			ArweaveVersion: limiter.Arweave297})
 		if err != nil {
 			t.Fatal(err)
@@ -186,7 +187,7 @@ func TestInteropAdaptiveClientProduction(t *testing.T) {
 	up, _ := url.Parse(node.URL)
 	run := func(set ratelimit.Set) *pacedClient {
 		clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
-		lim, err := limiter.New(clock.Now(), limiter.Config{Groups: limiter.ArweaveGroups297(), Routes: limiter.ArweaveRoutes(),
+		lim, err := limiter.New(memory.New(), clock.Now(), limiter.Config{Groups: limiter.ArweaveGroups297(), Routes: limiter.ArweaveRoutes(),
 			IPv6Prefix: 64, ArweaveVersion: limiter.Arweave297})
 		if err != nil {
 			t.Fatal(err)

@@ -190,7 +190,7 @@ func TestRejectLogHooks(t *testing.T) {
 	}
 	cfg := p.lim.Config()
 	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
-	if err := p.lim.Apply(time.Now(), cfg); err != nil {
+	if _, err := p.lim.Apply(time.Now(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	for _, target := range []string{"/info", "/health"} {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // seen is what the node got of one request.
@@ -78,7 +79,7 @@ func newPlane(t *testing.T, answer http.HandlerFunc, opts func(*proxy.Options), 
 	if o.RejectLog != nil {
 		observe = append(observe, limiter.WithObserver(o.RejectLog))
 	}
-	lim, err := limiter.New(time.Now(), c, observe...)
+	lim, err := limiter.New(memory.New(), time.Now(), c, observe...)
 	if err != nil {
 		t.Fatal(err)
 	}

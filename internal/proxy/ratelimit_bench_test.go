@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 )
 
@@ -17,7 +18,7 @@ import (
 // go test -run '^$' -bench RateLimitFields -benchmem ./proxy
 func BenchmarkRateLimitFields(b *testing.B) {
 	t0 := time.UnixMilli(1_700_000_000_000)
-	lim, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups297(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+	lim, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups297(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 	if err != nil {
 		b.Fatal(err)
 	}

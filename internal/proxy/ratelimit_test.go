@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 )
 
@@ -31,7 +32,7 @@ func headerRig(t *testing.T, set ratelimit.Set) (*fakeClock, string) {
 	t.Cleanup(up.Close)
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups297(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64,
 		ArweaveVersion: limiter.Arweave297}
-	lim, err := limiter.New(clock.Now(), cfg)
+	lim, err := limiter.New(memory.New(), clock.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestRateLimitFieldsOfTheChecks(t *testing.T) {
 			clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
 			cfg := limiter.Config{Groups: limiter.ArweaveGroups297(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64,
 				ArweaveVersion: limiter.Arweave297}
-			lim, err := limiter.New(clock.Now(), cfg)
+			lim, err := limiter.New(memory.New(), clock.Now(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

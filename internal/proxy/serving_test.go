@@ -9,6 +9,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // TestServing: Serving is closed once Serve accepts, and a request then
@@ -25,7 +26,7 @@ func TestServing(t *testing.T) {
 		t.Fatalf("GET /info once serving: %d", s)
 	}
 
-	lim, err := limiter.New(time.Now(), limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+	lim, err := limiter.New(memory.New(), time.Now(), limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

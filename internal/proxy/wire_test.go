@@ -99,7 +99,7 @@ func TestRepliesByteForByte(t *testing.T) {
 		"Content-Length: 16", "Content-Type: text/plain; charset=utf-8", "X-Content-Type-Options: nosniff"}, rl...),
 		"Gateway Timeout\n"})
 
-	r = newRig(t, 1, nil, limiter.WithBackend(downBackend{}))
+	r = newRigOn(t, downBackend{}, 1, nil)
 	check("503", r.base, get, reply{"HTTP/1.1 503 Service Unavailable", []string{
 		"Content-Length: 20", "Content-Type: text/plain; charset=utf-8", "Retry-After: 1", "X-Content-Type-Options: nosniff"},
 		"Service Unavailable\n"})

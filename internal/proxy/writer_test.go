@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // proxyOver serves s's public handler on loopback with the send timeout
@@ -26,7 +27,7 @@ func proxyOver(t *testing.T, upstream http.HandlerFunc, writeTimeout, sendTimeou
 	t.Cleanup(up.Close)
 	u, _ := url.Parse(up.URL)
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(time.Now(), cfg)
+	lim, err := limiter.New(memory.New(), time.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -23,7 +24,7 @@ func TestSaveAlgorithmState(t *testing.T) {
 		groups[name] = g
 	}
 	cfg := limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	l, err := limiter.New(t0, cfg)
+	l, err := limiter.New(memory.New(), t0, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestSaveAlgorithmState(t *testing.T) {
 		t.Fatalf("loaded\n%+v\n%+v\nwant\n%+v\n%+v", snap.Entries, snap.Groups, sortEntries(want.Entries), want.Groups)
 	}
 	// A new process restores them: the same admissions left.
-	l2, err := limiter.New(at, cfg)
+	l2, err := limiter.New(memory.New(), at, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"go.etcd.io/bbolt"
 )
 
@@ -46,7 +47,7 @@ func newFuzzDB(tb testing.TB) *fuzzDB {
 	db.log = slog.New(slog.NewTextHandler(&f.logs, nil))
 	now := time.Unix(1_700_000_000, 0)
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(now, cfg)
+	lim, err := limiter.New(memory.New(), now, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func FuzzStoredValue(f *testing.F) {
 			// What is skipped is logged, naming the blob.
 			t.Fatalf("%s: %d records skipped, the log does not name the blob: %s", where, rep.Skipped, fdb.logs.String())
 		default:
-			lim, err := limiter.New(fdb.now, fdb.cfg)
+			lim, err := limiter.New(memory.New(), fdb.now, fdb.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +202,7 @@ func FuzzStoredValue(f *testing.F) {
 				}
 				break
 			}
-			lim2, _ := limiter.New(fdb.now, fdb.cfg)
+			lim2, _ := limiter.New(memory.New(), fdb.now, fdb.cfg)
 			if _, err := lim2.Restore(fdb.now, lim.Snapshot(fdb.now)); err != nil {
 				t.Fatalf("%s: the restored limiter's own snapshot does not restore: %v", where, err)
 			}
@@ -214,7 +215,7 @@ func FuzzStoredValue(f *testing.F) {
 				t.Fatalf("%s: LoadLive: %v names nothing", where, err)
 			}
 		} else {
-			lim, _ := limiter.New(fdb.now, fdb.cfg)
+			lim, _ := limiter.New(memory.New(), fdb.now, fdb.cfg)
 			if _, err := live.New(ctx, lim, fdb.db, fdb.cfg, func() time.Time { return fdb.now }); err != nil && err.Error() == "" {
 				t.Fatalf("%s: live.New: an empty error for %+v", where, st)
 			}

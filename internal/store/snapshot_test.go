@@ -15,6 +15,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/store"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -154,7 +155,7 @@ func TestSaveDeltaFromLimiter(t *testing.T) {
 	gen := groupsCfg["general"]
 	gen.SlidingWindowLimit = 2
 	groupsCfg["general"] = gen
-	lim, err := limiter.New(t0, limiter.Config{Groups: groupsCfg, IPv6Prefix: 64, MaxTracked: 1000})
+	lim, err := limiter.New(memory.New(), t0, limiter.Config{Groups: groupsCfg, IPv6Prefix: 64, MaxTracked: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

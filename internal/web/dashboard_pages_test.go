@@ -13,6 +13,7 @@ import (
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 	"golang.org/x/net/html"
 )
@@ -254,7 +255,7 @@ func TestDashboardOutbound(t *testing.T) {
 
 	c := &clock{t: time.UnixMilli(1_700_000_000_000)}
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(c.Now(), cfg)
+	lim, err := limiter.New(memory.New(), c.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -77,7 +78,7 @@ func newDashWith(t *testing.T, edit func(*limiter.Config), opt func(*web.Options
 		edit(&cfg)
 	}
 	rec := insight.NewRecorder(insight.ArrivalsPerShard)
-	lim, err := limiter.New(c.Now(), cfg, limiter.WithObserver(rec))
+	lim, err := limiter.New(memory.New(), c.Now(), cfg, limiter.WithObserver(rec))
 	if err != nil {
 		t.Fatal(err)
 	}

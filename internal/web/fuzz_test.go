@@ -16,6 +16,7 @@ import (
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // fuzzAdmin is the admin handler of a Server on a real bbolt store, the
@@ -31,7 +32,7 @@ func newFuzzAdmin(tb testing.TB) *fuzzAdmin {
 	clock := func() time.Time { return now }
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
 	rec := insight.NewRecorder(insight.ArrivalsPerShard)
-	lim, err := limiter.New(now, cfg, limiter.WithObserver(rec))
+	lim, err := limiter.New(memory.New(), now, cfg, limiter.WithObserver(rec))
 	if err != nil {
 		tb.Fatal(err)
 	}

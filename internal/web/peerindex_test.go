@@ -12,6 +12,7 @@ import (
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -19,7 +20,7 @@ import (
 // plus a few IPv6 peers, enough to go through the index.
 func bigLimiter(t testing.TB, n int) (*limiter.Limiter, time.Time) {
 	t0 := time.UnixMilli(1_700_000_000_000)
-	lim, err := limiter.New(t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+	lim, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 // The tokens of opsServer: the main admin token and one named token of
@@ -47,7 +48,7 @@ func newOps(t *testing.T) *opsServer {
 	t.Helper()
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, err := limiter.New(c.Now(), cfg)
+	lim, err := limiter.New(memory.New(), c.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +481,7 @@ func TestSessionsEndWithTheirToken(t *testing.T) {
 func TestLegacySessionKept(t *testing.T) {
 	c := &clock{t: time.Unix(1_700_000_000, 0)}
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-	lim, _ := limiter.New(c.Now(), cfg)
+	lim, _ := limiter.New(memory.New(), c.Now(), cfg)
 	st := web.OpenTestStore(t)
 	lv, _ := live.New(context.Background(), lim, st, cfg, c.Now)
 	id := "legacy-session-id-0123456789abcdef"

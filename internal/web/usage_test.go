@@ -7,6 +7,7 @@ import (
 
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
+	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -37,7 +38,7 @@ func TestUsagesAlgorithms(t *testing.T) {
 				s.Burst = 8
 			}
 			groups[limiter.GroupGeneral] = s
-			l, err := limiter.New(t0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+			l, err := limiter.New(memory.New(), t0, limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -173,7 +173,7 @@ func newContender(name string) contender {
 		if !b.Status().Up {
 			panic(fmt.Sprint(b.Status()))
 		}
-		l, err := limiter.New(time.Now(), cfg, limiter.WithBackend(b))
+		l, err := limiter.New(b, time.Now(), cfg)
 		if err != nil {
 			panic(err)
 		}
@@ -397,7 +397,7 @@ func runBound(admin *redis.Client) {
 				if err != nil {
 					panic(err)
 				}
-				l, err := limiter.New(time.Now(), cfg, limiter.WithBackend(b))
+				l, err := limiter.New(b, time.Now(), cfg)
 				if err != nil {
 					panic(err)
 				}

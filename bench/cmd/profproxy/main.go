@@ -23,6 +23,7 @@ import (
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/internal/ticker"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
 )
 
 func main() {
@@ -39,7 +40,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	lim, err := limiter.New(time.Now(), lc)
+	lim, err := limiter.New(memory.New(), time.Now(), lc)
 	if err != nil {
 		log.Fatal(err)
 	}

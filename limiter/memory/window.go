@@ -1,4 +1,4 @@
-package limiter
+package memory
 
 // window holds the timestamps (Unix ms) of one (peer, group)'s sliding
 // window admissions, oldest first. Its capacity grows to the limit Add is

@@ -1,9 +1,10 @@
-package limiter
+package memory
 
 import (
 	"math"
 	"sync/atomic"
 
+	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 )
 
@@ -12,17 +13,24 @@ const (
 	nShards   = 1 << shardBits
 )
 
-// local is the Backend of a Limiter's own memory: a sharded table of
-// 64-byte pointer-free entries (table.go) with their sliding windows
-// (window.go). It implements every optional interface: Sweeper,
-// Snapshotter, Viewer and StatsReporter. It is safe for concurrent use:
-// decisions on one (peer, group) are linearisable under its shard's lock,
-// decisions on different shards proceed in parallel.
-type local struct {
+// Backend keeps the state of every (peer, group) of a Limiter in this
+// process's memory (limiter.Backend): a sharded table of entries of one
+// cache line each, with the sliding windows of those that have one. It
+// implements every optional interface of the seam: Sweeper, Snapshotter,
+// Viewer, StatsReporter and Reconfigurer. It holds at most max_tracked
+// entries (limiter.GroupTable.MaxTracked), evicting the lightest idle one
+// for a new one. It is safe for concurrent use: decisions on one (peer,
+// group) are linearisable, decisions on different shards proceed in
+// parallel, and a sweep or a snapshot holds one shard's lock at a time,
+// for a few hundred entries.
+type Backend struct {
 	total      atomic.Int64 // live entries in all shards
 	maxTracked atomic.Int64 // peers.max_tracked; 0: no cap
 	evictions  atomic.Uint64
 	hash       hasher
+	// table is the group table in force (Reconfigured), which eviction
+	// grades entries with.
+	table atomic.Pointer[limiter.GroupTable]
 
 	shards *[nShards]shard
 	cands  [nShards]atomic.Uint64 // each shard's next eviction candidate
@@ -31,15 +39,17 @@ type local struct {
 }
 
 var (
-	_ Backend       = (*local)(nil)
-	_ Sweeper       = (*local)(nil)
-	_ Snapshotter   = (*local)(nil)
-	_ Viewer        = (*local)(nil)
-	_ StatsReporter = (*local)(nil)
+	_ limiter.Backend       = (*Backend)(nil)
+	_ limiter.Reconfigurer  = (*Backend)(nil)
+	_ limiter.Sweeper       = (*Backend)(nil)
+	_ limiter.Snapshotter   = (*Backend)(nil)
+	_ limiter.Viewer        = (*Backend)(nil)
+	_ limiter.StatsReporter = (*Backend)(nil)
 )
 
-func newLocal() *local {
-	b := &local{shards: new([nShards]shard), hash: newHasher()}
+// New returns an empty Backend, for one Limiter (limiter.New).
+func New() *Backend {
+	b := &Backend{shards: new([nShards]shard), hash: newHasher()}
 	for i := range b.shards {
 		b.shards[i].cand = &b.cands[i]
 		b.cands[i].Store(candEmpty)
@@ -47,7 +57,42 @@ func newLocal() *local {
 	return b
 }
 
-func (b *local) shardOf(k *entryKey) (*shard, uint16, uint32) {
+// Reconfigured takes the group table now in force (limiter.Reconfigurer):
+// its max_tracked at once, and, for every group whose algorithm changed,
+// its entries dropped, and for every group whose limits changed, its
+// states converted (algo.Rescale) — now, rather than when a decision
+// meets them, so that the drops can be reported; it returns them.
+func (b *Backend) Reconfigured(prev, next *limiter.GroupTable) map[limiter.GroupID]int {
+	b.table.Store(next)
+	b.maxTracked.Store(int64(next.MaxTracked()))
+	if prev == nil {
+		return nil
+	}
+	var switched []limiter.GroupID
+	for id := range limiter.MaxGroups {
+		g, ok := next.Lookup(limiter.GroupID(id))
+		p, was := prev.Lookup(limiter.GroupID(id))
+		if ok && was && p.StateVersion() != g.StateVersion() {
+			switched = append(switched, limiter.GroupID(id))
+		}
+	}
+	if len(switched) == 0 {
+		return nil
+	}
+	var before, after [limiter.MaxGroups]limiter.GroupStats
+	b.AddStats(&before)
+	b.syncAll(next)
+	b.AddStats(&after)
+	dropped := map[limiter.GroupID]int{}
+	for _, id := range switched {
+		if n := after[id].StateDrops - before[id].StateDrops; n > 0 {
+			dropped[id] = int(n)
+		}
+	}
+	return dropped
+}
+
+func (b *Backend) shardOf(k *entryKey) (*shard, uint16, uint32) {
 	h := b.hash.sum(k)
 	i := uint16(h >> (64 - shardBits))
 	return &b.shards[i], i, uint32(h)
@@ -58,7 +103,7 @@ func (b *local) shardOf(k *entryKey) (*shard, uint16, uint32) {
 // date with the ticks since it was last touched, reads its HybridState,
 // lets StepHybrid decide, and writes the outcome back. The other
 // algorithms are admitAlgo's.
-func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle) {
+func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (out limiter.Outcome, u limiter.Usage, h limiter.Handle) {
 	if g.Algorithm != algo.Hybrid {
 		return b.admitAlgo(ms, k, g)
 	}
@@ -76,10 +121,10 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	}
 	// A new entry in a closed group (no window, no bucket) is rejected and
 	// deleted at once, below: it must not evict another peer's entry.
-	if !ok && !g.closed() {
+	if !ok && !g.Closed() {
 		if max := b.maxTracked.Load(); max > 0 && b.total.Load() >= max {
 			sh.mu.Unlock()
-			b.evictOne()
+			b.evictOne(ms)
 			sh.mu.Lock()
 			slot, _, ok = sh.find(&key, tag)
 		}
@@ -102,7 +147,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 	satInc(&e.requests)
 
 	cut := ms - g.SlidingWindowDuration + 1 // timestamps < cut have expired
-	s := HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)}
+	s := limiter.HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)}
 	w := sh.win(e)
 	if w != nil {
 		if wn := w.CountFrom(cut); wn > 0 {
@@ -110,10 +155,9 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		}
 	}
 	resetAt := lc.To // read under the lock: another decision may move the span
-	s, out = StepHybrid(s, &g.GroupSettings, ms, resetAt)
-	e.setPress(hybridPress(s.Window, s.Tokens, &g.GroupSettings))
+	s, out = limiter.StepHybrid(s, &g.GroupSettings, ms, resetAt)
 	switch out.Via {
-	case ViaLeaky:
+	case limiter.ViaLeaky:
 		if e.flags&flagTokens == 0 {
 			e.flags |= flagTokens
 			e.tick = uint32(lk)
@@ -122,7 +166,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		e.tokens = int32(s.Tokens)
 		stats.ItemsTokens++
 		stats.AllowedLeaky++
-	case ViaSliding:
+	case limiter.ViaSliding:
 		if w == nil {
 			w = sh.setWin(e, window{Ctick: uint32(sh.cleanupIndex(g, ms))})
 		}
@@ -134,7 +178,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		stats.ItemsWindow++
 		stats.AllowedSliding++
 	default:
-		if out.Reason == ReasonConcurrency {
+		if out.Reason == limiter.ReasonConcurrency {
 			satInc(&e.rejConc)
 			stats.RejectedConcurrency++
 		} else {
@@ -142,7 +186,7 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 			stats.RejectedRateLimit++
 		}
 	}
-	if out.Via != ViaNone {
+	if out.Via != limiter.ViaNone {
 		if e.inflight == 0 {
 			stats.PeersConcurrency++
 		}
@@ -155,20 +199,20 @@ func (b *local) Admit(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle
 		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 	}
-	u = Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}
+	u = limiter.Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}
 	sh.mu.Unlock()
 	return out, u, h
 }
 
 // localHandle packs an in-flight slot: the slot and its generation, the
 // shard and its epoch (Restore replaces the tables).
-func localHandle(shard uint16, slot, gen, epoch uint32) Handle {
-	return Handle{A: uint64(slot) | uint64(gen)<<32, B: uint64(shard) | uint64(epoch)<<32}
+func localHandle(shard uint16, slot, gen, epoch uint32) limiter.Handle {
+	return limiter.Handle{A: uint64(slot) | uint64(gen)<<32, B: uint64(shard) | uint64(epoch)<<32}
 }
 
 // Release gives back the in-flight slot h; a no-op when the slot's entry
 // was freed (its generation moved on) or the tables were replaced.
-func (b *local) Release(h Handle) {
+func (b *Backend) Release(h limiter.Handle) {
 	slot, gen := uint32(h.A), uint32(h.A>>32)
 	sh := &b.shards[uint16(h.B)&(nShards-1)]
 	sh.mu.Lock()
@@ -197,14 +241,14 @@ func (b *local) Release(h Handle) {
 // its due ticks applied (with arweave.version 2.9.7 and no bucket, the
 // oldest window timestamp: reduceOldest; one admission of the other
 // algorithms: reduceAlgo); it never creates an entry.
-func (b *local) Reduce(ms int64, k Key, g *Group) ReduceResult {
+func (b *Backend) Reduce(ms int64, k limiter.Key, g *limiter.Group) limiter.ReduceResult {
 	key := makeEntryKey(g.ID, k)
 	sh, _, tag := b.shardOf(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	slot, _, ok := sh.find(&key, tag)
 	if !ok || !b.current(sh, slot, g) {
-		return ReduceNoop
+		return limiter.ReduceNoop
 	}
 	e := sh.at(slot)
 	if g.Algorithm != algo.Hybrid {
@@ -217,7 +261,7 @@ func (b *local) Reduce(ms int64, k Key, g *Group) ReduceResult {
 	}
 	pos := sh.posOf(slot, tag)
 	sh.applyTicks(e, g, ms, &sh.stats[g.ID])
-	if g.Arweave == Arweave297 && g.LeakyLimit == 0 {
+	if g.Arweave == limiter.Arweave297 && g.LeakyLimit == 0 {
 		res := sh.reduceOldest(e, &sh.stats[g.ID])
 		if sh.dead(e) {
 			sh.remove(slot, pos)
@@ -225,8 +269,8 @@ func (b *local) Reduce(ms int64, k Key, g *Group) ReduceResult {
 		}
 		return res
 	}
-	ns, res := ReduceHybrid(HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)})
-	if res == Reduced {
+	ns, res := limiter.ReduceHybrid(limiter.HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)})
+	if res == limiter.Reduced {
 		sh.stats[g.ID].ItemsTokens -= int64(e.tokens) - ns.Tokens
 		e.tokens = int32(ns.Tokens)
 		e.flags |= flagDirty
@@ -243,10 +287,10 @@ func (b *local) Reduce(ms int64, k Key, g *Group) ReduceResult {
 // goes, expired or not (the node drops the head of the list it stored,
 // which only its cleanup ticks prune), so a reduction may change no
 // decision. Reduced when one went.
-func (sh *shard) reduceOldest(e *entry, st *GroupStats) ReduceResult {
+func (sh *shard) reduceOldest(e *entry, st *limiter.GroupStats) limiter.ReduceResult {
 	w := sh.win(e)
 	if w == nil || w.N == 0 {
-		return ReduceNoop
+		return limiter.ReduceNoop
 	}
 	w.DropOldest()
 	st.ItemsWindow--
@@ -255,11 +299,11 @@ func (sh *shard) reduceOldest(e *entry, st *GroupStats) ReduceResult {
 		st.PeersWindow--
 	}
 	e.flags |= flagDirty
-	return Reduced
+	return limiter.Reduced
 }
 
 // Forget deletes the entry of (k, g), if any.
-func (b *local) Forget(k Key, g *Group) bool {
+func (b *Backend) Forget(k limiter.Key, g *limiter.Group) bool {
 	key := makeEntryKey(g.ID, k)
 	sh, _, tag := b.shardOf(&key)
 	sh.mu.Lock()
@@ -281,12 +325,6 @@ func (sh *shard) dead(e *entry) bool {
 	}
 	w := sh.win(e)
 	return w == nil || w.N == 0
-}
-
-// hybridPress grades a hybrid state of window unexpired timestamps and
-// tokens consumed: what both admit at once against a fresh entry's.
-func hybridPress(window, tokens int64, g *GroupSettings) algo.Pressure {
-	return algo.PressureOf(max(0, g.SlidingWindowLimit-window)+max(0, g.LeakyLimit-tokens), g.SlidingWindowLimit+g.LeakyLimit)
 }
 
 // account adds (sign 1) or removes (sign -1) e's share of the gauges.
@@ -319,7 +357,7 @@ func satInc(p *uint32) {
 // applyTicks brings e up to date with the leaky and cleanup ticks that fell
 // since it was last touched (LeakyTicks, CleanupCut), counting them as the
 // eager ticks of the Arweave node would, and keeping the gauges in step.
-func (sh *shard) applyTicks(e *entry, g *Group, ms int64, st *GroupStats) {
+func (sh *shard) applyTicks(e *entry, g *limiter.Group, ms int64, st *limiter.GroupStats) {
 	if e.algo != algo.Hybrid {
 		return // no ticks: expireAlgo
 	}
@@ -327,7 +365,7 @@ func (sh *shard) applyTicks(e *entry, g *Group, ms int64, st *GroupStats) {
 		k := sh.leakyIndex(g, ms)
 		if n := int64(int32(uint32(k) - e.tick)); n > 0 {
 			t := int64(e.tokens)
-			left, reducing, deleted := LeakyTicks(t, n, g.LeakyTickReduction)
+			left, reducing, deleted := limiter.LeakyTicks(t, n, g.LeakyTickReduction)
 			st.TickReductionsPeer += uint64(reducing)
 			st.TickTokenReductions += uint64(t - left)
 			st.ItemsTokens -= t - left
@@ -345,7 +383,7 @@ func (sh *shard) applyTicks(e *entry, g *Group, ms int64, st *GroupStats) {
 		k := sh.cleanupIndex(g, ms)
 		if d := int32(uint32(k) - w.Ctick); d > 0 {
 			had := w.N
-			w.DropBefore(CleanupCut(g, k))
+			w.DropBefore(limiter.CleanupCut(g, k))
 			st.ItemsWindow -= int64(had - w.N)
 			w.Ctick = uint32(k)
 			if w.N == 0 {
@@ -360,10 +398,10 @@ func (sh *shard) applyTicks(e *entry, g *Group, ms int64, st *GroupStats) {
 	}
 }
 
-func (sh *shard) leakyIndex(g *Group, ms int64) int64 {
+func (sh *shard) leakyIndex(g *limiter.Group, ms int64) int64 {
 	return sh.leakyCache[g.ID].Index(&g.Leaky, g.Version, ms)
 }
 
-func (sh *shard) cleanupIndex(g *Group, ms int64) int64 {
+func (sh *shard) cleanupIndex(g *limiter.Group, ms int64) int64 {
 	return sh.cleanupCache[g.ID].Index(&g.Cleanup, g.Version, ms)
 }

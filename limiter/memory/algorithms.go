@@ -1,6 +1,9 @@
-package limiter
+package memory
 
-import "github.com/limiterd/limiterd/limiter/algo"
+import (
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
+)
 
 // The local backend's side of the algorithms of SPEC §6.2 (package algo):
 // an entry holds an algo.State in its union fields (entry.words), or, for
@@ -12,23 +15,24 @@ import "github.com/limiterd/limiterd/limiter/algo"
 
 // admitAlgo is Admit for a group whose algorithm is not the hybrid:
 // concurrency first, then the algorithm, under the shard's lock.
-func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Handle) {
+func (b *Backend) admitAlgo(ms int64, k limiter.Key, g *limiter.Group) (out limiter.Outcome, u limiter.Usage, h limiter.Handle) {
 	sec := uint32(ms / 1000)
 	var key entryKey
 	key.set(g.ID, k)
 	sh, si, tag := b.shardOf(&key)
 	sh.mu.Lock()
-	if sh.synced[g.ID].ver < g.stateVer {
+	if sh.synced[g.ID].ver < g.StateVersion() {
 		b.sync(sh, g)
 	}
-	slot := b.entryFor(sh, &key, tag, g, sec)
+	slot := b.entryFor(sh, &key, tag, g, ms, sec)
 	e := sh.at(slot)
 	stats := &sh.stats[g.ID]
 	sh.touch(slot, sec)
 	stats.Requests++
 	satInc(&e.requests)
 
-	p := &g.params
+	params := g.Params()
+	p := &params
 	var w *window
 	var s algo.State
 	exact := true
@@ -43,13 +47,13 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 	}
 	switch {
 	case int64(e.inflight)+1 > g.PeerConcurrencyLimit():
-		out = Outcome{Reason: ReasonConcurrency, RetryAfter: 1}
+		out = limiter.Outcome{Reason: limiter.ReasonConcurrency, RetryAfter: 1}
 		if !exact {
 			u = logUsage(sh.win(e), p, ms)
 		}
 	case g.Algorithm == algo.SlidingLog:
 		if u.Window+1 > p.Limit {
-			out = Outcome{Reason: ReasonRateLimit, RetryAfter: retrySeconds(u.Oldest + p.Period - ms)}
+			out = limiter.Outcome{Reason: limiter.ReasonRateLimit, RetryAfter: retrySeconds(u.Oldest + p.Period - ms)}
 			break
 		}
 		if w = sh.win(e); w == nil {
@@ -61,25 +65,20 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 		// Every timestamp left counts (an out-of-order ms is in the past
 		// by a few µs at most).
 		u = sh.setGate(e, w, p)
-		out.Via = ViaAlgorithm
+		out.Via = limiter.ViaAlgorithm
 	default:
 		ns, admitted, wait := algo.Decide(g.Algorithm, s, *p, ms)
 		if !admitted {
-			out = Outcome{Reason: ReasonRateLimit, RetryAfter: retrySeconds(wait)}
+			out = limiter.Outcome{Reason: limiter.ReasonRateLimit, RetryAfter: retrySeconds(wait)}
 			break
 		}
 		e.setWords(ns)
 		e.flags |= flagState
 		u.Tokens, u.Window = ns.A, ns.B
-		out.Via = ViaAlgorithm
-	}
-	if g.Algorithm == algo.SlidingLog {
-		e.setPress(algo.PressureOf(p.Limit-u.Window, p.Limit))
-	} else {
-		e.setPress(algo.PressureAt(g.Algorithm, algo.State{A: u.Tokens, B: u.Window}, *p, ms))
+		out.Via = limiter.ViaAlgorithm
 	}
 	switch out.Reason {
-	case ReasonNone:
+	case limiter.ReasonNone:
 		if e.inflight == 0 {
 			stats.PeersConcurrency++
 		}
@@ -87,7 +86,7 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 		stats.ItemsConcurrency++
 		stats.AllowedAlgorithm++
 		h = localHandle(si, slot, e.gen, sh.epoch)
-	case ReasonConcurrency:
+	case limiter.ReasonConcurrency:
 		satInc(&e.rejConc)
 		stats.RejectedConcurrency++
 	default:
@@ -102,7 +101,7 @@ func (b *local) admitAlgo(ms int64, k Key, g *Group) (out Outcome, u Usage, h Ha
 // entryFor finds the entry of key for a decision in g, dropping one of
 // another algorithm, or creates it (evicting one at max_tracked). sh.mu
 // is held; eviction releases it for a while.
-func (b *local) entryFor(sh *shard, key *entryKey, tag uint32, g *Group, sec uint32) uint32 {
+func (b *Backend) entryFor(sh *shard, key *entryKey, tag uint32, g *limiter.Group, ms int64, sec uint32) uint32 {
 	slot, _, ok := sh.find(key, tag)
 	if ok && sh.at(slot).algo != g.Algorithm {
 		sh.drop(slot, tag)
@@ -112,7 +111,7 @@ func (b *local) entryFor(sh *shard, key *entryKey, tag uint32, g *Group, sec uin
 	if !ok {
 		if max := b.maxTracked.Load(); max > 0 && b.total.Load() >= max {
 			sh.mu.Unlock()
-			b.evictOne()
+			b.evictOne(ms)
 			sh.mu.Lock()
 			slot, _, ok = sh.find(key, tag)
 		}
@@ -129,12 +128,12 @@ func (b *local) entryFor(sh *shard, key *entryKey, tag uint32, g *Group, sec uin
 // logUsage is the Usage of a sliding log w (nil: empty) at ms: the
 // timestamps still counted, and the one that must expire before the next
 // admission once they reach the limit.
-func logUsage(w *window, p *algo.Params, ms int64) Usage {
+func logUsage(w *window, p *algo.Params, ms int64) limiter.Usage {
 	if w == nil {
-		return Usage{}
+		return limiter.Usage{}
 	}
 	c := w.CountFrom(ms - p.Period + 1)
-	u := Usage{Window: int64(c)}
+	u := limiter.Usage{Window: int64(c)}
 	if int64(c) >= p.Limit {
 		u.Oldest = w.At(w.N - int32(p.Limit))
 	}
@@ -153,16 +152,16 @@ func logUsage(w *window, p *algo.Params, ms int64) Usage {
 // Window is L − 1 (fewer than L count: the next request is admitted) and
 // exact is false. Without a gate (fewer than L timestamps held) it counts
 // the log.
-func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (u Usage, exact bool) {
+func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (u limiter.Usage, exact bool) {
 	if e.flags&flagState != 0 {
 		if gate := int64(uint64(uint32(e.tokens)) | uint64(e.tick)<<32); gate > ms-p.Period {
-			return Usage{Window: p.Limit, Oldest: gate}, true
+			return limiter.Usage{Window: p.Limit, Oldest: gate}, true
 		}
-		return Usage{Window: p.Limit - 1}, false
+		return limiter.Usage{Window: p.Limit - 1}, false
 	}
 	w := sh.win(e)
 	if w == nil {
-		return Usage{}, true
+		return limiter.Usage{}, true
 	}
 	u = logUsage(w, p, ms)
 	sh.setGate(e, w, p) // when the log holds L or more: a cache, not state
@@ -171,8 +170,8 @@ func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (u Usage, exact boo
 
 // setGate sets e's gate from its log w, and returns the Usage of a log
 // whose timestamps all count.
-func (sh *shard) setGate(e *entry, w *window, p *algo.Params) Usage {
-	u := Usage{Window: int64(w.N)}
+func (sh *shard) setGate(e *entry, w *window, p *algo.Params) limiter.Usage {
+	u := limiter.Usage{Window: int64(w.N)}
 	if u.Window < p.Limit {
 		e.flags &^= flagState
 		return u
@@ -197,11 +196,11 @@ func (sh *shard) drop(slot, tag uint32) {
 	sh.remove(slot, sh.posOf(slot, tag))
 }
 
-// sync brings sh's entries of g to g.stateVer: entries of another
+// sync brings sh's entries of g to g.StateVersion(): entries of another
 // algorithm are dropped, the states of a token bucket or GCRA converted to
 // the new limits (algo.Rescale). A shard without entries of g only takes
 // note. sh.mu is held.
-func (b *local) sync(sh *shard, g *Group) {
+func (b *Backend) sync(sh *shard, g *limiter.Group) {
 	ss := &sh.synced[g.ID]
 	if sh.stats[g.ID].Entries > 0 {
 		for slot := uint32(0); slot < sh.used; slot++ {
@@ -218,23 +217,23 @@ func (b *local) sync(sh *shard, g *Group) {
 				e.flags &^= flagState // the gate of another limit
 				continue
 			}
-			if e.flags&flagState != 0 && ss.ver != 0 && ss.p != g.params {
-				e.setWords(algo.Rescale(g.Algorithm, e.words(), ss.p, g.params))
+			if e.flags&flagState != 0 && ss.ver != 0 && ss.p != g.Params() {
+				e.setWords(algo.Rescale(g.Algorithm, e.words(), ss.p, g.Params()))
 				e.flags |= flagDirty
 			}
 		}
 	}
-	*ss = shardSync{ver: g.stateVer, p: g.params}
+	*ss = shardSync{ver: g.StateVersion(), p: g.Params()}
 }
 
 // syncAll syncs every shard for every group of gt that needs it, one shard
 // lock at a time.
-func (b *local) syncAll(gt *GroupTable) {
+func (b *Backend) syncAll(gt *limiter.GroupTable) {
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		for id := range gt.groups {
-			if g := &gt.groups[id]; g.defined && id != int(LocalPeers) && sh.synced[id].ver < g.stateVer {
+		for id := range limiter.MaxGroups {
+			if g, ok := gt.Lookup(limiter.GroupID(id)); ok && id != int(limiter.LocalPeers) && sh.synced[id].ver < g.StateVersion() {
 				b.sync(sh, g)
 			}
 		}
@@ -245,8 +244,8 @@ func (b *local) syncAll(gt *GroupTable) {
 // current reports whether e (of group g, live) may be read as g's state:
 // the shard synced for g first. An entry of another algorithm is dropped
 // (and false returned). sh.mu is held.
-func (b *local) current(sh *shard, slot uint32, g *Group) bool {
-	if g.Algorithm != algo.Hybrid && sh.synced[g.ID].ver < g.stateVer {
+func (b *Backend) current(sh *shard, slot uint32, g *limiter.Group) bool {
+	if g.Algorithm != algo.Hybrid && sh.synced[g.ID].ver < g.StateVersion() {
 		b.sync(sh, g)
 	}
 	e := sh.at(slot)
@@ -265,16 +264,17 @@ func (b *local) current(sh *shard, slot uint32, g *Group) bool {
 // ms: a sliding log drops the timestamps that no longer count, a state
 // with nothing left to remember goes back to fresh. It reports whether the
 // entry holds nothing and may go.
-func (sh *shard) expireAlgo(e *entry, g *Group, ms int64) bool {
+func (sh *shard) expireAlgo(e *entry, g *limiter.Group, ms int64) bool {
 	st := &sh.stats[g.ID]
 	if w := sh.win(e); w != nil {
-		st.LogItems -= int64(w.DropBefore(ms - g.params.Period + 1))
+		p := g.Params()
+		st.LogItems -= int64(w.DropBefore(ms - p.Period + 1))
 		// The gate, the L-th newest, stays while L are held.
-		sh.setGate(e, w, &g.params)
+		sh.setGate(e, w, &p)
 		if w.N == 0 {
 			sh.dropWin(e)
 		}
-	} else if e.algo != algo.SlidingLog && e.flags&flagState != 0 && algo.Idle(g.Algorithm, e.words(), g.params, ms) {
+	} else if e.algo != algo.SlidingLog && e.flags&flagState != 0 && algo.Idle(g.Algorithm, e.words(), g.Params(), ms) {
 		e.flags &^= flagState
 		e.setWords(algo.State{})
 		e.flags |= flagDirty
@@ -282,9 +282,9 @@ func (sh *shard) expireAlgo(e *entry, g *Group, ms int64) bool {
 	return sh.dead(e)
 }
 
-// classify sets e's pressure at ms (a sweep: restrictions lapse with
-// time), after its ticks or expiry were applied.
-func (sh *shard) classify(e *entry, g *Group, ms int64) {
+// pressure grades e's state at ms, its ticks or expiry applied or not:
+// how much it restricts its peer now (eviction takes the lightest first).
+func (sh *shard) pressure(e *entry, g *limiter.Group, ms int64) algo.Pressure {
 	switch {
 	case e.algo == algo.Hybrid:
 		var n, tokens int64
@@ -293,48 +293,55 @@ func (sh *shard) classify(e *entry, g *Group, ms int64) {
 		}
 		if e.flags&flagTokens != 0 {
 			tokens = int64(e.tokens)
+			// The leaky ticks since the entry was last touched, not
+			// applied: the entry is only read.
+			if n := int64(int32(uint32(sh.leakyIndex(g, ms)) - e.tick)); n > 0 {
+				tokens, _, _ = limiter.LeakyTicks(tokens, n, g.LeakyTickReduction)
+			}
 		}
-		e.setPress(hybridPress(n, tokens, &g.GroupSettings))
+		return algo.PressureOf(max(0, g.SlidingWindowLimit-n)+max(0, g.LeakyLimit-tokens), g.SlidingWindowLimit+g.LeakyLimit)
 	case e.algo == algo.SlidingLog:
-		e.setPress(algo.PressureOf(g.params.Limit-logUsage(sh.win(e), &g.params, ms).Window, g.params.Limit))
+		p := g.Params()
+		return algo.PressureOf(p.Limit-logUsage(sh.win(e), &p, ms).Window, p.Limit)
 	case e.flags&flagState != 0:
-		e.setPress(algo.PressureAt(g.Algorithm, e.words(), g.params, ms))
+		return algo.PressureAt(g.Algorithm, e.words(), g.Params(), ms)
 	default:
-		e.setPress(algo.Light)
+		return algo.Light
 	}
 }
 
 // reduceAlgo is Reduce for an entry of an algorithm other than the hybrid:
 // one admission given back (algo.Reduce; the sliding log's newest
 // timestamp that still counts).
-func (sh *shard) reduceAlgo(e *entry, g *Group, ms int64) ReduceResult {
+func (sh *shard) reduceAlgo(e *entry, g *limiter.Group, ms int64) limiter.ReduceResult {
 	if g.Algorithm == algo.SlidingLog {
 		w := sh.win(e)
-		if w == nil || w.N == 0 || w.At(w.N-1) <= ms-g.params.Period {
-			return ReduceNoop
+		p := g.Params()
+		if w == nil || w.N == 0 || w.At(w.N-1) <= ms-p.Period {
+			return limiter.ReduceNoop
 		}
 		w.N--
 		sh.stats[g.ID].LogItems--
-		sh.setGate(e, w, &g.params)
+		sh.setGate(e, w, &p)
 		e.flags |= flagDirty
-		return Reduced
+		return limiter.Reduced
 	}
 	if e.flags&flagState == 0 {
-		return ReduceNoop
+		return limiter.ReduceNoop
 	}
-	s, ok := algo.Reduce(g.Algorithm, e.words(), g.params, ms)
+	s, ok := algo.Reduce(g.Algorithm, e.words(), g.Params(), ms)
 	if !ok {
-		return ReduceNoop
+		return limiter.ReduceNoop
 	}
 	e.setWords(s)
 	e.flags |= flagDirty
-	return Reduced
+	return limiter.Reduced
 }
 
 // viewAlgo is the state of an entry of an algorithm other than the hybrid
 // in the algorithm's terms.
-func (sh *shard) viewAlgo(e *entry, g *Group, ms int64) algo.View {
-	p := g.params
+func (sh *shard) viewAlgo(e *entry, g *limiter.Group, ms int64) algo.View {
+	p := g.Params()
 	if g.Algorithm == algo.SlidingLog {
 		u := logUsage(sh.win(e), &p, ms)
 		return algo.View{Quota: algo.LogQuota(p, u.Window, u.Oldest, ms), Count: u.Window}

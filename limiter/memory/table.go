@@ -1,4 +1,4 @@
-package limiter
+package memory
 
 import (
 	"encoding/binary"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
@@ -16,7 +17,7 @@ import (
 type entryKey [18]byte
 
 // makeEntryKey returns the key of (k, g).
-func makeEntryKey(g GroupID, k Key) entryKey {
+func makeEntryKey(g limiter.GroupID, k limiter.Key) entryKey {
 	var ek entryKey
 	ek.set(g, k)
 	return ek
@@ -26,14 +27,14 @@ func makeEntryKey(g GroupID, k Key) entryKey {
 // hasher read back: a copy() of 17 bytes compiles to overlapping 16-byte
 // moves, and wider loads over narrower stores stall on store forwarding
 // (measured: an eighth of a decision).
-func (ek *entryKey) set(g GroupID, k Key) {
+func (ek *entryKey) set(g limiter.GroupID, k limiter.Key) {
 	le := binary.LittleEndian
-	le.PutUint64(ek[0:8], k.lo)
-	le.PutUint64(ek[8:16], k.hi)
-	le.PutUint16(ek[16:18], uint16(k.last)|uint16(g)<<8)
+	le.PutUint64(ek[0:8], k.Lo)
+	le.PutUint64(ek[8:16], k.Hi)
+	le.PutUint16(ek[16:18], uint16(k.Last)|uint16(g)<<8)
 }
 
-func (k *entryKey) group() GroupID { return GroupID(k[17]) }
+func (k *entryKey) group() limiter.GroupID { return limiter.GroupID(k[17]) }
 
 // live reports whether the slot holding k is in use.
 func (k *entryKey) live() bool { return k[0] != 0 }
@@ -54,13 +55,6 @@ const (
 	flagPersisted                   // written by a snapshot: its deletion must be reported
 	flagState                       // holds an algo.State (the algorithms but the hybrid and the log)
 )
-
-// pressShift places an entry's algo.Pressure in two bits of its flags.
-const pressShift = 4
-
-func (e *entry) press() algo.Pressure { return algo.Pressure(e.flags >> pressShift & 3) }
-
-func (e *entry) setPress(p algo.Pressure) { e.flags = e.flags&^(3<<pressShift) | uint8(p)<<pressShift }
 
 // entry is the state of one (peer, group). Its size is what a tracked peer
 // costs, and one entry is one cache line: keep it at 64 bytes (checked by a
@@ -123,7 +117,7 @@ type shard struct {
 	free  uint32 // free list head, slot+1
 	n     int    // live entries
 	epoch uint32 // bumped when Restore replaces the tables
-	stats [MaxGroups]GroupStats
+	stats [limiter.MaxGroups]limiter.GroupStats
 
 	// wins holds the entries' sliding windows (see entry.wi), by value (a
 	// pointer less to follow per decision); winFree the free indexes in it.
@@ -145,11 +139,11 @@ type shard struct {
 	// SnapshotDelta.
 	deleted []entryKey
 
-	leakyCache   [MaxGroups]TickSpan
-	cleanupCache [MaxGroups]TickSpan
+	leakyCache   [limiter.MaxGroups]limiter.TickSpan
+	cleanupCache [limiter.MaxGroups]limiter.TickSpan
 	// synced is, per group, the Group.stateVer the shard's entries are
 	// kept for, with the limits they are measured in (see sync).
-	synced [MaxGroups]shardSync
+	synced [limiter.MaxGroups]shardSync
 	_      [64]byte // keep the next shard's lock off this cache line
 }
 

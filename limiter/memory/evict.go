@@ -1,17 +1,18 @@
-package limiter
+package memory
 
 import (
 	"cmp"
 	"math"
 	"slices"
 
+	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // Eviction at max_tracked picks, among the (peer, group) entries with
 // nothing in flight, the one of the lowest pressure (algo.Pressure: light,
-// some, limited; kept in the entry's flags by each decision and each
-// sweep), and among those the one idle longest, to the second: so that a
+// some, limited; graded from its state when the shard is surveyed), and
+// among those the one idle longest, to the second: so that a
 // flood of new peers, each light, cannot launder an exhausted peer's
 // entry. An entry with requests in flight is never evicted (its slots
 // would be freed by nobody's release): when every entry has some, the
@@ -31,14 +32,16 @@ import (
 // surveys cost (a shard's size per resurveyAfter insertions, at worst).
 
 // victim is an eviction candidate: its slot, the generation of the slot,
-// and its eviction key at the survey.
+// its decisions and its eviction key at the survey. A decision since the
+// survey (its requests moved) may have changed its pressure: it is no
+// longer a candidate.
 type victim struct {
-	slot, gen uint32
-	key       uint64
+	slot, gen, requests uint32
+	key                 uint64
 }
 
-// evictKey orders eviction candidates: pressure, then lastSeen.
-func (e *entry) evictKey() uint64 { return uint64(e.press())<<32 | uint64(e.lastSeen) }
+// evictKey orders eviction candidates: pressure p, then lastSeen.
+func evictKey(p algo.Pressure, e *entry) uint64 { return uint64(p)<<32 | uint64(e.lastSeen) }
 
 // resurveyAfter is how many insertions since its survey make a shard
 // whose next candidate carries state (pressure above light) survey again.
@@ -56,13 +59,14 @@ func (sh *shard) valid(v victim) bool {
 		return false
 	}
 	e := sh.at(v.slot)
-	return e.gen == v.gen && e.key.live() && e.evictKey() == v.key && e.inflight == 0
+	return e.gen == v.gen && e.key.live() && e.requests == v.requests && e.lastSeen == uint32(v.key) && e.inflight == 0
 }
 
 // survey refills the shard's candidates with the victimBatch entries of
-// the lowest eviction keys, tickBatch slots per lock hold so that no
-// decision waits long.
-func (sh *shard) survey() {
+// the lowest eviction keys, their pressure graded at ms under the groups
+// of gt (an entry of a group gt does not define is light), tickBatch
+// slots per lock hold so that no decision waits long.
+func (sh *shard) survey(ms int64, gt *limiter.GroupTable) {
 	sh.mu.Lock()
 	epoch := sh.epoch
 	sh.surveyed = sh.inserted
@@ -85,7 +89,11 @@ func (sh *shard) survey() {
 			if !e.key.live() || e.inflight != 0 {
 				continue
 			}
-			v := victim{slot, e.gen, e.evictKey()}
+			p := algo.Light
+			if g, ok := gt.Lookup(e.key.group()); ok {
+				p = sh.pressure(e, g, ms)
+			}
+			v := victim{slot, e.gen, e.requests, evictKey(p, e)}
 			switch {
 			case len(heap) < victimBatch:
 				heap = append(heap, v)
@@ -168,7 +176,8 @@ func siftDown(h []victim, i int) {
 // the table is full. It reads every shard's next
 // candidate without a lock and locks the one shard it evicts from (and,
 // now and then, each shard in turn for a survey).
-func (b *local) evictOne() {
+func (b *Backend) evictOne(ms int64) {
+	gt := b.table.Load()
 	// Each look that finds its shard's candidate seen again since the
 	// survey corrects that shard's published candidate, so a few looks per
 	// shard settle on the true oldest; past that, take what is found.
@@ -178,7 +187,7 @@ func (b *local) evictOne() {
 		for i := range b.cands {
 			c := b.cands[i].Load()
 			if c == candEmpty {
-				b.shards[i].survey()
+				b.shards[i].survey(ms, gt)
 				c = b.cands[i].Load()
 			}
 			switch {

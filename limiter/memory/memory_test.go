@@ -1,0 +1,126 @@
+package memory_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/memory"
+	"github.com/limiterd/limiterd/limiter/peer"
+)
+
+// t0 is the fake timeline's origin: every group's tick 0 falls here.
+var t0 = time.UnixMilli(1_700_000_000_000)
+
+func at(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+const A, B = "192.0.2.1", "192.0.2.2"
+
+func peerAt(s string) peer.Peer {
+	a := netip.MustParseAddr(s)
+	return peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}
+}
+
+// testConfig is general and a group "test" of 10 tokens per 30 s.
+func testConfig() limiter.Config {
+	test := limiter.GroupSettings{
+		SlidingWindowDuration: 1000, CleanupInterval: 120000, CleanupExpiry: 120000,
+		LeakyLimit: 10, LeakyTickInterval: 30000, LeakyTickReduction: 10, ConcurrencyLimit: 10,
+	}
+	return limiter.Config{Groups: map[string]limiter.GroupSettings{limiter.GroupGeneral: test, "test": test}}
+}
+
+// TestEntryWithoutPointers: the slab of entries (64 MB at a million) is
+// never scanned by the garbage collector only while entries hold no
+// pointer.
+func TestEntryWithoutPointers(t *testing.T) {
+	if memory.EntryHoldsPointers() {
+		t.Fatal("entry holds a pointer: every GC cycle would scan every tracked entry")
+	}
+}
+
+func TestEntrySize(t *testing.T) {
+	if memory.EntrySize != 64 {
+		t.Fatalf("entry is %d bytes; it must be one 64-byte cache line (and the memory budget, ≤ 96 per tracked entry with the index, needs ≤ 72)", memory.EntrySize)
+	}
+}
+
+// TestSnapshotDeltaDeletedDuringScan: an entry the scan copied and that is
+// deleted before the delta is complete must not be in Changed, or a store
+// would bring it back (a forgotten peer after a restart).
+func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
+	b := memory.New()
+	l, err := limiter.New(b, t0, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := l.GroupID("test")
+	for _, p := range []string{A, B} {
+		d := l.Decide(at(0), peerAt(p), g)
+		d.Release()
+	}
+	l.SnapshotDelta(at(10), true) // both persisted now
+	has := func(d limiter.Delta, p string) (changed, deleted bool) {
+		for _, e := range d.Changed {
+			changed = changed || e.Peer == peerAt(p).Key
+		}
+		for _, e := range d.Deleted {
+			deleted = deleted || e.Peer == peerAt(p).Key
+		}
+		return
+	}
+
+	// Incremental: A changes, is copied, then forgotten.
+	d := l.Decide(at(20), peerAt(A), g)
+	d.Release()
+	memory.SetAfterScan(b, func() { l.Forget(peerAt(A).Key) })
+	delta := l.SnapshotDelta(at(30), false)
+	if c, del := has(delta, A); c || !del {
+		t.Fatalf("forgotten during the scan: changed %v deleted %v, want false true", c, del)
+	}
+
+	// Forgotten and seen again during the scan: both, the newer state wins
+	// in a store (deletions first), and the new entry is saved next time.
+	d = l.Decide(at(40), peerAt(B), g)
+	d.Release()
+	memory.SetAfterScan(b, func() {
+		l.Forget(peerAt(B).Key)
+		d := l.Decide(at(45), peerAt(B), g)
+		d.Release()
+	})
+	delta = l.SnapshotDelta(at(50), false)
+	if c, del := has(delta, B); !c || !del {
+		t.Fatalf("forgotten and back: changed %v deleted %v, want true true", c, del)
+	}
+	memory.SetAfterScan(b, nil)
+	if c, _ := has(l.SnapshotDelta(at(60), false), B); !c {
+		t.Fatal("the new entry of B was not saved by the next delta")
+	}
+
+	// The same, but the new entry goes before the next delta: the copy in
+	// the store is the old entry's, so the deletion must be reported.
+	d = l.Decide(at(62), peerAt(B), g)
+	d.Release()
+	memory.SetAfterScan(b, func() {
+		l.Forget(peerAt(B).Key)
+		d := l.Decide(at(64), peerAt(B), g)
+		d.Release()
+	})
+	l.SnapshotDelta(at(66), false)
+	memory.SetAfterScan(b, nil)
+	l.Forget(peerAt(B).Key)
+	if _, del := has(l.SnapshotDelta(at(68), false), B); !del {
+		t.Fatal("an entry created during the scan and forgotten before the next delta: deletion not reported")
+	}
+	d = l.Decide(at(69), peerAt(B), g)
+	d.Release()
+	l.SnapshotDelta(at(69), false)
+
+	// Full: the copy of an entry forgotten during the scan is left out.
+	memory.SetAfterScan(b, func() { l.Forget(peerAt(B).Key) })
+	delta = l.SnapshotDelta(at(70), true)
+	if c, _ := has(delta, B); c {
+		t.Fatal("a full delta kept an entry forgotten during its scan")
+	}
+}
