@@ -373,8 +373,8 @@ func TestAlgorithmMaxTracked(t *testing.T) {
 	for i := range 5 {
 		decideRelease(l, at(int64(i)*1000), peerAt(fmt.Sprintf("198.51.100.%d", i)), g)
 	}
-	if l.Tracked() != 3 || l.Evictions() != 2 {
-		t.Fatalf("tracked %d, evictions %d", l.Tracked(), l.Evictions())
+	if l.Tracked() != 3 || evictions(l) != 2 {
+		t.Fatalf("tracked %d, evictions %d", l.Tracked(), evictions(l))
 	}
 	if _, ok := l.Entry(at(5000), peerAt("198.51.100.0").Key, g); ok {
 		t.Fatal("the oldest was kept")

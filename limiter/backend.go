@@ -160,8 +160,6 @@ type StatsReporter interface {
 	AddStats(sum *[MaxGroups]GroupStats)
 	// Tracked returns the number of (peer, group) entries held.
 	Tracked() int
-	// Evictions returns how many entries max_tracked evicted in all.
-	Evictions() uint64
 }
 
 // Group is one version of a group as a Limiter and its Backend see it: the

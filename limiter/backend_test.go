@@ -252,7 +252,7 @@ func TestBackendWithoutOptionalInterfaces(t *testing.T) {
 		t.Fatalf("views %+v", v)
 	}
 	l.Each(at(1), func(limiter.EntryView) bool { t.Fatal("an entry"); return false })
-	if n, e := l.Tracked(), l.Evictions(); n != 0 || e != 0 {
+	if n, e := l.Tracked(), evictions(l); n != 0 || e != 0 {
 		t.Fatalf("tracked %d, evictions %d", n, e)
 	}
 	snap := l.Snapshot(at(2))

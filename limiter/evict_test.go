@@ -100,8 +100,8 @@ func TestEvictionExhaustFloodStillLimited(t *testing.T) {
 			// Nothing expired in the hour: every entry made beyond the cap
 			// evicted one.
 			want := uint64(2 + flood - capacity)
-			if l.Tracked() != capacity || l.Evictions() != want || l.Stats()["test"].Evictions != want {
-				t.Fatalf("tracked %d, evictions %d (group %d); want %d, %d", l.Tracked(), l.Evictions(), l.Stats()["test"].Evictions, capacity, want)
+			if l.Tracked() != capacity || evictions(l) != want || l.Stats()["test"].Evictions != want {
+				t.Fatalf("tracked %d, evictions %d (group %d); want %d, %d", l.Tracked(), evictions(l), l.Stats()["test"].Evictions, capacity, want)
 			}
 		})
 	}
@@ -140,8 +140,8 @@ func TestEvictionPrefersLight(t *testing.T) {
 	if tracked(c, 70_000) || !tracked(d, 70_000) || !tracked(e, 70_000) {
 		t.Fatal("a should have evicted c, whose window lapsed")
 	}
-	if l.Evictions() != 3 {
-		t.Fatalf("evictions %d, want 3", l.Evictions())
+	if evictions(l) != 3 {
+		t.Fatalf("evictions %d, want 3", evictions(l))
 	}
 }
 
@@ -170,8 +170,8 @@ func TestEvictionResurveys(t *testing.T) {
 	if max := uint64(64*64 + 64); lost > max {
 		t.Fatalf("%d limited entries evicted for %d light newcomers; at most %d expected", lost, flood, max)
 	}
-	if got := st["strict"].Evictions + st["test"].Evictions; got != flood+1 || l.Evictions() != got {
-		t.Fatalf("evictions %d (strict %d + test %d), want %d", l.Evictions(), st["strict"].Evictions, st["test"].Evictions, flood+1)
+	if got := st["strict"].Evictions + st["test"].Evictions; got != flood+1 || evictions(l) != got {
+		t.Fatalf("evictions %d (strict %d + test %d), want %d", evictions(l), st["strict"].Evictions, st["test"].Evictions, flood+1)
 	}
 	t.Logf("limited entries evicted: %d of %d evictions", lost, flood+1)
 }

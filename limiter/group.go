@@ -341,6 +341,14 @@ func arweave(window, leaky, reduction, concurrency int64) GroupSettings {
 	}
 }
 
+// DefaultConfig returns the Arweave node's limiter as it ships: its route
+// groups with their production defaults (ArweaveGroups) and the routes
+// that map paths to them (ArweaveRoutes), IPv6 peers keyed by their /64,
+// no exempt or denied peer and no trusted proxy.
+func DefaultConfig() Config {
+	return Config{Groups: ArweaveGroups(), Routes: ArweaveRoutes(), IPv6Prefix: DefaultIPv6Prefix}
+}
+
 // ArweaveGroups returns the Arweave node's production group defaults
 // (SPEC §11.1). The map is new on every call.
 func ArweaveGroups() map[string]GroupSettings {

@@ -427,3 +427,12 @@ func TestWindowExpiryBoundary(t *testing.T) {
 		}
 	}
 }
+
+// evictions returns how many entries max_tracked evicted in all groups.
+func evictions(l *limiter.Limiter) uint64 {
+	var n uint64
+	for _, s := range l.Stats() {
+		n += s.Evictions
+	}
+	return n
+}

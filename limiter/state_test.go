@@ -166,8 +166,8 @@ func TestMaxTrackedEvictsLongestIdle(t *testing.T) {
 			t.Fatalf("%s should be tracked", p)
 		}
 	}
-	if l.Evictions() != 1 || l.Stats()["test"].Evictions != 1 {
-		t.Fatalf("evictions %d", l.Evictions())
+	if evictions(l) != 1 || l.Stats()["test"].Evictions != 1 {
+		t.Fatalf("evictions %d", evictions(l))
 	}
 }
 
@@ -185,8 +185,8 @@ func TestMaxTrackedClosedGroup(t *testing.T) {
 	if d := l.Decide(at(1000), peerAt(B), closed); d.Allowed || d.Reason != limiter.ReasonRateLimit {
 		t.Fatalf("closed group: %+v, want a rate_limit rejection", d)
 	}
-	if l.Tracked() != 1 || l.Evictions() != 0 || len(l.Peer(at(1000), peerAt(A).Key)) != 1 {
-		t.Fatalf("tracked %d, evictions %d: A's entry should still be there", l.Tracked(), l.Evictions())
+	if l.Tracked() != 1 || evictions(l) != 0 || len(l.Peer(at(1000), peerAt(A).Key)) != 1 {
+		t.Fatalf("tracked %d, evictions %d: A's entry should still be there", l.Tracked(), evictions(l))
 	}
 }
 
@@ -334,8 +334,8 @@ func TestEvictionOrderAtScale(t *testing.T) {
 			t.Errorf("peer %d: tracked %v, want %v", i, tracked(i), !gone[i])
 		}
 	}
-	if l.Tracked() != n || l.Evictions() != 10 {
-		t.Fatalf("tracked %d, evictions %d; want %d, 10", l.Tracked(), l.Evictions(), n)
+	if l.Tracked() != n || evictions(l) != 10 {
+		t.Fatalf("tracked %d, evictions %d; want %d, 10", l.Tracked(), evictions(l), n)
 	}
 }
 
@@ -393,7 +393,7 @@ func TestEvictionConcurrent(t *testing.T) {
 	if n := l.Tracked(); n > capacity+workers {
 		t.Fatalf("tracked %d, cap %d (+%d inserting goroutines)", n, capacity, workers)
 	}
-	if got, want := l.Evictions(), uint64(workers*each-l.Tracked()); got != want {
+	if got, want := evictions(l), uint64(workers*each-l.Tracked()); got != want {
 		t.Fatalf("evictions %d, want %d", got, want)
 	}
 	var inflight int64

@@ -129,15 +129,6 @@ func (l *Limiter) Tracked() int {
 	return 0
 }
 
-// Evictions returns how many entries max_tracked evicted in all, 0 when
-// the backend does not say.
-func (l *Limiter) Evictions() uint64 {
-	if sr, ok := l.backend.(StatsReporter); ok {
-		return sr.Evictions()
-	}
-	return 0
-}
-
 // EntryView is the state of one (peer, group), for the admin API and the
 // dashboard.
 type EntryView struct {

@@ -520,11 +520,3 @@ func (b *Backend) Tracked() int {
 	}
 	return n
 }
-
-// Evictions returns the local state's evictions.
-func (b *Backend) Evictions() uint64 {
-	if sr, ok := b.fb.(limiter.StatsReporter); ok {
-		return sr.Evictions()
-	}
-	return 0
-}

@@ -16,7 +16,6 @@ import (
 // *limiter.Limiter satisfies it).
 type StatsSource interface {
 	Stats() map[string]limiter.GroupStats
-	Evictions() uint64
 	Tracked() int
 	GroupID(name string) (limiter.GroupID, bool)
 	Settings(g limiter.GroupID) (limiter.GroupSettings, bool)
@@ -184,7 +183,9 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
 	}
 
+	var evictions uint64
 	for name, s := range c.src.Stats() {
+		evictions += s.Evictions
 		counter(c.requests, s.Requests, name)
 		counter(c.rejected, s.RejectedConcurrency, name, limiter.ReasonConcurrency.String())
 		counter(c.rejected, s.RejectedRateLimit, name, limiter.ReasonRateLimit.String())
@@ -226,7 +227,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			c.collectLatency(ch, name, c.lat.Group(g))
 		}
 	}
-	counter(c.evictions, c.src.Evictions())
+	counter(c.evictions, evictions)
 	gauge(c.tracked, int64(c.src.Tracked()))
 
 	if c.pc != nil {

@@ -22,9 +22,6 @@ func (b *Backend) AddStats(sum *[limiter.MaxGroups]limiter.GroupStats) {
 // Tracked returns the number of live entries.
 func (b *Backend) Tracked() int { return int(b.total.Load()) }
 
-// Evictions returns how many entries evictOne deleted.
-func (b *Backend) Evictions() uint64 { return b.evictions.Load() }
-
 func (sh *shard) view(e *entry, g *limiter.Group, ms int64) limiter.EntryView {
 	v := limiter.EntryView{
 		Peer:                e.key.peer(),
