@@ -171,7 +171,7 @@ func TestHouse(t *testing.T) {
 }
 
 // TestPrivateByDefault: the packages other programs may import are the
-// ones the house names public (decision record "What is public"); every
+// ones the house names public (decision 182, "What is public"); every
 // other package lives under internal/ or is a program.
 func TestPrivateByDefault(t *testing.T) {
 	public := []string{"limiter", "limiter/algo", "limiter/memory", "limiter/peer", "limiter/ratelimit", "throttleclient", ""}
@@ -180,6 +180,6 @@ func TestPrivateByDefault(t *testing.T) {
 		if name == "internal" || strings.HasPrefix(name, "internal/") || strings.HasPrefix(name, "cmd/") || slices.Contains(public, name) {
 			continue
 		}
-		t.Errorf("package %s is importable by other programs: move it under internal/, or make it public in the house and its decision record", name)
+		t.Errorf("package %s is importable by other programs: move it under internal/, or make it public in the house and in a decision record", name)
 	}
 }

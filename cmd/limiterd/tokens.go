@@ -43,7 +43,7 @@ func (m *Main) tokens(cfg *config.Config) (string, []web.Token, error) {
 func (m *Main) adminToken(cfg *config.Config) (string, error) {
 	if t := cfg.Admin.Token; t != "" {
 		if len(t) < config.MinTokenLen {
-			// Only the login form limits guesses (docs/decisions.md): the
+			// Only the login form limits guesses (decision 22): the
 			// token itself must be unguessable.
 			m.log.Warn("the admin token is short: use at least 24 random characters, or leave admin.token unset to have one generated", "length", len(t))
 		}

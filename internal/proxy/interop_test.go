@@ -178,7 +178,7 @@ func TestInteropAdaptiveClient(t *testing.T) {
 // comes back after 1 s, while the 2 s window is still full, and is
 // refused; the refusal's fields then give it the window's 3 calls, 1 s
 // later again. One 429 per 2 s while the bucket is dry, where an unpaced
-// client gets hundreds (docs/decisions.md, "Arweave 2.9.7").
+// client gets hundreds (decision 92).
 func TestInteropAdaptiveClientProduction(t *testing.T) {
 	node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok"))

@@ -7,8 +7,9 @@
 // decide exactly as the public listener does and stay net/http handlers.
 //
 // Bodies stream both ways: neither a request nor a response body is held
-// whole in memory. Every wait has a bound (Options); see docs/decisions.md
-// for what holds an in-flight slot and for how long.
+// whole in memory. Every wait has a bound (Options); decision 54 says
+// what holds an in-flight slot and for how long, and docs/limiting.md
+// ("In-flight release") what it should.
 package proxy
 
 import (

@@ -234,7 +234,7 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target) {
 	// host may be part of the target: set before the target is.
 	in.SetHostBytes(host)
 	// The node learns the address limiterd saw, never what the client
-	// claims (docs/decisions.md).
+	// claims (decision 21).
 	in.SetCanonical(hdrXFF, x.peerIP)
 	in.SetCanonical(hdrXFH, host)
 	in.SetCanonical(hdrXFP, valueHTTP)

@@ -100,8 +100,8 @@ func TestRateLimitFieldsOnTheWire(t *testing.T) {
 		ietfRemaining, windowRemain string
 	}
 	// The next leaky tick 20 s away from the first request; the 4th is
-	// the bucket's: 449 / 1 / 450, as the node computes it (SPEC's "20"
-	// is not what the node sends: docs/decisions.md).
+	// the bucket's: 449 / 1 / 450, as the node computes it (decision 89;
+	// docs/replies.md, "The Arweave fields").
 	steps := []step{
 		{10 * time.Second, "452", "0", "1", `"general";r=450;t=20`, `"general-window";r=2;t=2`},
 		{time.Second, "451", "1", "2", `"general";r=450;t=19`, `"general-window";r=1;t=1`},
