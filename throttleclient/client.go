@@ -1,6 +1,6 @@
 // Package throttleclient is the Go client of limiterd's outbound throttle
-// (SPEC §10): a node written in Go calls Throttle before each request it
-// sends to a peer, and Throttle returns once limiterd says the request may
+// (docs/throttle.md): a node written in Go calls Throttle before each request
+// it sends to a peer, and Throttle returns once limiterd says the request may
 // go, exactly as the Arweave node's ar_rate_limiter:throttle/2 does.
 //
 // Like ar_rate_limiter when its server is not running, the client never

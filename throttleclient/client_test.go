@@ -104,7 +104,8 @@ func TestThrottleContextEnds(t *testing.T) {
 	}
 }
 
-// The seed's throttle_no_server_test: with no limiterd, calls go at once.
+// ar_rate_limiter's throttle_no_server_test: with no limiterd, calls go at
+// once.
 func TestUnreachableMeansNotRunning(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

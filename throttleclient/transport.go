@@ -21,9 +21,9 @@ const ObserveTimeout = 2 * time.Second
 // Observe reports to limiterd the reply the node got from peer for path
 // (POST /api/v1/throttle/observe): its status and its ratelimit-* header
 // fields, from which limiterd's adaptive throttle learns the peer's quota
-// (SPEC §10). Only those four fields are sent, each field's last line; a
-// reply without them marks the peer as not pacing (never throttled). When
-// limiterd cannot be reached it returns nil.
+// (docs/throttle.md, "Adaptive mode"). Only those four fields are sent, each
+// field's last line; a reply without them marks the peer as not pacing (never
+// throttled). When limiterd cannot be reached it returns nil.
 func (c *Client) Observe(ctx context.Context, peer, path string, status int, h http.Header) error {
 	fields := make(map[string]string, 4)
 	for name, vs := range h {

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The adaptive throttle (throttle.mode = "adaptive", SPEC §10): Arweave
+// The adaptive throttle (throttle.mode = "adaptive", docs/throttle.md): Arweave
 // 2.9.7's client throttle (arweave_throttling). Per peer it learns, from
 // the replies the node reports (Observe), which group each path key falls
 // in and the peer's quota per group; a call then goes while the quota has

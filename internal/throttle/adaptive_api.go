@@ -9,7 +9,8 @@ import (
 // Mode returns the mode in force (throttle.mode).
 func (t *Throttle) Mode() Mode { return t.set.Load().cfg.Mode }
 
-// TryAdaptive evaluates a new call of the adaptive mode at now (SPEC §10):
+// TryAdaptive evaluates a new call of the adaptive mode at now
+// (docs/throttle.md, "Adaptive mode"):
 // an exempt peer or path, or the throttle being off, goes at once; so does
 // a tx/* path, a (peer, path key) whose group no reply has named yet, an
 // incompatible peer, and a group whose quota is not known. Otherwise the

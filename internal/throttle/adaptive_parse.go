@@ -32,7 +32,8 @@ const (
 )
 
 // Quota is a peer's quota for one group, as the four ratelimit-* fields
-// of a reply give it (SPEC §7, §10).
+// of a reply give it (docs/replies.md, "The Arweave fields";
+// docs/throttle.md).
 type Quota struct {
 	// GroupID is the group named in the first policy of ratelimit-limit.
 	GroupID string

@@ -45,11 +45,11 @@ func closed(c <-chan struct{}) bool {
 	}
 }
 
-// TestAdaptivePacing follows SPEC §10's adaptive rule on a fake timeline:
-// an unknown route goes; a learned quota is taken call by call; at 0 the
-// calls queue first in first out until the refill (reset seconds after
-// the reply that emptied it: min(total, remaining + amount)) or a new
-// reply; tx/* never waits.
+// TestAdaptivePacing follows the adaptive rule (docs/throttle.md) on a fake
+// timeline: an unknown route goes; a learned quota is taken call by call; at 0
+// the calls queue first in first out until the refill (reset seconds after the
+// reply that emptied it: min(total, remaining + amount)) or a new reply; tx/*
+// never waits.
 func TestAdaptivePacing(t *testing.T) {
 	th := newAdaptive(t)
 	const peer = "1.2.3.4:1984"

@@ -7,8 +7,8 @@ import (
 )
 
 // Rule is one [[throttle.rule]]: outbound calls whose path matches
-// one of Paths are of type Type and allowed RPM requests per minute (SPEC
-// §10). A Rule is a plain value.
+// one of Paths are of type Type and allowed RPM requests per minute
+// (docs/throttle.md, "Fixed mode"). A Rule is a plain value.
 type Rule struct {
 	// Type names the rule's call type; calls of one type to one peer share
 	// a window. Several rules may give the same type.
@@ -40,15 +40,16 @@ type Config struct {
 	// DefaultType and DefaultRPM classify a path no rule matches.
 	DefaultType string
 	DefaultRPM  int
-	// Compile compiles the patterns of Rules and ExemptPaths: SPEC §5's
-	// path patterns, "re:" ones case-insensitive (package limiter's
-	// ThrottleMatcher). It is required when there is any pattern.
+	// Compile compiles the patterns of Rules and ExemptPaths: the
+	// path patterns of docs/limiting.md ("Patterns"), "re:" ones
+	// case-insensitive (package limiter's ThrottleMatcher). It is required when
+	// there is any pattern.
 	Compile func(pattern string) (Matcher, error)
 	// Rules are tried in order; the first rule with a matching path wins.
 	Rules []Rule
 }
 
-// Throttle defaults (SPEC §3, §10): the Arweave client's values.
+// Throttle defaults (docs/throttle.md): the Arweave client's values.
 const (
 	DefaultPeriod        = 30 * time.Second
 	DefaultRetryInterval = time.Second
@@ -56,8 +57,9 @@ const (
 	DefaultRPM           = 900
 )
 
-// ArweaveRules returns the Arweave client's throttle table (SPEC
-// §11.3), the rules of the shipped config.toml, as a new slice. A path none
+// ArweaveRules returns the Arweave client's throttle table
+// (docs/arweave-reference.md, "Outbound throttle table"), the rules of the
+// shipped config.toml, as a new slice. A path none
 // matches is of DefaultType at DefaultRPM. Only exactly
 // "/vdf" is get_vdf: "/vdf2" falls through to the default, as in Arweave.
 func ArweaveRules() []Rule {

@@ -11,7 +11,8 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 )
 
-// The shipped table, SPEC §11.3: every row.
+// The shipped table (docs/arweave-reference.md, "Outbound throttle table"):
+// every row.
 func TestArweaveThrottleRules(t *testing.T) {
 	th := thrNew(t, arweaveThrottle())
 	for _, r := range []struct {
@@ -37,7 +38,8 @@ func TestArweaveThrottleRules(t *testing.T) {
 		{"/wallet_list/x", "default", 900},
 		{"/vdf", "get_vdf", 180},
 		// Only exactly /vdf is get_vdf in the client table (unlike the
-		// server's routes, §11.2, where /vdf2 is too): /vdf2 is default.
+		// server's routes, docs/arweave-reference.md, where /vdf2 is
+		// too): /vdf2 is default.
 		{"/vdf2", "default", 900},
 		{"/vdf/session", "get_vdf_session", 60},
 		{"/vdf2/session", "get_vdf_session", 60},

@@ -2,7 +2,7 @@ package throttle
 
 import "fmt"
 
-// Mode is throttle.mode: how the throttle paces a peer (SPEC §10).
+// Mode is throttle.mode: how the throttle paces a peer (docs/throttle.md).
 type Mode uint8
 
 // The modes of the throttle.

@@ -17,7 +17,7 @@ type Snapshot struct {
 	Enabled bool        `json:"enabled"`
 	Keys    []KeyRecord `json:"keys"`
 	// Adaptive is the adaptive throttle's state (throttle mode adaptive,
-	// SPEC §10), its AdaptiveSnapshot as JSON; absent when it learned
+	// docs/throttle.md), its AdaptiveSnapshot as JSON; absent when it learned
 	// nothing, and in snapshots older than it.
 	Adaptive json.RawMessage `json:"adaptive,omitempty"`
 }

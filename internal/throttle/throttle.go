@@ -1,8 +1,8 @@
-// Package throttle is the outbound throttle of SPEC §10 (HyperBEAM/Arweave
-// ar_rate_limiter): it tells the node when it may send its own request to a
-// peer. Like the limiter core it is pure: the standard library only (the
-// core's path patterns come compiled, through Config.Compile), time always
-// an argument, no goroutine.
+// Package throttle is the outbound throttle of docs/throttle.md
+// (HyperBEAM/Arweave ar_rate_limiter): it tells the node when it may send its
+// own request to a peer. Like the limiter core it is pure: the standard library
+// only (the core's path patterns come compiled, through Config.Compile), time
+// always an argument, no goroutine.
 package throttle
 
 import (
@@ -63,7 +63,7 @@ type KeyView struct {
 	EarliestIn time.Duration
 }
 
-// Throttle is the outbound throttle of SPEC §10 (HyperBEAM/Arweave
+// Throttle is the outbound throttle of docs/throttle.md (HyperBEAM/Arweave
 // ar_rate_limiter): per (peer, type), the timestamps of admitted calls in a
 // sliding window. It is safe for concurrent use: evaluations of one key are
 // linearisable, keys are spread over independent locks, and an evaluation

@@ -17,8 +17,8 @@ var thrT0 = time.UnixMilli(1_700_000_000_000)
 
 func thrAt(ms int64) time.Time { return thrT0.Add(time.Duration(ms) * time.Millisecond) }
 
-// thrConfig is the seed's setup: every path of one type ("api") at rpm,
-// with a 30 s period and 1 s retry interval.
+// thrConfig is the setup of ar_rate_limiter's own tests: every path of one type
+// ("api") at rpm, with a 30 s period and 1 s retry interval.
 func thrConfig(rpm int) throttle.Config {
 	return throttle.Config{
 		Period: 30 * time.Second, RetryInterval: time.Second,
@@ -119,8 +119,8 @@ func thrRun(t *testing.T, th *throttle.Throttle, steps []thrStep) {
 	}
 }
 
-// The seed's EUnit tests (ar_rate_limiter_*_test), on a fake timeline.
-func TestThrottleSeed(t *testing.T) {
+// ar_rate_limiter's EUnit tests (ar_rate_limiter_*_test), on a fake timeline.
+func TestThrottleArRateLimiter(t *testing.T) {
 	t.Run("exempt peer is instant", func(t *testing.T) {
 		cfg := thrConfig(60)
 		cfg.ExemptPeers = []string{"trusted-peer"}
@@ -277,7 +277,7 @@ func TestThrottlePeek(t *testing.T) {
 	}
 }
 
-// The seed never frees an idle key; Cleanup does.
+// ar_rate_limiter never frees an idle key; Cleanup does.
 func TestThrottleCleanup(t *testing.T) {
 	th := thrNew(t, thrConfig(10))
 	thrRun(t, th, []thrStep{
