@@ -9,7 +9,8 @@ import (
 	"github.com/limiterd/limiterd/limiter/algo"
 )
 
-// The algorithms of SPEC §6.2 other than the hybrid, decided in Redis one
+// The algorithms other than the hybrid (docs/limiting.md, "Other
+// algorithms"), decided in Redis one
 // script call each, in both modes (local_first batches the hybrid only):
 // lua/algo.lua for the four of a fixed-size state (token_bucket, gcra,
 // fixed_window, sliding_window), lua/slog.lua for the sliding log. The

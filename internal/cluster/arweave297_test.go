@@ -12,7 +12,8 @@ import (
 )
 
 // TestReduceWindow297: with arweave.version 2.9.7 a reduction in a group
-// without a bucket takes the peer's oldest window timestamp (SPEC §6.3),
+// without a bucket takes the peer's oldest window timestamp
+// (docs/arweave297.md, "Cleanup, leaky ticks and reduce"),
 // freeing a place, in both modes; local_first pushes its own admissions
 // first. An unknown peer's reduction creates nothing.
 func TestReduceWindow297(t *testing.T) {
@@ -63,7 +64,8 @@ func TestReduceWindow297(t *testing.T) {
 	}
 }
 
-// TestShardScope: with concurrency_scope "shard" (SPEC §6.3) each
+// TestShardScope: with concurrency_scope "shard" (docs/arweave297.md,
+// "Concurrency per worker shard") each
 // instance counts its worker shards' requests in flight itself, and the
 // scripts get no per-peer limit: a peer with 2 requests in flight on one
 // instance (its shard there full) is admitted by the other, which a

@@ -19,7 +19,7 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 )
 
-// Mode is how decisions use Redis (SPEC §12).
+// Mode is how decisions use Redis (docs/cluster.md).
 type Mode uint8
 
 // The modes.

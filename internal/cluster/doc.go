@@ -1,6 +1,7 @@
-// Package cluster is limiterd's cluster mode (SPEC §12): a limiter.Backend
-// whose per-(peer, group) state lives in Redis (or Valkey), shared by every
-// instance, so that a peer gets one limit however its requests are spread.
+// Package cluster is limiterd's cluster mode (docs/cluster.md): a
+// limiter.Backend whose per-(peer, group) state lives in Redis (or Valkey),
+// shared by every instance, so that a peer gets one limit however its requests
+// are spread.
 //
 // Two modes. In strict mode each decision is one atomic Lua script call
 // (loaded once, called by hash) holding the group's whole decision, with

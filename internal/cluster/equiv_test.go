@@ -105,7 +105,7 @@ func TestSameDecisionsAsLocal(t *testing.T) {
 }
 
 // TestSameDecisionsAsLocal297 is TestSameDecisionsAsLocal under
-// arweave.version 2.9.7 (SPEC §6.3): the cleanups by the window's
+// arweave.version 2.9.7 (docs/arweave297.md): the cleanups by the window's
 // duration, the window-only group's reduction taking its oldest
 // timestamp (expired or not: strict mode only, local_first keeps no
 // timestamp past the window, see TestReduceWindow297), general counting

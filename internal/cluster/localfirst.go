@@ -16,13 +16,14 @@ import (
 // shared state as last read from Redis, aged on the group's schedule, plus
 // this instance's admissions not yet part of it — and pushes its
 // admissions every sync interval, one merge script per key, all keys in
-// one pipeline, reading the shared state back in the same reply (SPEC §12
-// local_first). A key first seen is read before it is decided (one round
-// trip); a key that made max_unsynced admissions on one read is pushed and
-// read again before the next. A key Redis reports limited is not refreshed
-// until its limitedUntil (its requests are answered by the view, with no
-// round trip, as every request is). Groups of the other algorithms are
-// decided strictly (Backend.admitAlgo). It is safe for concurrent use.
+// one pipeline, reading the shared state back in the same reply
+// (docs/cluster.md, "local_first: local decisions, pushes in batches"). A key
+// first seen is read before it is decided (one round trip); a key that made
+// max_unsynced admissions on one read is pushed and read again before the next.
+// A key Redis reports limited is not refreshed until its limitedUntil (its
+// requests are answered by the view, with no round trip, as every request is).
+// Groups of the other algorithms are decided strictly (Backend.admitAlgo). It
+// is safe for concurrent use.
 type localFirst struct {
 	b      *Backend
 	shards [lfShards]lfShard

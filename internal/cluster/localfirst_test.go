@@ -48,14 +48,14 @@ func (in lfInstance) decide(c *clock, peer string) bool {
 	return d.Allowed
 }
 
-// TestLocalFirstBound measures the over-admission of local_first (SPEC
-// §12, docs/cluster.md): two instances, one peer, each at a known rate
-// (a = 1 request per ms), pushing every F = 100 ms with their phases φ
-// apart, round trips instant on the test's clock (R = 0). Admitted beyond
-// the limit L = 100 must stay within the worst case Σ_{j≠i} aⱼ·(2F + R)
-// = 200, and within the SPEC's Σᵢ aᵢ·(F + R) = 200 (the same for N = 2).
-// With max_unsynced b, an instance makes at most b admissions on one read
-// of the shared state: the excess stays within N·b.
+// TestLocalFirstBound measures the over-admission of local_first
+// (docs/cluster.md, "The over-admission bound"): two instances, one peer, each
+// at a known rate (a = 1 request per ms), pushing every F = 100 ms with their
+// phases φ apart, round trips instant on the test's clock (R = 0). Admitted
+// beyond the limit L = 100 must stay within the worst case Σ_{j≠i} aⱼ·(2F + R)
+// = 200, and within the typical Σᵢ aᵢ·(F + R) = 200 (the same for N = 2). With
+// max_unsynced b, an instance makes at most b admissions on one read of the
+// shared state: the excess stays within N·b.
 func TestLocalFirstBound(t *testing.T) {
 	srv := redistest.Start(t)
 	const L, F, a = 100, 100, 1

@@ -34,17 +34,17 @@ type ReplicatorOptions struct {
 }
 
 // Replicator carries the operators' live edits between the instances
-// sharing a Redis (SPEC §12): an edit is written into a shared hash with a
-// new version, announced on a channel, and every instance brings its own
-// state (stored in its own database, as any edit) up to the shared one
-// when it hears of a version it has not applied, on every (re)subscription
-// and on a poll every second (messages are lost while an instance is
-// disconnected; the version is not). A Redis found empty (new, or restarted
-// without its data) is given the state of the first instance to find it
-// so. Edits made while Redis cannot be reached are applied here and
-// published when it can; when two instances changed the same thing, the
-// last one published wins. Its methods are safe for concurrent use; Run
-// does the work.
+// sharing a Redis (docs/cluster.md, "Live edits"): an edit is written into a
+// shared hash with a new version, announced on a channel, and every instance
+// brings its own state (stored in its own database, as any edit) up to the
+// shared one when it hears of a version it has not applied, on every
+// (re)subscription and on a poll every second (messages are lost while an
+// instance is disconnected; the version is not). A Redis found empty (new, or
+// restarted without its data) is given the state of the first instance to find
+// it so. Edits made while Redis cannot be reached are applied here and
+// published when it can; when two instances changed the same thing, the last
+// one published wins. Its methods are safe for concurrent use; Run does the
+// work.
 type Replicator struct {
 	b    *Backend
 	opts ReplicatorOptions

@@ -28,7 +28,8 @@ import (
 // with the group's algorithm and its generation: the key names of the
 // group's state carry the generation, which a change of algorithm moves
 // on, so that the state of the old algorithm is dropped at once on every
-// instance (SPEC §6.2) and expires by its TTL.
+// instance (docs/limiting.md, "Changing algorithm or limits"; decision
+// 146) and expires by its TTL.
 type sharedSched struct {
 	name    string // the group's
 	version uint64 // the limiter.Group version it was checked for

@@ -9,8 +9,9 @@ import (
 	"github.com/limiterd/limiterd/limiter/algo"
 )
 
-// strict decides every request with one script call (SPEC §12 strict):
-// the hybrid decision of SPEC §6 on Redis's state, Redis's clock and the
+// strict decides every request with one script call (docs/cluster.md,
+// "strict: one script call per decision"): the hybrid decision
+// (docs/limiting.md, "The rule") on Redis's state, Redis's clock and the
 // group's shared schedule. Concurrent callers' calls share pipelines
 // (transport.do). An admission's slot is a member of the (peer, group)'s
 // slot ZSET, scored by its lease expiry: this instance renews the leases of
@@ -120,7 +121,8 @@ func windowTTL(g *limiter.Group, sc *sharedSched) int64 {
 }
 
 // reduceWindow is the Arweave 2.9.7 reduction of a hybrid group without a
-// bucket (SPEC §6.3): the oldest window timestamp (k, g) holds goes.
+// bucket (docs/arweave297.md, "Cleanup, leaky ticks and reduce"): the
+// oldest window timestamp (k, g) holds goes.
 func reduceWindow(b *Backend, deadline time.Time, sc *sharedSched, k limiter.Key, g *limiter.Group) (limiter.ReduceResult, error) {
 	args := make([]any, 0, 8)
 	args = append(args, b.clockArg())

@@ -1,5 +1,5 @@
 -- limiterd strict mode: one decision, or one manual reduction, of
--- token_bucket, gcra, fixed_window or sliding_window (SPEC §6.2) for one
+-- token_bucket, gcra, fixed_window or sliding_window (docs/limiting.md) for one
 -- (peer, group), atomically: the concurrency check first, then the
 -- algorithm — a transcription of package limiter/algo's integer step
 -- functions (algo.Decide, algo.Reduce). All keys share the (peer, group)

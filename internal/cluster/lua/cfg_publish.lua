@@ -1,4 +1,4 @@
--- limiterd: publish one live edit to the other instances (SPEC §12). The
+-- limiterd: publish one live edit to the other instances (docs/cluster.md). The
 -- edit's fields are written into the shared live state, its version is
 -- bumped, and the version goes out on the channel; an instance that misses
 -- the message sees the version move on its next poll.

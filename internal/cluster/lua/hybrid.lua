@@ -1,6 +1,6 @@
--- limiterd strict mode: one hybrid decision of SPEC §6 for one (peer, group),
--- atomically. A transcription of limiter.StepHybrid over the state the local
--- backend keeps, with its ticks applied lazily (limiter.LeakyTicks,
+-- limiterd strict mode: one hybrid decision (docs/limiting.md) for one (peer,
+-- group), atomically. A transcription of limiter.StepHybrid over the state the
+-- local backend keeps, with its ticks applied lazily (limiter.LeakyTicks,
 -- limiter.CleanupCut). All keys share the (peer, group) hash tag.
 --
 -- KEYS[1] h  HASH tok (tokens consumed), tk (leaky tick index they are aged to)

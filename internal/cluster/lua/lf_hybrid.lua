@@ -1,9 +1,9 @@
 -- limiterd local_first: merge one instance's unpushed hybrid admissions for one
 -- (peer, group) into the shared state and read the state back, in one call
--- (SPEC §12). Tokens are replayed tick by tick, so a tick that fell between an
--- admission and its push still leaks it; window timestamps keep the time they
--- were admitted at; in-flight is a count per instance, written whole (so a
--- lost push heals at the next), under the instance's lease.
+-- (docs/cluster.md). Tokens are replayed tick by tick, so a tick that fell
+-- between an admission and its push still leaks it; window timestamps keep the
+-- time they were admitted at; in-flight is a count per instance, written whole
+-- (so a lost push heals at the next), under the instance's lease.
 --
 -- KEYS[1] h  HASH tok, tk (as in hybrid.lua)
 -- KEYS[2] w  ZSET window timestamps (member "<ms>:<instance>:<batch>:<j>")

@@ -1,6 +1,6 @@
--- limiterd strict mode: the manual reduction of SPEC §6 (limiter.ReduceHybrid)
--- on the hybrid's tokens: the due leaky ticks first, then one token back when
--- any is consumed. It never creates state.
+-- limiterd strict mode: the manual reduction (docs/limiting.md, "Reduce";
+-- limiter.ReduceHybrid) on the hybrid's tokens: the due leaky ticks first, then
+-- one token back when any is consumed. It never creates state.
 -- KEYS[1] h (as in hybrid.lua)
 -- ARGV[1] now in ms, '' for Redis TIME; ARGV[2..7] the leaky schedule; ARGV[8] leaky_tick_reduction
 -- Returns {1 reduced | 0 nothing to give back, now}

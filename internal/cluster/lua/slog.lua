@@ -1,5 +1,5 @@
 -- limiterd strict mode: one decision, or one manual reduction, of the
--- sliding log (SPEC §6.2) for one (peer, group), atomically: the
+-- sliding log (docs/limiting.md) for one (peer, group), atomically: the
 -- concurrency check first, then the log — the timestamps of the
 -- admissions of the last period; a request is admitted while fewer than
 -- limit of them count (ts > now − period).
