@@ -31,7 +31,8 @@ func algoRig(t *testing.T) *rig {
 
 // The RateLimit fields of another algorithm than the hybrid: one policy,
 // q = limit, w = period (s), r = what is left, t = until the next
-// admission possible (SPEC §6.2); Retry-After from the algorithm.
+// admission possible (docs/replies.md, "Other algorithms"); Retry-After from
+// the algorithm.
 func TestAlgorithmHeaders(t *testing.T) {
 	r := algoRig(t)
 	for i, want := range []string{`"general";r=1;t=0`, `"general";r=0;t=5`} {

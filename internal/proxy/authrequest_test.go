@@ -106,7 +106,7 @@ func TestAuthRequestDeniedPeer(t *testing.T) {
 	if got := w.Header().Get("Retry-After"); got != "" {
 		t.Errorf("Retry-After %q on a denial", got)
 	}
-	// On every request (SPEC §4): an exempt path too.
+	// On every request (docs/limiting.md, "The deny list"): an exempt path too.
 	w = authRequest(s, "GET", "/healthcheck/db", "192.0.2.66")
 	if w.Code != http.StatusForbidden || w.Header().Get(hdrLimiterdStatus) != "403" {
 		t.Fatalf("denied on an exempt path: %d %v, want 403 with %s: 403", w.Code, w.Header(), hdrLimiterdStatus)

@@ -123,8 +123,9 @@ type checkResponse struct {
 	RateLimit       string `json:"ratelimit,omitempty"`
 	RateLimitPolicy string `json:"ratelimit_policy,omitempty"`
 	// Headers are every rate-limit field server.ratelimit_headers asks
-	// for (SPEC §7), by name, for a proxy to copy onto its answer as they
-	// are: the IETF pair and the four ratelimit-* fields of Arweave 2.9.7.
+	// for (docs/replies.md, "Rate-limit fields"), by name, for a proxy to copy
+	// onto its answer as they are: the IETF pair and the four ratelimit-*
+	// fields of Arweave 2.9.7.
 	Headers map[string]string `json:"headers,omitempty"`
 }
 
@@ -151,7 +152,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	if err == nil && req.Method != "" && !isToken(req.Method) {
 		err = &live.FieldError{Field: "method", Problem: "not an HTTP method: " + strconv.Quote(req.Method)}
 	}
-	// The query string is not part of the path (SPEC §5).
+	// The query string is not part of the path (docs/limiting.md, "Paths").
 	if i := strings.IndexByte(req.Path, '?'); i >= 0 {
 		req.Path = req.Path[:i]
 	}

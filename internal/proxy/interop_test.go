@@ -173,12 +173,12 @@ func TestInteropAdaptiveClient(t *testing.T) {
 //
 // chunk sees no 429 after its first reply. general sees a few, and they
 // are the node's own: once its bucket is dry, the node's fields (which
-// limiterd reproduces exactly, SPEC §7) say "reset 1 s" — the *age* of the
-// window's oldest timestamp, not the time until it expires — so the client
-// comes back after 1 s, while the 2 s window is still full, and is
-// refused; the refusal's fields then give it the window's 3 calls, 1 s
-// later again. One 429 per 2 s while the bucket is dry, where an unpaced
-// client gets hundreds (decision 92).
+// limiterd reproduces exactly, docs/replies.md) say "reset 1 s" — the *age* of
+// the window's oldest timestamp, not the time until it expires — so the client
+// comes back after 1 s, while the 2 s window is still full, and is refused; the
+// refusal's fields then give it the window's 3 calls, 1 s later again. One 429
+// per 2 s while the bucket is dry, where an unpaced client gets hundreds
+// (decision 92).
 func TestInteropAdaptiveClientProduction(t *testing.T) {
 	node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("ok"))

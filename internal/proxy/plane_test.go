@@ -323,7 +323,7 @@ func TestDotSegmentsClassifiedRaw(t *testing.T) {
 		{"/info/../chunk/1", `"general";q=450;w=30`},
 		{"/./chunk/1", `"general";q=450;w=30`},
 		{"/%63hunk/abc", `"chunk";q=6000;w=30, "chunk-window";q=100;w=1`}, // decoded, as net/http's URL.Path
-		{"//chunk//1", `"chunk";q=6000;w=30, "chunk-window";q=100;w=1`},   // empty segments dropped (SPEC §5)
+		{"//chunk//1", `"chunk";q=6000;w=30, "chunk-window";q=100;w=1`},   // empty segments dropped (docs/limiting.md)
 	} {
 		got, _ := p.raw("GET " + c.path + " HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
 		resp, _ := readResponse(t, bufio.NewReader(strings.NewReader(got)), "GET")

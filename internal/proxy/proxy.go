@@ -31,7 +31,8 @@ import (
 	"github.com/limiterd/limiterd/limiter/ratelimit"
 )
 
-// The defaults of Options, those of SPEC §3's [server] table.
+// The defaults of Options, those of config.toml's [server] table
+// (docs/config.md).
 const (
 	DefaultMaxRequestBody         = 64 << 20
 	DefaultReadHeaderTimeout      = 10 * time.Second

@@ -171,8 +171,8 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if d.Reason == limiter.ReasonUnavailable {
-		// The backend could not decide (SPEC §7: a limiter internal
-		// error): 503, without rate-limit fields.
+		// The backend could not decide (docs/replies.md, "Other
+		// statuses"): 503, without rate-limit fields.
 		unavailable(ctx)
 		return
 	}
@@ -192,8 +192,8 @@ var (
 	valueHTTP = []byte("http")
 )
 
-// internalError turns a panic of limiterd's own into a 503 (SPEC §7: a
-// limiter internal error) without rate-limit fields, counted and logged.
+// internalError turns a panic of limiterd's own into a 503 (docs/replies.md,
+// "Other statuses") without rate-limit fields, counted and logged.
 // Resetting the answer closes a relay already handed to it, which finishes
 // the exchange.
 func (h *Handler) internalError(ctx *fasthttp.RequestCtx, v any) {

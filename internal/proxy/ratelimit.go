@@ -10,7 +10,7 @@ import (
 )
 
 // SetRateLimitHeaders changes which rate-limit fields limited answers
-// carry (server.ratelimit_headers, SPEC §7), from the next answer on: a
+// carry (server.ratelimit_headers, docs/replies.md), from the next answer on: a
 // reload applies it without a restart.
 func (h *Handler) SetRateLimitHeaders(set ratelimit.Set) { h.headers.Store(uint32(set)) }
 
@@ -47,7 +47,7 @@ func (h *Handler) rateLimitFields(d *limiter.Decision, scratch []byte, emit func
 
 // The fields' names on the public listener. The IETF pair keeps the
 // spelling limiterd always wrote; the Arweave four go out lower-case, as
-// the node's Cowboy writes every name (SPEC §7). Each is also known by its
+// the node's Cowboy writes every name (decision 90). Each is also known by its
 // normalized spelling, the one fasthttp files the node's own fields under,
 // so that ours replace the node's rather than sit beside them.
 var publicNames = [...]struct {

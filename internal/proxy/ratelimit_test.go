@@ -88,7 +88,7 @@ func fieldsOf(lines []string) (got map[string]string, count map[string]int) {
 
 // TestRateLimitFieldsOnTheWire: the four Arweave fields go out lower-case,
 // byte for byte as a 2.9.7 node writes them (the trailing space of
-// ratelimit-limit included), with the values of SPEC §7's worked example
+// ratelimit-limit included), with the worked values of docs/replies.md
 // as the node computes them; the IETF pair as limiterd always wrote it;
 // each set of server.ratelimit_headers writes its fields only, and the
 // node's own fields of a written set are replaced, not repeated.

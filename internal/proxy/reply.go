@@ -11,7 +11,7 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 )
 
-// The replies of SPEC §7 are byte for byte those of the net/http proxy
+// The replies of docs/replies.md are byte for byte those of the net/http proxy
 // limiterd had before fasthttp (reply_test.go holds them): http.Error's
 // text/plain bodies with their newline and X-Content-Type-Options, the 429
 // as handleProxy wrote it, the JSON as encoding/json encodes it.
@@ -42,8 +42,8 @@ func unavailable(ctx *fasthttp.RequestCtx) {
 	fail(ctx, http.StatusServiceUnavailable)
 }
 
-// reject writes the 429 of SPEC §7: Retry-After, and "Too Many Requests"
-// or, when the client prefers JSON, the reason as JSON.
+// reject writes the 429 of docs/replies.md ("Rejections"): Retry-After, and
+// "Too Many Requests" or, when the client prefers JSON, the reason as JSON.
 func (h *Handler) reject(ctx *fasthttp.RequestCtx, d *limiter.Decision) {
 	r := &ctx.Response
 	var b [160]byte

@@ -40,7 +40,7 @@ func wire(t *testing.T, base, req string) (statusLine string, fields []string, b
 	return lines[0], fields, body
 }
 
-// TestRepliesByteForByte: the replies of SPEC §7 are those the net/http
+// TestRepliesByteForByte: the replies of docs/replies.md are those the net/http
 // proxy wrote, field by field and byte by byte (captured from it before
 // the move to fasthttp; fields sorted, as net/http writes them): the 429
 // in text and JSON, 403, 502, 503, 504.
