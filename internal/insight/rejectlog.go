@@ -104,16 +104,16 @@ type RejectLogOptions struct {
 
 // RejectLog writes the data plane's refusals — 429s by reason and the
 // deny list's 403s — and the upstream's failures to a structured log, as
-// [log].rejections says (SPEC §13). Sampled, a (peer, group) gets at most
-// one line a period: its first refusal at once, then, a period after its
-// last line, one line with the counts since (at its next refusal, or from
-// Run's flush if it stopped). The pairs it remembers are bounded
-// (MaxKeys); past the bound, refusals are counted together. Upstream
-// errors are always sampled, one warning per kind a period with the count
-// and the last error. On the request path a sampled refusal is a map
-// lookup under one of 16 locks and no allocation (but the line it may
-// write). A nil *RejectLog does nothing. It is safe for concurrent use;
-// Run owns its flushing.
+// [log].rejections says (docs/operations.md, "6. Logs"). Sampled, a (peer,
+// group) gets at most one line a period: its first refusal at once, then, a
+// period after its last line, one line with the counts since (at its next
+// refusal, or from Run's flush if it stopped). The pairs it remembers are
+// bounded (MaxKeys); past the bound, refusals are counted together. Upstream
+// errors are always sampled, one warning per kind a period with the count and
+// the last error. On the request path a sampled refusal is a map lookup under
+// one of 16 locks and no allocation (but the line it may write). A nil
+// *RejectLog does nothing. It is safe for concurrent use; Run owns its
+// flushing.
 type RejectLog struct {
 	log      *slog.Logger
 	mode     atomic.Int32

@@ -97,10 +97,10 @@ func (l *logStepper) Step(st *ReplayState, ms int64) bool {
 	return false
 }
 
-// hybridStepper replays the hybrid rule of SPEC §6 with StepHybrid: N[0]
-// holds the tokens consumed, N[1] the index of the last leaky tick applied
-// and N[3] the time of the next, N[2] and N[4] the same of the cleanup
-// ticks, Log the window's timestamps, sorted.
+// hybridStepper replays the hybrid rule (docs/limiting.md) with StepHybrid:
+// N[0] holds the tokens consumed, N[1] the index of the last leaky tick applied
+// and N[3] the time of the next, N[2] and N[4] the same of the cleanup ticks,
+// Log the window's timestamps, sorted.
 type hybridStepper struct {
 	s              limiter.GroupSettings
 	leaky, cleanup limiter.Schedule

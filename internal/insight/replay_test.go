@@ -223,8 +223,8 @@ func BenchmarkWhatIf1M(b *testing.B) {
 	b.Logf("rejected now %d (observed %d), at half the leaky limit %d", res.Rejected[0], res.Observed, res.Rejected[1])
 }
 
-// TestReplayAlgorithms: every algorithm of SPEC §6.2 replays as the local
-// backend decided (the same rejections under the same limits), a lower
+// TestReplayAlgorithms: every other algorithm (docs/limiting.md) replays as the
+// local backend decided (the same rejections under the same limits), a lower
 // limit rejects more and a higher one fewer, and a replay under another
 // algorithm answers too.
 func TestReplayAlgorithms(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package jsonbody reads and writes the JSON bodies of limiterd's HTTP APIs
 // (the admin API and the data plane's check API): a request body read
 // bounded and decoded strictly, a value answered with a status, or the
-// error body of SPEC §7, {"error": "…", "field": "…"}.
+// error body of docs/api.md ("Errors"), {"error": "…", "field": "…"}.
 package jsonbody
 
 import (
@@ -66,8 +66,8 @@ func DecodeBytes(b []byte, v any) error {
 	return nil
 }
 
-// Error is the body of every API error (SPEC §7). Field names the request
-// field at fault, when one is.
+// Error is the body of every API error (docs/api.md, "Errors"). Field names the
+// request field at fault, when one is.
 type Error struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"`

@@ -183,7 +183,7 @@ func (c *Live) audit(actor, action, target string, old, new any) AuditEntry {
 
 // apply installs cfg, calls applied (if not nil) once it is in force, and
 // records, for each group whose change of algorithm dropped its peers'
-// state, an audit entry "group.state_dropped" (SPEC §6.2): the old
+// state, an audit entry "group.state_dropped" (decision 80): the old
 // algorithm and the entries dropped, the new one. A failure to record is
 // returned after the change took effect.
 func (c *Live) apply(ctx context.Context, actor string, cfg limiter.Config, applied func()) error {
@@ -236,7 +236,7 @@ type GroupView struct {
 	NextLeakyTick time.Time `json:"next_leaky_tick"`
 }
 
-// Values returns every key of s by its SPEC §3 name, with JSON-ready
+// Values returns every key of s by its name in config.toml, with JSON-ready
 // values: what the API shows and an override is compared against.
 func Values(s limiter.GroupSettings) map[string]any {
 	m := make(map[string]any, len(limiter.GroupKeys))

@@ -8,10 +8,10 @@ import (
 )
 
 // LoggedStore returns a Store that logs every change stored through s,
-// once it is durable, as the audit log has it (SPEC §13: every live edit
-// and switch is logged): one info line "live edit" with the actor, the
-// action, the target, the old and new values and the note. Reads pass
-// through. It is safe for concurrent use if s is.
+// once it is durable, as the audit log has it (docs/operations.md,
+// "6. Logs": every live edit and switch is logged): one info line "live edit"
+// with the actor, the action, the target, the old and new values and the note.
+// Reads pass through. It is safe for concurrent use if s is.
 func LoggedStore(s Store, log *slog.Logger) Store { return &loggedStore{Store: s, log: log} }
 
 type loggedStore struct {

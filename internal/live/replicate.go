@@ -11,7 +11,7 @@ import (
 
 // Publisher is told of every edit committed on this instance, with the
 // live state before and after it, so that it can carry the edit to other
-// instances (cluster mode, SPEC §12). It is called under Live's lock,
+// instances (cluster mode, docs/cluster.md). It is called under Live's lock,
 // after the edit is stored and applied; it must bound its own time and
 // must not call back into Live. Edits applied from other instances
 // (ApplyRemote) are not published again.

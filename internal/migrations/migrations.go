@@ -39,14 +39,14 @@ var All = []Migration{
 }
 
 // v6EntryEncoding brings every entry value in the blobs of entry_base and
-// entry_log from encoding 1 to encoding 2. Encoding 2 (the algorithms of
-// SPEC §6.2) appends an algorithm byte and its state after the fields of
-// encoding 1, under two new flags (0x20, 0x40): a value of encoding 1 is
-// one of encoding 2 with its first byte 2 instead of 1. Records are framed
-// as version 3 wrote them (see v3PackEntries); a blob whose framing does
-// not add up (which a load skips whole anyway) and a value of any other
-// encoding are left as they are. The schema version it adds is also what
-// makes an older limiterd, which cannot read encoding 2, refuse the file.
+// entry_log from encoding 1 to encoding 2. Encoding 2 (the other
+// algorithms; decision 86) appends an algorithm byte and its state after the
+// fields of encoding 1, under two new flags (0x20, 0x40): a value of encoding 1
+// is one of encoding 2 with its first byte 2 instead of 1. Records are framed
+// as version 3 wrote them (see v3PackEntries); a blob whose framing does not
+// add up (which a load skips whole anyway) and a value of any other encoding
+// are left as they are. The schema version it adds is also what makes an older
+// limiterd, which cannot read encoding 2, refuse the file.
 func v6EntryEncoding(tx *bbolt.Tx) error {
 	for _, name := range []string{"entry_base", "entry_log"} {
 		b := tx.Bucket([]byte(name))

@@ -12,9 +12,9 @@ import (
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
-// The algorithms of SPEC §6.2 through the store: the entries' algorithm
-// and state, the groups' algorithm and limits, saved and loaded back, and
-// restored into a limiter.
+// The other algorithms (docs/limiting.md) through the store: the entries'
+// algorithm and state, the groups' algorithm and limits, saved and loaded back,
+// and restored into a limiter.
 func TestSaveAlgorithmState(t *testing.T) {
 	db := MustOpenDB(t)
 	groups := limiter.ArweaveGroups()

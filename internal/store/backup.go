@@ -116,7 +116,7 @@ func (db *DB) Writable(ctx context.Context) error {
 }
 
 // Ready is Check and Writable: the database can be read, is of this
-// schema, and can be written (SPEC §8: /readyz).
+// schema, and can be written (GET /readyz, docs/api.md; decision 114).
 func (db *DB) Ready(ctx context.Context) error {
 	if err := db.Check(ctx); err != nil {
 		return err

@@ -25,7 +25,7 @@ var codecCases = []limiter.EntrySnapshot{
 	{CleanupTick: 5},
 	{Window: []int64{math.MaxInt64, math.MinInt64, 0}, LastSeen: math.MaxInt64, Tokens: math.MinInt64, LeakyTick: math.MaxInt64},
 	{Window: []int64{5, 3, 1}, LastSeen: 0}, // a clock that went backwards
-	// The algorithms of SPEC §6.2.
+	// The other algorithms (docs/limiting.md).
 	{Algorithm: algo.TokenBucket, State: algo.State{A: 450 * 60_000, B: 1_772_366_399_999}, LastSeen: 1_772_366_400, Requests: 3},
 	{Algorithm: algo.GCRA, State: algo.State{A: 1_772_366_400_123, B: 7}, LastSeen: 1_772_366_400},
 	{Algorithm: algo.FixedWindow, State: algo.State{A: 1_772_366_460_000, B: 99}, LastSeen: 1_772_366_400, RejectedRateLimit: 4},
