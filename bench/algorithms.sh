@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The algorithms of SPEC §6.2 against the hybrid and their nearest Go
-# baselines, one run, 10 000 peers each asking twice its limit (450 per
-# 30 s) in the steady state after one period:
+# The other algorithms (docs/limiting.md, "Other algorithms") against the hybrid
+# and their nearest Go baselines, one run, 10 000 peers each asking twice its
+# limit (450 per 30 s) in the steady state after one period:
 #   1. BenchmarkDecideRatio: each algorithm and the hybrid in alternating
 #      blocks of 16 384 Decide+Release (about 2 ms each), ROUNDS times;
 #      prints per algorithm its time ÷ the hybrid's, min / median / max over

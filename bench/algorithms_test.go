@@ -210,8 +210,9 @@ func (tl *timeline) run(b *testing.B, parallel bool) {
 // BenchmarkDecideAlgorithms: Decide plus Release at 10 000 peers, each
 // asking twice its limit (450 per 30 s), in the steady state after one
 // period: the hybrid (Arweave general: the same 450 per 30 s) and every
-// other algorithm of SPEC §6.2, each beside its nearest Go baseline on the
-// same timeline. With -count N the cases alternate N times.
+// other algorithm (docs/limiting.md, "Other algorithms"), each beside its
+// nearest Go baseline on the same timeline. With -count N the cases alternate N
+// times.
 func BenchmarkDecideAlgorithms(b *testing.B) {
 	const n = 10_000
 	ps := peers(n)

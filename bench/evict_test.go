@@ -11,7 +11,7 @@ import (
 // of limited entries — peers of a group admitting one request an hour,
 // each past it — and every decision is a new peer of the general group: a
 // light newcomer whose eviction of another is what bench/evict.sh
-// compares across builds. Since issue 18 eviction prefers light entries,
+// compares across builds. Eviction prefers light entries (decision 159),
 // so the shards survey again as newcomers arrive (resurveyAfter); the
 // build before took the idlest limited entry each time.
 func BenchmarkDecideEvictingStateful(b *testing.B) {

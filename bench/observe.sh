@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Throughput of POST /api/v1/throttle/observe (the adaptive outbound
-# throttle learning a reply's ratelimit-* fields, SPEC §10) on loopback
+# throttle learning a reply's ratelimit-* fields, docs/throttle.md) on loopback
 # with keep-alive, against one limiterd built from ./cmd/limiterd with
 # throttle.mode = "adaptive" and a config in a temp dir: 1 000 peers × 4
 # paths (bench/observe.lua). For comparison in the same run, the baseline

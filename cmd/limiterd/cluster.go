@@ -21,8 +21,8 @@ import (
 	"github.com/limiterd/limiterd/limiter/memory"
 )
 
-// openCluster opens the Redis backend of cluster mode (SPEC §12) when the
-// config asks for it; nil when the limits are this instance's own.
+// openCluster opens the Redis backend of cluster mode (docs/cluster.md) when
+// the config asks for it; nil when the limits are this instance's own.
 func openCluster(cfg *config.Config, limCfg limiter.Config, log *slog.Logger) (*cluster.Backend, error) {
 	if cfg.Cluster.Backend != "redis" {
 		return nil, nil
@@ -133,7 +133,8 @@ func webCluster(b *cluster.Backend) web.ClusterStatus {
 }
 
 // clusterCollector exports a cluster.Backend's state at scrape time:
-// limiterd_cluster_redis_up (SPEC §9) and the counters behind it.
+// limiterd_cluster_redis_up (docs/metrics.md, "Cluster mode") and the counters
+// behind it.
 type clusterCollector struct {
 	b                                     *cluster.Backend
 	up, errors, failures, trips, commands *prometheus.Desc

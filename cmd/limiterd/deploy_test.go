@@ -48,7 +48,8 @@ func isExecutable(p string) bool {
 	return err == nil && fi.Mode()&0o111 != 0
 }
 
-// TestSystemdUnit: deploy/limiterd.service has what SPEC §13 asks, passes
+// TestSystemdUnit: deploy/limiterd.service has what docs/operations.md
+// ("The service") says it has, passes
 // `systemd-analyze verify` without a warning (on a copy whose ExecStart
 // is a limiterd that exists), and its command line is one limiterd takes.
 func TestSystemdUnit(t *testing.T) {
@@ -182,7 +183,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	for _, must := range []string{"limiterd_build_info", "limiterd_limiter_enabled", "limiterd_config_last_reload_success",
 		"limiterd_config_last_reload_success_timestamp_seconds", "limiterd_proxy_request_duration_seconds_bucket"} {
 		if !names[must] {
-			t.Errorf("%s (SPEC §9) is not exported", must)
+			t.Errorf("%s (docs/metrics.md) is not exported", must)
 		}
 	}
 	return names

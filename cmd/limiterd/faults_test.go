@@ -318,9 +318,9 @@ func (d *daemon) baseline(t *testing.T, client *http.Client) int {
 // refusing, reset before and after its first byte, silent past
 // upstream_header_timeout, stalled mid-body past upstream_read_timeout, a
 // head over the limit, an endless body the client walks away from) gets
-// the status of SPEC §7, or a cut connection when the answer had begun;
-// after each the admin API says nothing is in flight and the goroutines
-// are back to their idle count.
+// the status of docs/replies.md ("Other statuses"), or a cut connection when
+// the answer had begun; after each the admin API says nothing is in flight and
+// the goroutines are back to their idle count.
 func TestUpstreamFaultsThroughDaemon(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 20 * time.Second}
 	get := func(d *daemon, path string) (int, time.Duration, error) {

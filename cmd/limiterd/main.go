@@ -49,7 +49,7 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 )
 
-// Exit codes (SPEC §2).
+// Exit codes (docs/operations.md, "Exit codes").
 const (
 	exitOK      = 0
 	exitRuntime = 1

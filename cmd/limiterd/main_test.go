@@ -448,8 +448,8 @@ func TestLiveEditsAndAPI(t *testing.T) {
 	if s := d.get("/info").StatusCode; s != 403 {
 		t.Fatalf("denied: %d", s)
 	}
-	// On every request (SPEC §4), an exempt path's included, and the
-	// check API says so too.
+	// On every request (docs/limiting.md, "The deny list"), an exempt path's
+	// included, and the check API says so too.
 	if code, _ := d.admin("POST", "/api/v1/exemptions", `{"kind":"exempt_path","value":"/info"}`); code != 201 {
 		t.Fatalf("exempt path: %d", code)
 	}

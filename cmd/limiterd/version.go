@@ -13,7 +13,7 @@ import (
 )
 
 // Version, Revision and BuildTime override what the Go build information
-// says (SPEC §2), for a build that wants its own stamp:
+// says (docs/operations.md, "Commands"), for a build that wants its own stamp:
 //
 //	go build -ldflags "-X main.Version=v1.2.0 -X main.Revision=$(git rev-parse HEAD) -X main.BuildTime=$(date -u +%Y-%m-%dT%H:%M:%SZ)" ./cmd/limiterd
 //

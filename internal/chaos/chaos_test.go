@@ -77,7 +77,7 @@ func TestFloodShort(t *testing.T) {
 	if r.HWM > 256<<20 {
 		t.Errorf("VmHWM %s for a table of 2500", MiB(r.HWM))
 	}
-	// Eviction prefers entries that carry no limiting state (issue 18):
+	// Eviction prefers entries that carry no limiting state (decision 159):
 	// the flood cannot launder the abuser.
 	if !r.Limited() || !r.AbuserTracked {
 		t.Errorf("the abuser exhausted before the flood got %d after it (entry tracked: %v): laundered by eviction", r.AbuserAfter, r.AbuserTracked)

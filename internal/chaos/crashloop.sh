@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The crash loop (issue 18, docs/reliability.md): limiterd under load on
+# The crash loop (docs/reliability.md): limiterd under load on
 # its public listener, live edits made through the admin API all the while
 # (group limits, exemptions, deny entries; every 2xx recorded), killed with
 # SIGKILL at a random moment of each round, 20 rounds by default. After

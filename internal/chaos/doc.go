@@ -1,5 +1,5 @@
 // Package chaos proves that limiterd holds under attack and accident, as
-// programs anyone can rerun (SPEC's issue 18): a flood of distinct peers
+// programs anyone can rerun (docs/reliability.md): a flood of distinct peers
 // against max_tracked (Flood), kill -9 at random moments under load with
 // live edits in between, alone and in cluster mode with Redis killed too
 // (CrashLoop, ClusterCrashLoop), and a long steady mixed load watched for

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The flood of distinct peers (issue 18, docs/reliability.md): limiterd
+# The flood of distinct peers (docs/reliability.md): limiterd
 # with peers.max_tracked = 100000 behind a trusted 127.0.0.1, one request
 # from each of 900 000 IPv4 and 100 000 IPv6 (/64) peers named in
 # X-Forwarded-For over 32 keep-alive connections, while a polite peer sends

@@ -1,9 +1,9 @@
 #!/bin/sh
 # internal/chaos/hostile.sh: the long variants of the hostile-client and upstream-fault
-# tests (issue 18, deliverables 3 and 4), against the built limiterd binary in
-# a process of its own, on 127.0.0.1 only. It prints the daemon's resident
-# memory, open files and goroutines before, at the peak and after each attack;
-# docs/reliability.md has the figures of a run.
+# tests (docs/reliability.md, "Upstream faults" and "Slow and hostile clients"),
+# against the built limiterd binary in a process of its own, on 127.0.0.1 only.
+# It prints the daemon's resident memory, open files and goroutines before, at
+# the peak and after each attack; docs/reliability.md has the figures of a run.
 #
 #   internal/chaos/hostile.sh                  # 5 000 slowloris connections for 60 s, 500 fault rounds
 #   HOSTILE_CONNS=10000 HOSTILE_SECONDS=120 HOSTILE_ROUNDS=2000 internal/chaos/hostile.sh

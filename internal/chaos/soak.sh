@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak (issue 18, docs/reliability.md): limiterd under steady mixed
+# The soak (docs/reliability.md): limiterd under steady mixed
 # load for DURATION (default 30m): GETs of 3200 peers (admitted, then
 # rejected until general's 5 s tick), POST /tx answered 200 by the node (a
 # reduction each), admin reductions, live edits (limits, exemptions, deny

@@ -1,4 +1,4 @@
-// Command clusterbench measures cluster mode (SPEC §12) on one
+// Command clusterbench measures cluster mode (docs/cluster.md) on one
 // redis-server against go-redis/redis_rate, the baseline: decisions per
 // second at c concurrent callers, Redis commands and round trips per
 // decision, the Redis time per script call, and — with -stall — what the
