@@ -375,7 +375,7 @@ func runBound(admin *redis.Client) {
 	const L = 1000
 	interval := 100 * time.Millisecond
 	fmt.Printf("local_first: one peer, limit %d, sync_interval %s; rate per instance a; R measured (PING)\n", L, interval)
-	fmt.Printf("%9s %8s %12s %8s %9s %6s %8s %22s %18s %14s\n", "instances", "a (/s)", "max_unsynced", "R", "admitted", "over", "rounds", "worst Σ_{j≠i} aⱼ(2F+R)", "SPEC Σ aᵢ(F+R)", "N·b")
+	fmt.Printf("%9s %8s %12s %8s %9s %6s %8s %22s %18s %14s\n", "instances", "a (/s)", "max_unsynced", "R", "admitted", "over", "rounds", "worst Σ_{j≠i} aⱼ(2F+R)", "typical Σ aᵢ(F+R)", "N·b")
 	for _, tc := range []struct{ n, rate, b int }{{2, 1000, 0}, {2, 5000, 0}, {3, 1000, 0}, {2, 5000, 50}, {3, 5000, 50}} {
 		for round := range *rounds {
 			admin.FlushAll(context.Background())
@@ -435,13 +435,13 @@ func runBound(admin *redis.Client) {
 			a := float64(tc.rate)
 			F, R := interval.Seconds(), rtt.Seconds()
 			worst := float64(tc.n-1) * a * (2*F + R)
-			spec := float64(tc.n) * a * (F + R)
+			typical := float64(tc.n) * a * (F + R)
 			nb := "-"
 			if tc.b > 0 {
 				nb = fmt.Sprint(tc.n * tc.b)
 			}
 			fmt.Printf("%9d %8d %12d %8s %9d %6d %8d %22.0f %18.0f %14s\n", tc.n, tc.rate, tc.b, rtt.Round(10*time.Microsecond),
-				admitted.Load(), admitted.Load()-L, round+1, worst, spec, nb)
+				admitted.Load(), admitted.Load()-L, round+1, worst, typical, nb)
 		}
 	}
 }
