@@ -7,14 +7,16 @@ import (
 )
 
 // ArweaveVersion is arweave.version: which Arweave node's limiter
-// limiterd reproduces (SPEC §3, §6.3).
+// limiterd reproduces (docs/config.md, docs/arweave297.md).
 type ArweaveVersion uint8
 
 // The Arweave versions.
 const (
-	// Arweave296 is the default: the 2.9.6 node's limiter (SPEC §6).
+	// Arweave296 is the default: the 2.9.6 node's limiter (docs/limiting.md,
+	// "The hybrid decision").
 	Arweave296 ArweaveVersion = iota
-	// Arweave297 is the newer limiter (app arweave_limiter, SPEC §6.3).
+	// Arweave297 is the newer limiter (app arweave_limiter,
+	// docs/arweave297.md).
 	Arweave297
 )
 
@@ -47,7 +49,7 @@ func parseName(names []string, s, want string) (int, error) {
 }
 
 // ConcurrencyScope says over what concurrency_limit counts requests in
-// flight (SPEC §6.3).
+// flight (docs/arweave297.md).
 type ConcurrencyScope uint8
 
 // The scopes of concurrency_limit.
@@ -75,13 +77,13 @@ func ParseConcurrencyScope(s string) (ConcurrencyScope, error) {
 func (c ConcurrencyScope) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
 // The keys of a group table that 2.9.7 added: they exist in both
-// versions' files, and their semantics are those of SPEC §6.3.
+// versions' files, and their semantics are those of docs/arweave297.md.
 const (
 	KeyNumberOfWorkers  = "number_of_workers"
 	KeyConcurrencyScope = "concurrency_scope"
 )
 
-// Shards are the worker-shard settings of a group (SPEC §6.3), part of
+// Shards are the worker-shard settings of a group (docs/arweave297.md), part of
 // GroupSettings. The 2.9.6 decision ignores them.
 type Shards struct {
 	// NumberOfWorkers is the number of worker shards of the group
@@ -137,8 +139,8 @@ func (s Shards) validate(group string) error {
 // MaxMillis297 is the largest of 2.9.7's millisecond settings: a day.
 const MaxMillis297 = 86_400_000
 
-// Validate297 checks what Arweave 2.9.7 checks beyond Validate (SPEC
-// §6.3): sliding_window_duration, leaky_tick_interval and
+// Validate297 checks what Arweave 2.9.7 checks beyond Validate
+// (docs/arweave297.md): sliding_window_duration, leaky_tick_interval and
 // sliding_window_timestamp_cleanup_interval from 1 to 86 400 000 ms, and
 // sliding_window_limit + leaky_limit > 0. Unlike the node, which skips
 // no_limit groups, it checks a group whatever its mode: a group switched
@@ -162,13 +164,12 @@ func (s GroupSettings) Validate297(group string) error {
 	return nil
 }
 
-// ArweaveGroups297 returns the Arweave 2.9.7 node's production group
-// defaults (SPEC §6.3; options file of arweave_config): general 3 / 2000
-// / 450 / 450, chunk 1000 / 1000 / 6000 / 6000, get_vdf 0 / 1000 / 180 /
-// 180, the other groups as 2.9.6; external reduction only for general;
-// concurrency per worker shard, 5 workers (metrics 1). The 2.9.6 cleanup
-// expiry, which 2.9.7 no longer has, keeps its 120000. The map is new on
-// every call.
+// ArweaveGroups297 returns the Arweave 2.9.7 node's production group defaults
+// (docs/arweave297.md; options file of arweave_config): general 3 / 2000 /
+// 450 / 450, chunk 1000 / 1000 / 6000 / 6000, get_vdf 0 / 1000 / 180 / 180,
+// the other groups as 2.9.6; external reduction only for general; concurrency
+// per worker shard, 5 workers (metrics 1). The 2.9.6 cleanup expiry, which
+// 2.9.7 no longer has, keeps its 120000. The map is new on every call.
 func ArweaveGroups297() map[string]GroupSettings {
 	gs := ArweaveGroups()
 	set := func(name string, window, duration, leaky, reduction int64) {

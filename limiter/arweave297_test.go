@@ -43,10 +43,10 @@ func checkShards(t *testing.T, what string, c *limiter.ShardCounters, want ...in
 
 // TestShardConcurrency: with concurrency_scope "shard" concurrency_limit
 // counts the requests in flight of every peer of the peer's worker shard
-// (SPEC §6.3): two peers of shard 1 share its 2 slots, a peer of shard 2
-// has its own. A shard rejection changes no state, answers Retry-After 1
-// and is counted; with scope "peer" the same sequence admits where the
-// peer's own count is under the limit.
+// (docs/arweave297.md): two peers of shard 1 share its 2 slots, a peer of
+// shard 2 has its own. A shard rejection changes no state, answers
+// Retry-After 1 and is counted; with scope "peer" the same sequence admits
+// where the peer's own count is under the limit.
 func TestShardConcurrency(t *testing.T) {
 	base := settings(0, 1000, 1000, 30000, 1000, 2)
 	steps := func(third string) []step {
@@ -301,7 +301,7 @@ func TestCleanup297(t *testing.T) {
 // back a token; without one 2.9.7 removes the oldest window timestamp
 // while 2.9.6 has nothing to give back. An unknown peer's reduction is an
 // ok answer that creates nothing (the node writes an empty entry, which
-// no decision can see; SPEC §6.3, docs/decisions.md).
+// no decision can see; docs/arweave297.md, decision 154).
 func TestReduce297(t *testing.T) {
 	leaky := []step{
 		req(1, S1a, "leaky"), req(20, S1a, "leaky"), req(40, S1a, "leaky"), req(60, S1a, "leaky").state(4, 0, 4),

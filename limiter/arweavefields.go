@@ -6,13 +6,13 @@ import (
 )
 
 // Arweave returns the four Arweave 2.9.7 header fields of the decision
-// (SPEC §7, package ratelimit), computed from the state of the (peer,
+// (docs/replies.md, package ratelimit), computed from the state of the (peer,
 // group) right after it; ok is false when limits did not apply (exempt
 // peer, mode off, the switch off, a backend that could not decide) or the
 // decision is a denial: such a reply carries no rate-limit field, as the
 // node's bypass groups carry none. A dry_run group's would-be rejection
 // gets the rejection's fields. A group of another algorithm than the
-// hybrid (SPEC §6.2) gets algoFields'.
+// hybrid (docs/limiting.md, "Other algorithms") gets algoFields'.
 func (d *Decision) Arweave() (f ratelimit.Fields, ok bool) {
 	q := &d.q
 	g := q.g
@@ -49,7 +49,7 @@ func (d *Decision) Arweave() (f ratelimit.Fields, ok bool) {
 }
 
 // algoFields are the Arweave fields of a decision in a group of another
-// algorithm (SPEC §7): expiring = usage = the limit, remaining what is
+// algorithm (docs/replies.md): expiring = usage = the limit, remaining what is
 // left after the decision, reset the seconds until an admission is
 // possible again (0 while one is, rounded up as the IETF t is), amount
 // what that moment restores (1, or the limit when a fixed window ends). A
@@ -70,10 +70,10 @@ func (d *Decision) algoFields() (ratelimit.Fields, bool) {
 	return f, true
 }
 
-// IETFItems appends to dst the IETF RateLimit items of q for group (SPEC
-// §7): the bucket as the group's policy and, when the group has a sliding
-// window, the window as "<group>-window"; seconds rounded up. These are
-// the values the data plane writes today.
+// IETFItems appends to dst the IETF RateLimit items of q for group
+// (docs/replies.md): the bucket as the group's policy and, when the group has
+// a sliding window, the window as "<group>-window"; seconds rounded up. These
+// are the values the data plane writes today.
 func (q *Quota) IETFItems(group string, dst []ratelimit.IETFItem) []ratelimit.IETFItem {
 	ceil := func(ms int64) int64 { return (ms + 999) / 1000 }
 	dst = append(dst, ratelimit.IETFItem{Name: group, Quota: q.BucketLimit, Window: ceil(q.BucketWindow),

@@ -123,8 +123,8 @@ func TestIETFItems(t *testing.T) {
 }
 
 // TestArweaveFieldsAlgorithms: a group of another algorithm sends the four
-// fields in its own terms (SPEC §7): expiring = usage = the limit, what is
-// left, the seconds until an admission is possible again (0 while one
+// fields in its own terms (docs/replies.md): expiring = usage = the limit,
+// what is left, the seconds until an admission is possible again (0 while one
 // is), what that moment restores; a concurrency rejection is the node's
 // {concurrency, 0, 1, concurrency}. A dry_run would-be rejection gets the
 // rejection's fields.

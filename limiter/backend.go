@@ -8,7 +8,7 @@ import (
 )
 
 // Backend is where the state of every (peer, group) lives: the local slab
-// of this package, or (cluster mode, SPEC §12) a shared store. A Limiter
+// of this package, or (cluster mode, docs/cluster.md) a shared store. A Limiter
 // runs the policy of a decision (deny list, exemption, the group's mode,
 // the global switch) and asks the group's Backend only for the state part:
 // admit a request, release its in-flight slot, reduce, forget.
@@ -23,27 +23,24 @@ import (
 // type assertion and goes without when a Backend does not offer them.
 type Backend interface {
 	// Admit decides one request of peer k in group g at ms, on the group's
-	// algorithm (the hybrid of SPEC §6, StepHybrid, or one of package algo:
-	// concurrency first, then algo.Decide; SPEC §6.2), updates the
-	// state as the decision says, and returns the outcome, the usage after
-	// it and, when admitted, the Handle of the request's in-flight slot,
-	// held until Release. A backend that cannot decide answers Reason
+	// algorithm (the hybrid, StepHybrid, or one of package algo: concurrency
+	// first, then algo.Decide; docs/limiting.md, "Other algorithms"), updates
+	// the state as the decision says, and returns the outcome, the usage
+	// after it and, when admitted, the Handle of the request's in-flight
+	// slot, held until Release. A backend that cannot decide answers Reason
 	// ReasonUnavailable and changes nothing, or, told to fail open, Via
 	// ViaUnlimited and the zero Handle (the request is admitted as not
 	// Limited: no RateLimit fields; the backend counts it as Unlimited).
-	// (Three small results rather
-	// than one struct: each stays in registers, where a struct of more
-	// than four fields would go through memory.)
 	Admit(ms int64, k Key, g *Group) (Outcome, Usage, Handle)
 	// Release gives back the in-flight slot of an admission. The Limiter
 	// calls it at most once per Handle; a Handle whose entry is gone (by
 	// Forget, eviction or Restore), or the zero Handle of a ViaUnlimited
 	// admission, releases nothing. It must not allocate.
 	Release(h Handle)
-	// Reduce is the manual reduction of SPEC §6 for peer k in group g at
-	// ms (of §6.2 for the other algorithms: algo.Reduce, or the sliding
-	// log's newest timestamp): Reduced when one admission was given back,
-	// else ReduceNoop. It never creates state. The policy
+	// Reduce is the manual reduction (docs/limiting.md, "Reduce") for peer k
+	// in group g at ms (for the other algorithms: algo.Reduce, or the
+	// sliding log's newest timestamp): Reduced when one admission was given
+	// back, else ReduceNoop. It never creates state. The policy
 	// (is_manual_reduction_disabled) is the Limiter's.
 	Reduce(ms int64, k Key, g *Group) ReduceResult
 	// Forget deletes the state of peer k in group g and reports whether
@@ -51,10 +48,10 @@ type Backend interface {
 	Forget(k Key, g *Group) bool
 }
 
-// Key is a peer.Key as a Backend receives it: three machine words, which
-// travel in registers. A [17]byte passed by value is copied through memory
-// with overlapping moves and read back word by word, and those loads stall
-// (measured: about a tenth of a decision). Make one with KeyOf.
+// Key is a peer.Key as a Backend receives it, in three words: the key's
+// first eight bytes (Lo) and next eight (Hi), little-endian, and its last
+// byte (decision 188). Make one with KeyOf; Peer gives the peer.Key back.
+// The zero Key is no peer's.
 type Key struct {
 	Lo, Hi uint64
 	Last   uint8
@@ -81,8 +78,8 @@ func (k Key) Peer() peer.Key {
 type Handle struct{ A, B uint64 }
 
 // Usage is what a (peer, group) has used right after a decision: what the
-// RateLimit fields are made of (see Decision.Quota). Four words, which
-// stay in registers; their meaning is the group's algorithm's.
+// RateLimit fields are made of (see Decision.Quota). Their meaning is the
+// group's algorithm's.
 type Usage struct {
 	// Hybrid: Tokens, Window and Oldest are those of the HybridState after
 	// the decision (a rejection changes nothing). Token bucket, GCRA,
@@ -137,12 +134,12 @@ type Viewer interface {
 	Each(ms int64, gt *GroupTable, fn func(EntryView) bool)
 }
 
-// Reconfigurer is a Backend told of every configuration a Limiter
-// installs (New, Apply, Restore), once it is in force, with the group
-// tables before and after it (prev is nil for the first). A change of a
-// group's algorithm drops the group's state; a change of the limits its
-// state is measured in converts it (SPEC §6.2). Reconfigured returns how
-// many entries of each group it dropped, for the Limiter to report (nil
+// Reconfigurer is a Backend told of every configuration a Limiter installs
+// (New, Apply, Restore), once it is in force, with the group tables before
+// and after it (prev is nil for the first). A change of a group's algorithm
+// drops the group's state; a change of the limits its state is measured in
+// converts it (docs/limiting.md, "Other algorithms"). Reconfigured returns
+// how many entries of each group it dropped, for the Limiter to report (nil
 // when none, or when it cannot tell).
 type Reconfigurer interface {
 	Reconfigured(prev, next *GroupTable) map[GroupID]int

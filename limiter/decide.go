@@ -18,7 +18,7 @@ const (
 	ViaSliding              // within the sliding window
 	ViaLeaky                // a leaky-bucket token
 	ViaUnlimited            // no limiting applied: exempt peer, mode off, switch off
-	ViaAlgorithm            // by the group's algorithm other than the hybrid (SPEC §6.2)
+	ViaAlgorithm            // by the group's algorithm other than the hybrid
 )
 
 var viaNames = [...]string{"none", "sliding_window", "leaky_bucket", "no_limiting_applied", "algorithm"}
@@ -39,7 +39,7 @@ const (
 	// cannot be reached in time); the data plane answers 503. A dry_run
 	// group does not let it through: dry_run lets through what the limits
 	// would reject, and here no limit was evaluated. Whether to admit
-	// while a store is down is the backend's own choice (SPEC §12
+	// while a store is down is the backend's own choice (docs/cluster.md
 	// on_failure), made before it answers.
 	ReasonUnavailable
 )
@@ -116,8 +116,8 @@ func (d *Decision) Quota() Quota {
 		return out
 	}
 	if g.Algorithm != algo.Hybrid {
-		// One policy, the algorithm's: q = L, w = P, r what is left, t
-		// until the next admission possible (SPEC §6.2).
+		// One policy, the algorithm's: q = L, w = P, r what is left, t until
+		// the next admission possible (docs/limiting.md, "Other algorithms").
 		var aq algo.Quota
 		if g.Algorithm == algo.SlidingLog {
 			aq = algo.LogQuota(g.params, q.u.Window, q.u.Oldest, q.ms)
@@ -150,11 +150,12 @@ func (d *Decision) Quota() Quota {
 	return out
 }
 
-// Quota is the state of a (peer, group) after a decision, for the
-// RateLimit and RateLimit-Policy headers. Times are milliseconds. For a
-// group of another algorithm than the hybrid the Bucket fields are the
-// algorithm's one policy (SPEC §6.2: q = limit, w = period, r = what is
-// left, t = until the next admission possible) and there is no window.
+// Quota is the state of a (peer, group) after a decision, for the RateLimit
+// and RateLimit-Policy headers. Times are milliseconds. For a group of
+// another algorithm than the hybrid the Bucket fields are the algorithm's one
+// policy (docs/limiting.md, "Other algorithms": q = limit, w = period, r =
+// what is left, t = until the next admission possible) and there is no
+// window.
 type Quota struct {
 	// Algorithm is the group's; Hybrid for the zero Quota too.
 	Algorithm       algo.Kind
@@ -205,22 +206,22 @@ type policyStats struct {
 	shardWould  atomic.Uint64 // those of them a dry_run group let through
 }
 
-// Decide decides one request of peer p in group g at now (SPEC §6). The
-// policy is here: the deny list, the exemption (→ local_peers), the global
-// switch and the group's mode; with concurrency_scope "shard" (SPEC
-// §6.3) the in-flight count of the peer's worker shard, over all its
-// peers; then the group's Backend takes the state part (the peer's
-// concurrency, then sliding window and leaky bucket, StepHybrid, or the
-// group's algorithm, package algo), and a dry_run group lets a rejection
-// through. An admitted request must be released (Decision.Release). An
-// unknown g is decided in general. Check classifies a request by its path
-// first; Decide is for a caller that knows the group.
+// Decide decides one request of peer p in group g at now (docs/limiting.md,
+// "The hybrid decision"). The policy is here: the deny list, the exemption (→
+// local_peers), the global switch and the group's mode; with
+// concurrency_scope "shard" (docs/arweave297.md) the in-flight count of the
+// peer's worker shard, over all its peers; then the group's Backend takes the
+// state part (the peer's concurrency, then sliding window and leaky bucket,
+// StepHybrid, or the group's algorithm, package algo), and a dry_run group
+// lets a rejection through. An admitted request must be released
+// (Decision.Release). An unknown g is decided in general. Check classifies a
+// request by its path first; Decide is for a caller that knows the group.
 //
-// The shard's count is taken before the Backend decides (added, then
-// rolled back when over the limit) and given back when the Backend does
-// not admit, so the shard never holds more than concurrency_limit; the
-// Backend, told so by PeerConcurrencyLimit, keeps count of the peer's own
-// requests in flight (the ar_limiter concurrency gauges) without a limit.
+// The shard's count is taken before the Backend decides (added, then rolled
+// back when over the limit) and given back when the Backend does not admit,
+// so the shard never holds more than concurrency_limit; the Backend, told so
+// by PeerConcurrencyLimit, keeps count of the peer's own requests in flight
+// (the ar_limiter concurrency gauges) without a limit.
 func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || !st.groups[g].defined {
@@ -272,9 +273,7 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 		}
 		return d
 	}
-	// Field by field, into the result: a struct built elsewhere and copied
-	// here would be read back in 16-byte loads over the narrower stores
-	// just made, which stalls (store forwarding fails) for several ns.
+	// Field by field, into the result (decision 188).
 	// ViaUnlimited: the backend could not decide and was told to admit
 	// (cluster on_failure = "open"); no limit was evaluated.
 	d.Group, d.Limited = g, out.Via != ViaUnlimited
@@ -297,22 +296,24 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	return d
 }
 
-// ExemptPathGroup is the Group of a Decision on a request whose path is
-// in routes.exempt_paths: no group decides it (SPEC §5), but the deny
-// list applies to it (SPEC §4).
+// ExemptPathGroup is the Group of a Decision on a request whose path is in
+// routes.exempt_paths: no group decides it (docs/limiting.md, "Routes and
+// path patterns"), but the deny list applies to it (docs/limiting.md,
+// "Peers").
 const ExemptPathGroup GroupID = MaxGroups
 
 // Request is one request as Check decides it.
 type Request struct {
-	// Method and Path classify the request into its group (the routes'
-	// rules: SPEC §5). Path is the decoded path, without the query.
+	// Method and Path classify the request into its group (the routes' rules:
+	// docs/limiting.md, "Routes and path patterns"). Path is the decoded
+	// path, without the query.
 	Method string
 	Path   string
 	// Peer is whose limits apply (Limiter.PeerOf, Limiter.ParsePeer).
 	Peer peer.Peer
 }
 
-// Check decides one request: the whole policy of SPEC §4–§6 in one call.
+// Check decides one request: the whole policy of docs/limiting.md in one call.
 // A request on an exempt path is admitted unlimited (Group
 // ExemptPathGroup, Via ViaUnlimited) unless its peer is on the deny list;
 // every other one is classified into its group by its method and path and
@@ -341,7 +342,8 @@ func (l *Limiter) Check(now time.Time, r Request) Decision {
 
 // RefundsOn reports whether the route of a request Check decided gives one
 // token back to its peer (Limiter.Reduce, in Decision.Group) when the node
-// answers it with status: the rule's reduce_on_status (SPEC §6, Reduce).
+// answers it with status: the rule's reduce_on_status (docs/limiting.md,
+// "Reduce").
 func (d *Decision) RefundsOn(status int) bool {
 	return d.reduce != nil && slices.Contains(*d.reduce, status)
 }
@@ -351,7 +353,7 @@ func (d *Decision) RefundsOn(status int) bool {
 func (d *Decision) OnExemptPath() bool { return d.Group == ExemptPathGroup }
 
 // shardFull is the decision of a request whose worker shard already holds
-// concurrency_limit requests in flight (scope "shard", SPEC §6.3): a
+// concurrency_limit requests in flight (scope "shard", docs/arweave297.md): a
 // concurrency rejection with Retry-After 1 (a dry_run group lets it
 // through), counted by the policy. The Backend is not asked, so nothing
 // changes there and the peer's entry does not count it (its requests and
@@ -395,9 +397,9 @@ func (r ReduceResult) String() string {
 	return [...]string{"reduced", "noop", "disabled"}[r]
 }
 
-// Reduce is the manual reduction of SPEC §6: tokens -= 1 if tokens > 0
-// (with arweave.version 2.9.7 and leaky_limit 0, §6.3: the oldest window
-// timestamp held; for the other algorithms, §6.2: one admission given
+// Reduce is the manual reduction (docs/limiting.md, "Reduce"): tokens -= 1 if
+// tokens > 0 (with arweave.version 2.9.7 and leaky_limit 0, §6.3: the oldest
+// window timestamp held; for the other algorithms, §6.2: one admission given
 // back). It never creates an entry.
 func (l *Limiter) Reduce(now time.Time, k peer.Key, g GroupID) ReduceResult {
 	st := l.set.Load()

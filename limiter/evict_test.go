@@ -14,7 +14,7 @@ func floodPeer(i int) peer.Peer {
 	return peerAt(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
 }
 
-// TestEvictionExhaustFloodStillLimited is issue 18's scenario: a peer
+// TestEvictionExhaustFloodStillLimited is the flood scenario: a peer
 // exhausts its limits, then, while it stays idle for 20 s, max_tracked ×
 // 1.5 distinct peers arrive, one request each, and a polite peer makes one
 // request every 5 s; the sweeper runs every second. The flood evicts its

@@ -63,15 +63,15 @@ const (
 	KeyConcurrencyLimit      = "concurrency_limit"
 	KeyManualReductionOff    = "is_manual_reduction_disabled"
 	KeyMode                  = "mode"
-	// The keys of SPEC §6.2: the group's algorithm and, for all but the
-	// hybrid, its limits.
+	// The keys of the other algorithms (docs/limiting.md): the group's
+	// algorithm and, for all but the hybrid, its limits.
 	KeyAlgorithm = "algorithm"
 	KeyLimit     = "limit"
 	KeyPeriod    = "period"
 	KeyBurst     = "burst"
 )
 
-// GroupKeys lists every key of a group table in the order of SPEC §3.
+// GroupKeys lists every key of a group table in the order of docs/config.md.
 var GroupKeys = []string{
 	KeySlidingWindowLimit, KeySlidingWindowDuration, KeyCleanupInterval, KeyCleanupExpiry,
 	KeyLeakyLimit, KeyLeakyTickInterval, KeyLeakyTickReduction, KeyConcurrencyLimit,
@@ -92,10 +92,10 @@ type GroupSettings struct {
 	ManualReductionDisabled bool  `json:"is_manual_reduction_disabled"`
 	Mode                    Mode  `json:"-"`
 	// Algorithm decides the group's requests after the concurrency check
-	// (SPEC §6.2); the zero value is the hybrid, which uses the keys
-	// above. The others use Limit requests per Period ms and, the token
-	// bucket and GCRA, a Burst (0: the limit); for the hybrid Limit and
-	// Period are 0 (unset) or carried for groups that inherit them.
+	// (docs/limiting.md, "Other algorithms"); the zero value is the hybrid,
+	// which uses the keys above. The others use Limit requests per Period ms
+	// and, the token bucket and GCRA, a Burst (0: the limit); for the hybrid
+	// Limit and Period are 0 (unset) or carried for groups that inherit them.
 	Algorithm algo.Kind `json:"algorithm"`
 	Limit     int64     `json:"limit"`
 	Period    int64     `json:"period"`
@@ -111,8 +111,8 @@ func (s *GroupSettings) Params() algo.Params { return algo.Resolve(s.Limit, s.Pe
 // cannot overflow: about 24 days in milliseconds, or two billion requests.
 const maxSetting = 1<<31 - 1
 
-// Validate checks s as SPEC §3 says: the two limits are integers ≥ 0, the
-// durations, intervals, the tick reduction and the concurrency limit are
+// Validate checks s as docs/config.md says: the two limits are integers ≥ 0,
+// the durations, intervals, the tick reduction and the concurrency limit are
 // integers > 0. The error names the group and the first offending key.
 func (s GroupSettings) Validate(group string) error {
 	check := func(key string, v int64, min int64) error {
@@ -254,9 +254,9 @@ func (p PartialGroup) Over(base GroupSettings) GroupSettings {
 }
 
 // Resolve returns base with p's keys over it (Over), validated. A limit or
-// period p sets must be > 0 and a burst ≥ 0 even where the algorithm
-// ignores them (SPEC §6.2: the keys are validated when present). The error
-// names the group and the key.
+// period p sets must be > 0 and a burst ≥ 0 even where the algorithm ignores
+// them (docs/limiting.md, "Other algorithms": the keys are validated when
+// present). The error names the group and the key.
 func (p PartialGroup) Resolve(group string, base GroupSettings) (GroupSettings, error) {
 	for _, c := range []struct {
 		key string
@@ -350,7 +350,7 @@ func DefaultConfig() Config {
 }
 
 // ArweaveGroups returns the Arweave node's production group defaults
-// (SPEC §11.1). The map is new on every call.
+// (docs/arweave-reference.md, "Group defaults"). The map is new on every call.
 func ArweaveGroups() map[string]GroupSettings {
 	metrics := arweave(0, 2, 2, 2)
 	metrics.LeakyTickInterval = 1000

@@ -81,11 +81,12 @@ type settings struct {
 	deny        *peer.Set
 }
 
-// Limiter decides requests for every (peer, group): the policy of SPEC §6
-// (deny list, exemption, mode, the global switch) here, the state in its
-// Backend. It is safe for concurrent use: decisions on one (peer, group)
-// are linearisable, decisions on different ones proceed in parallel. It
-// starts no goroutine; the owner calls Tick now and then (see Tick).
+// Limiter decides requests for every (peer, group): the policy of
+// docs/limiting.md (deny list, exemption, mode, the global switch) here, the
+// state in its Backend. It is safe for concurrent use: decisions on one
+// (peer, group) are linearisable, decisions on different ones proceed in
+// parallel. It starts no goroutine; the owner calls Tick now and then (see
+// Tick).
 type Limiter struct {
 	set     atomic.Pointer[settings]
 	enabled atomic.Bool
@@ -129,20 +130,20 @@ func New(b Backend, now time.Time, cfg Config, opts ...Option) (*Limiter, error)
 	return l, nil
 }
 
-// Apply installs cfg at once, keeping all tracked state, and reports how
-// many entries of each group were dropped because the group's algorithm
-// changed (SPEC §6.2: a change of algorithm drops the group's state; a
-// change of limit, period or burst keeps it, converted to the new
-// limits); groups that dropped nothing are not in the map. Groups that
-// keep their tick interval keep their schedule; a changed interval applies
-// from the next tick of the old one. On error nothing changes.
+// Apply installs cfg at once, keeping all tracked state, and reports how many
+// entries of each group were dropped because the group's algorithm changed
+// (docs/limiting.md, "Other algorithms": a change of algorithm drops the
+// group's state; a change of limit, period or burst keeps it, converted to
+// the new limits); groups that dropped nothing are not in the map. Groups
+// that keep their tick interval keep their schedule; a changed interval
+// applies from the next tick of the old one. On error nothing changes.
 //
-// The ticks due at now are applied first, under the settings they fell
-// under: entries apply their ticks lazily, and one not applied yet would
-// otherwise take the new reduction or expiry (eager ticks, as in the
-// Arweave node, would not). That sweep also deletes the entries of groups
-// removed by the previous Apply, so a group defined again starts afresh on
-// a new schedule, with none left counting ticks on the old one.
+// The ticks due at now are applied first, under the settings they fell under:
+// entries apply their ticks lazily, and one not applied yet would otherwise
+// take the new reduction or expiry (eager ticks, as in the Arweave node,
+// would not). That sweep also deletes the entries of groups removed by the
+// previous Apply, so a group defined again starts afresh on a new schedule,
+// with none left counting ticks on the old one.
 func (l *Limiter) Apply(now time.Time, cfg Config) (map[string]int, error) {
 	if l.set.Load() != nil {
 		l.Tick(now)
@@ -297,13 +298,13 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 }
 
 // groupShardCounters returns the shard in-flight counters of group id with
-// settings gs (SPEC §6.3): nil unless the scope is "shard"; those of prev
-// while they have as many shards, else new ones. Requests admitted under
-// counters that were replaced (a live change of number_of_workers or of
-// the scope) give their slot back to those (the Decision holds the
-// counter), so no count goes negative or leaks; until they end they are
-// not counted against the new shards. Restore (prev nil) starts new ones,
-// as it forgets the peers' own in-flight counts.
+// settings gs (docs/arweave297.md): nil unless the scope is "shard"; those of
+// prev while they have as many shards, else new ones. Requests admitted under
+// counters that were replaced (a live change of number_of_workers or of the
+// scope) give their slot back to those (the Decision holds the counter), so
+// no count goes negative or leaks; until they end they are not counted
+// against the new shards. Restore (prev nil) starts new ones, as it forgets
+// the peers' own in-flight counts.
 func groupShardCounters(prev *settings, id GroupID, gs GroupSettings) *shardCounters {
 	if gs.ConcurrencyScope != ScopeShard {
 		return nil
@@ -390,7 +391,8 @@ type Route struct {
 	ReduceOnStatus []int
 }
 
-// classify finds the route of a request by its method and path (SPEC §5).
+// classify finds the route of a request by its method and path
+// (docs/limiting.md, "Routes and path patterns").
 func (st *settings) classify(method, path string) Route {
 	for _, p := range st.exemptPaths {
 		if p.Match(path) {
@@ -404,7 +406,7 @@ func (st *settings) classify(method, path string) Route {
 	return Route{Group: st.routeGroup[i], Rule: i, ReduceOnStatus: st.routeReduce[i]}
 }
 
-// PeerOf identifies the peer of a request (SPEC §4).
+// PeerOf identifies the peer of a request (docs/limiting.md, "Peers").
 func (l *Limiter) PeerOf(remoteAddr string, h peer.Header) peer.Peer {
 	return l.set.Load().ident.PeerOf(remoteAddr, h)
 }

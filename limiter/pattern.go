@@ -14,24 +14,24 @@ const MaxPatternSegments = 16
 // regexpPrefix marks a pattern that is a Go regular expression.
 const regexpPrefix = "re:"
 
-// Pattern is a compiled path pattern (SPEC §5): a segment glob or, prefixed
-// "re:", an unanchored regular expression. A Pattern is immutable and safe
-// for concurrent use.
+// Pattern is a compiled path pattern (docs/limiting.md, "Routes and path
+// patterns"): a segment glob or, prefixed "re:", an unanchored regular
+// expression. A Pattern is immutable and safe for concurrent use.
 //
 // A path is split on "/" with empty segments dropped, so "//chunk//1/" and
 // "/chunk/1" are the same path; anything from the first "?" on is a query
-// string and is not part of the path. Matching is case-sensitive, except
-// for the regular expressions of ParseThrottlePattern.
+// string and is not part of the path. Matching is case-sensitive, except for
+// the regular expressions of ParseThrottlePattern.
 //
 // In a glob, the segments are separated by "/" (a leading "/" is optional;
 // empty segments are dropped), a segment "*" matches exactly one path
-// segment, a last segment "**" matches any number of remaining segments,
-// zero included, and every other segment matches itself only. A "*" inside
-// a longer segment ("ab*", "***") is rejected rather than taken as a literal
-// or as a partial wildcard, because an operator who writes it almost
-// certainly means something neither reading gives; "re:" covers partial
-// segments. A "?" is rejected too, since the query string is never matched.
-// The glob "/" matches the root path only.
+// segment, a last segment "**" matches any number of remaining segments, zero
+// included, and every other segment matches itself only. A "*" inside a
+// longer segment ("ab*", "***") is rejected rather than taken as a literal or
+// as a partial wildcard, because an operator who writes it almost certainly
+// means something neither reading gives; "re:" covers partial segments. A "?"
+// is rejected too, since the query string is never matched. The glob "/"
+// matches the root path only.
 //
 // A "re:" pattern is matched, unanchored, against the path as given (the
 // query string cut off), not against the cleaned-up segments.

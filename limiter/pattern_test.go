@@ -22,7 +22,7 @@ func mustPattern(tb testing.TB, s string) *limiter.Pattern {
 }
 
 // patternRows are (pattern, path, want) rows for ParsePattern; they also
-// seed FuzzPatternMatch.
+// are seed inputs of FuzzPatternMatch.
 var patternRows = []struct {
 	pattern, path string
 	want          bool
@@ -196,7 +196,8 @@ func TestPatternMatchDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// segmentsOf splits path as SPEC §5 does, for the fuzz test's oracle.
+// segmentsOf splits path as docs/limiting.md ("Paths") does, for the fuzz
+// test's oracle.
 func segmentsOf(path string) []string {
 	path, _, _ = strings.Cut(path, "?")
 	var segs []string

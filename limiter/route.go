@@ -21,7 +21,8 @@ type RouteRule struct {
 	// rejected rather than silently never matching.
 	Methods []string
 	// ReduceOnStatus lists the upstream statuses (100 to 599) on which a
-	// request of this rule gives its leaky-bucket token back (SPEC §6).
+	// request of this rule gives its leaky-bucket token back
+	// (docs/limiting.md, "The hybrid decision").
 	ReduceOnStatus []int
 }
 
@@ -231,11 +232,11 @@ func (t *RouteTable) ReducesOn(i, status int) bool {
 	return slices.Contains(t.rules[i].ReduceOnStatus, status)
 }
 
-// ArweaveRoutes returns the shipped route table, SPEC §11.2: the Arweave
-// node's mapping of paths to groups, method ignored, followed by a rule that
-// refunds a general token on a successful POST of a transaction (those
-// paths match no earlier rule, so putting it last changes no mapping). Each
-// call returns a new slice the caller may modify.
+// ArweaveRoutes returns the shipped route table (docs/arweave-reference.md,
+// "Routes"): the Arweave node's mapping of paths to groups, method ignored,
+// followed by a rule that refunds a general token on a successful POST of a
+// transaction (those paths match no earlier rule, so putting it last changes
+// no mapping). Each call returns a new slice the caller may modify.
 //
 // The mapping keeps Arweave's oddities: /vdf3/previous_session and
 // /footprints/... are general, /vdf/session/extra and /hash_list/extra are

@@ -35,12 +35,12 @@ func parseRuleText(s string) []limiter.RouteRule {
 	return rules
 }
 
-// refMatch is the route table as SPEC §5 words it, written plainly: the
-// first rule whose methods allow method and one of whose patterns matches
-// path. A glob is matched segment by segment on the path cut at "?" and
-// split on "/" with empty segments dropped ("*" one segment, a last "**"
-// any rest); a "re:" pattern is Go's regexp, unanchored, on the path cut
-// at "?".
+// refMatch is the route table as docs/limiting.md ("Routes and path
+// patterns") words it, written plainly: the first rule whose methods allow
+// method and one of whose patterns matches path. A glob is matched segment by
+// segment on the path cut at "?" and split on "/" with empty segments dropped
+// ("*" one segment, a last "**" any rest); a "re:" pattern is Go's regexp,
+// unanchored, on the path cut at "?".
 func refMatch(rules []limiter.RouteRule, method, path string) int {
 	path, _, _ = strings.Cut(path, "?")
 	segs := segmentsOf(path)
@@ -79,7 +79,7 @@ func refGlob(glob, segs []string) bool {
 // * and **, "re:" patterns, methods, statuses) and a fuzzed request.
 // NewRouteTable never panics; it refuses with a *RouteError naming
 // routes.rule[i] and the field. A table it builds keeps the rules as
-// given, and its indexed Match agrees with a plain reading of SPEC §5 for
+// given, and its indexed Match agrees with a plain reading of docs/limiting.md for
 // every request; duplicate slashes and a query string never change the
 // group of a glob-only table.
 func FuzzRouteTable(f *testing.F) {
@@ -141,7 +141,7 @@ func FuzzRouteTable(f *testing.F) {
 		}
 		got := tab.Match(method, path)
 		if want := refMatch(rules, method, path); got != want {
-			t.Fatalf("rules %q: Match(%q, %q) = %d, SPEC §5 says %d", ruleText, method, path, got, want)
+			t.Fatalf("rules %q: Match(%q, %q) = %d, the plain reading says %d", ruleText, method, path, got, want)
 		}
 		if tab.Group(got) == "" || tab.ReducesOn(-1, 200) {
 			t.Fatalf("Group(%d) = %q", got, tab.Group(got))

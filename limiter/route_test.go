@@ -32,9 +32,10 @@ func label(t *limiter.RouteTable, i int) string {
 	return r.Group
 }
 
-// arweaveRows is SPEC §11.2 as (method, path, label) rows: every pattern of
-// the shipped table and every oddity SPEC names. They also seed
-// FuzzRouteTableMatch.
+// arweaveRows is the reference route table (docs/arweave-reference.md,
+// "Routes") as (method, path, label) rows: every pattern of the shipped
+// table and every oddity the reference names. They are also the seed
+// inputs of FuzzRouteTableMatch.
 var arweaveRows = []struct{ method, path, want string }{
 	{"GET", "/chunk", "chunk"},
 	{"GET", "/chunk/", "chunk"},
@@ -112,7 +113,7 @@ func TestArweaveRoutes(t *testing.T) {
 	}
 
 	// Every pattern of the shipped table is hit by a row that lands on its
-	// rule, so the rows above cover SPEC §11.2 entirely.
+	// rule, so the rows above cover the reference table entirely.
 	for i := range tab.Len() {
 		for _, s := range tab.Rule(i).Paths {
 			p := mustPattern(t, s)

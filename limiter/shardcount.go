@@ -2,7 +2,7 @@ package limiter
 
 // The requests in flight of a group's worker shards: Arweave 2.9.7
 // compares concurrency_limit with the in-flight count of the peer's shard,
-// over all its peers (SPEC §6.3). One padded atomic counter per shard,
+// over all its peers (docs/arweave297.md). One padded atomic counter per shard,
 // taken and given back without a lock.
 
 import "sync/atomic"

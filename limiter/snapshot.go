@@ -97,8 +97,9 @@ type RestoreReport struct {
 	// Skipped entries belong to groups no longer configured, or carry an
 	// invalid peer key, or did not fit under max_tracked.
 	Skipped int
-	// Dropped entries were saved under another algorithm than their
-	// group's now (SPEC §6.2: a change of algorithm drops the state).
+	// Dropped entries were saved under another algorithm than their group's
+	// now (docs/limiting.md, "Other algorithms": a change of algorithm drops
+	// the state).
 	Dropped int
 	// Gap is the time between the snapshot and now; 0 when the clock went
 	// backwards (which counts as no gap).

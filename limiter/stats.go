@@ -7,10 +7,9 @@ import (
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
-// GroupStats are the counters and gauges of one group: the numbers
-// behind the metrics of SPEC §9. Counters only grow; gauges are current.
-// A GroupStats is a plain value, not safe for concurrent use: its holder
-// locks.
+// GroupStats are the counters and gauges of one group: the numbers behind the
+// metrics of docs/metrics.md. Counters only grow; gauges are current. A
+// GroupStats is a plain value, not safe for concurrent use: its holder locks.
 type GroupStats struct {
 	// Counters.
 	Requests            uint64 // ar_limiter_requests_total

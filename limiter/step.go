@@ -2,7 +2,7 @@ package limiter
 
 import "math"
 
-// HybridState is what the hybrid rule of SPEC §6 reads of one (peer,
+// HybridState is what the hybrid rule (docs/limiting.md) reads of one (peer,
 // group): plain values, whatever holds them (the local slab's entry and
 // window, a Redis hash).
 type HybridState struct {
@@ -31,7 +31,7 @@ type Outcome struct {
 // Allowed reports whether o admits the request.
 func (o Outcome) Allowed() bool { return o.Via != ViaNone }
 
-// StepHybrid is the hybrid decision of SPEC §6, the one place it is
+// StepHybrid is the hybrid decision (docs/limiting.md), the one place it is
 // written: for state s of a (peer, group) with settings g, at ms, with the
 // group's next leaky tick at nextTick, it returns the outcome and the state
 // after it. Concurrency first (the peer's own, PeerConcurrencyLimit: with
@@ -87,8 +87,9 @@ func retryAfter(s HybridState, g *GroupSettings, ms, nextTick int64) int64 {
 	return max(1, (wait+999)/1000)
 }
 
-// ReduceHybrid is the manual reduction of SPEC §6 on state s: one token
-// given back when any was consumed (Reduced), else nothing (ReduceNoop).
+// ReduceHybrid is the manual reduction (docs/limiting.md, "Reduce") on state
+// s: one token given back when any was consumed (Reduced), else nothing
+// (ReduceNoop).
 func ReduceHybrid(s HybridState) (HybridState, ReduceResult) {
 	if s.Tokens <= 0 {
 		return s, ReduceNoop
@@ -97,11 +98,11 @@ func ReduceHybrid(s HybridState) (HybridState, ReduceResult) {
 	return s, Reduced
 }
 
-// LeakyTicks applies n ≥ 1 leaky ticks of reduction r (SPEC §6) to a bucket
-// holding tokens consumed: each tick takes r tokens away, floored at 0,
-// and a tick that finds the bucket at 0 deletes it. It returns the tokens
-// left, how many ticks reduced the bucket (those before the deletion), and
-// whether it was deleted (left is then 0).
+// LeakyTicks applies n ≥ 1 leaky ticks of reduction r (docs/limiting.md, "The
+// hybrid decision") to a bucket holding tokens consumed: each tick takes r
+// tokens away, floored at 0, and a tick that finds the bucket at 0 deletes
+// it. It returns the tokens left, how many ticks reduced the bucket (those
+// before the deletion), and whether it was deleted (left is then 0).
 func LeakyTicks(tokens, n, r int64) (left, reducing int64, deleted bool) {
 	// m ticks drain the bucket, the next one deletes it.
 	if m := (tokens + r - 1) / r; n > m {
@@ -110,9 +111,9 @@ func LeakyTicks(tokens, n, r int64) (left, reducing int64, deleted bool) {
 	return max(0, tokens-n*r), n, false
 }
 
-// CleanupCut returns the cut of cleanup tick k of group g (SPEC §6, and
-// §6.3 for 2.9.7: Group.CleanupAge): the tick drops every window
-// timestamp older than the cut.
+// CleanupCut returns the cut of cleanup tick k of group g (docs/limiting.md,
+// "Cleanup ticks", and §6.3 for 2.9.7: Group.CleanupAge): the tick drops
+// every window timestamp older than the cut.
 func CleanupCut(g *Group, k int64) int64 {
 	return g.Cleanup.TimeOf(k) - g.CleanupAge()
 }

@@ -1,19 +1,19 @@
-// Package algo holds the rate-limiting algorithms a group may choose
-// instead of the Arweave hybrid (SPEC §6.2): token bucket, GCRA, fixed
-// window, sliding log and the estimated sliding window, each as pure
-// functions of a (peer, group)'s state, the group's limits and the time.
+// Package algo holds the rate-limiting algorithms a group may choose instead
+// of the Arweave hybrid (docs/limiting.md, "Other algorithms"): token bucket,
+// GCRA, fixed window, sliding log and the estimated sliding window, each as
+// pure functions of a (peer, group)'s state, the group's limits and the time.
 //
 // Everything is integer arithmetic on Unix milliseconds: a token bucket
-// counts tokens in units of 1/P of a token (it refills L units per ms) and
-// a GCRA keeps its theoretical arrival time in units of 1/L ms (one
-// emission interval T = P/L is P units), so that both are exact, admit the
-// same sequences for the same L, P and B, and give the same answers as the
-// integer Lua scripts of a Redis backend.
+// counts tokens in units of 1/P of a token (it refills L units per ms) and a
+// GCRA keeps its theoretical arrival time in units of 1/L ms (one emission
+// interval T = P/L is P units), so that both are exact, admit the same
+// sequences for the same L, P and B, and give the same answers as the integer
+// Lua scripts of a Redis backend.
 //
-// The package imports the standard library only, never reads the clock
-// and never allocates on a decision: the local backend of package limiter
-// calls it under its shard lock, a cluster backend may run the same
-// functions (or their Lua transcriptions) elsewhere.
+// The package imports the standard library only, never reads the clock and
+// never allocates on a decision: the local backend of package limiter calls
+// it under its shard lock, a cluster backend may run the same functions (or
+// their Lua transcriptions) elsewhere.
 package algo
 
 import "fmt"
@@ -24,7 +24,7 @@ type Kind uint8
 // The algorithms. The zero Kind is the hybrid, which package limiter
 // implements itself (StepHybrid).
 const (
-	Hybrid        Kind = iota // the Arweave hybrid: window, then leaky bucket (SPEC §6)
+	Hybrid        Kind = iota // the Arweave hybrid: window, then leaky bucket (docs/limiting.md)
 	TokenBucket               // tokens refilled continuously at L/P per ms, capped at B
 	GCRA                      // a theoretical arrival time, T = P/L, τ = (B−1)·T
 	FixedWindow               // a count per clock-aligned window [k·P, (k+1)·P)
@@ -198,9 +198,10 @@ func Decide(k Kind, s State, p Params, now int64) (State, bool, int64) {
 	panic("algo: Decide of " + k.String())
 }
 
-// Reduce gives back one admission of s at now (SPEC §6.2): a token (capped
-// at B), T off the TAT (not below now), one off the current window's count.
-// ok is false, and s unchanged, when there is nothing to give back.
+// Reduce gives back one admission of s at now (docs/limiting.md, "Other
+// algorithms"): a token (capped at B), T off the TAT (not below now), one off
+// the current window's count. ok is false, and s unchanged, when there is
+// nothing to give back.
 func Reduce(k Kind, s State, p Params, now int64) (State, bool) {
 	switch k {
 	case TokenBucket:

@@ -105,7 +105,7 @@ func TestGCRABurstThenSteadyRate(t *testing.T) {
 	steps = append(steps, ok(5000, 4), ok(5000, 3))
 	run(t, algo.GCRA, p, steps)
 
-	// The seed's L = 1 case: requests separated by at least P.
+	// The survey's L = 1 case: requests separated by at least P.
 	run(t, algo.GCRA, algo.Resolve(1, 1000, 0), []step{
 		ok(5000, 0).withReset(1000), no(5999, 1), ok(6000, 0).withReset(1000), no(6000, 1000),
 	})
@@ -125,7 +125,7 @@ func TestFixedWindowBoundary(t *testing.T) {
 		ok(11_500, 1),
 	})
 	// A clock-aligned window of a minute: 12:40 counts in 12:00–13:00 (the
-	// seed's example); a period that does not divide the epoch's ms
+	// survey's example); a period that does not divide the epoch's ms
 	// aligns the same way.
 	run(t, algo.FixedWindow, algo.Resolve(10, 3_600_000, 0), []step{
 		ok(40*60_000, 9), ok(3_600_000-1, 8), ok(3_600_000, 9),

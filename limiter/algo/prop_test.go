@@ -72,8 +72,8 @@ func play(k algo.Kind, p algo.Params, ops []op) []outcome {
 }
 
 // TestBucketEqualsGCRA: token_bucket and gcra admit the same sequences for
-// the same L, P and B (SPEC §6.2), with the same waits, quotas and
-// reductions, though one stores tokens and the other a TAT.
+// the same L, P and B (docs/limiting.md, "Other algorithms"), with the same
+// waits, quotas and reductions, though one stores tokens and the other a TAT.
 func TestBucketEqualsGCRA(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for trial := range 3000 {
@@ -89,7 +89,7 @@ func TestBucketEqualsGCRA(t *testing.T) {
 }
 
 // model is a naive reference implementation of one algorithm: exact
-// rationals or plain lists of timestamps, written from SPEC §6.2 without
+// rationals or plain lists of timestamps, written from docs/limiting.md without
 // the package's integer encodings.
 type model interface {
 	decide(now int64) (ok bool, wait int64)
@@ -159,7 +159,7 @@ func (m *bucketModel) remaining(now int64) int64 {
 	return floorRat(m.tokens)
 }
 
-// gcraModel: the seed's GCRA with a rational TAT: T = P/L, τ = (B−1)·T.
+// gcraModel: the textbook GCRA with a rational TAT: T = P/L, τ = (B−1)·T.
 type gcraModel struct {
 	p    algo.Params
 	tat  *big.Rat

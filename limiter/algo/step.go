@@ -119,7 +119,7 @@ func decideSliding(s State, p Params, now int64) (State, bool, int64) {
 	return packSliding(end, curr+1, prev), true, 0
 }
 
-// limitedUntil is Rali's limitedUntil (seed 004) for a rejection: the
+// limitedUntil is Rali's limitedUntil (the Rali limiter) for a rejection: the
 // first ms start + P·r with curr + 1 + prev·(1 − r) ≤ L, r = 1 − (L − curr
 // − 1)/prev, rounded up to the ms; the window's end when curr + 1 > L or
 // prev = 0. It is never later than the first admission possible without

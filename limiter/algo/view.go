@@ -5,7 +5,7 @@ import (
 	"math/bits"
 )
 
-// Quota is a state as the RateLimit header fields (SPEC §7) and the
+// Quota is a state as the RateLimit header fields (docs/replies.md) and the
 // dashboard read it at one instant.
 type Quota struct {
 	// Remaining is how many requests would be admitted now, one after the

@@ -5,11 +5,11 @@ import (
 	"github.com/limiterd/limiterd/limiter/algo"
 )
 
-// The local backend's side of the algorithms of SPEC §6.2 (package algo):
-// an entry holds an algo.State in its union fields (entry.words), or, for
-// the sliding log, timestamps in a window ring bounded by the limit. The
-// entry's algo says which; an entry of another algorithm than its group's
-// is dropped where it is met (the group's algorithm changed), and a shard
+// The local backend's side of the algorithms other than the hybrid (package
+// algo): an entry holds an algo.State in its union fields (entry.words), or,
+// for the sliding log, timestamps in a window ring bounded by the limit. The
+// entry's algo says which; an entry of another algorithm than its group's is
+// dropped where it is met (the group's algorithm changed), and a shard
 // converts its entries when the limits their state is measured in change
 // (sync).
 

@@ -283,7 +283,7 @@ func (b *Backend) Reduce(ms int64, k limiter.Key, g *limiter.Group) limiter.Redu
 }
 
 // reduceOldest is the reduction of Arweave 2.9.7 in a group without a
-// bucket (leaky_limit 0, SPEC §6.3): the oldest window timestamp held
+// bucket (leaky_limit 0, docs/arweave297.md): the oldest window timestamp held
 // goes, expired or not (the node drops the head of the list it stored,
 // which only its cleanup ticks prune), so a reduction may change no
 // decision. Reduced when one went.

@@ -58,11 +58,11 @@ func KeyFromAddr(addr netip.Addr, ipv6Prefix int) Key {
 	return k
 }
 
-// ShardByte returns the byte of k that picks its worker shard (SPEC
-// §6.3; the shard is this byte mod number_of_workers): the last octet of
-// an IPv4 address, as Arweave 2.9.7 does. Arweave has no IPv6 path (its
-// middleware accepts IPv4 peers only), so the rest is limiterd's own
-// extension: for an IPv6 prefix key (a /64 by default) the last byte of
+// ShardByte returns the byte of k that picks its worker shard
+// (docs/arweave297.md; the shard is this byte mod number_of_workers): the
+// last octet of an IPv4 address, as Arweave 2.9.7 does. Arweave has no IPv6
+// path (its middleware accepts IPv4 peers only), so the rest is limiterd's
+// own extension: for an IPv6 prefix key (a /64 by default) the last byte of
 // the prefix, for a whole IPv6 address or an opaque key its last byte.
 func (k *Key) ShardByte() byte {
 	switch k[0] {

@@ -24,10 +24,10 @@ type Peer struct {
 	Key  Key
 }
 
-// Identifier finds the peer of a request (SPEC §4): the TCP source, or,
-// when that source is a trusted proxy, the client named by the proxy chain
-// in its Forwarded or X-Forwarded-For header. It is immutable and safe for
-// concurrent use.
+// Identifier finds the peer of a request (docs/limiting.md, "Peers"): the TCP
+// source, or, when that source is a trusted proxy, the client named by the
+// proxy chain in its Forwarded or X-Forwarded-For header. It is immutable and
+// safe for concurrent use.
 type Identifier struct {
 	trusted    *Set
 	ipv6Prefix int
@@ -65,7 +65,7 @@ func (h ForwardedHeader) String() string {
 // "x-forwarded-for" or "forwarded", in any case, or "" (unset). "auto",
 // which earlier versions accepted, is refused: it believed whichever of the
 // two headers a request carried, so behind a proxy that writes one a
-// client could name itself in the other (see docs/decisions.md).
+// client could name itself in the other (decision 14).
 func ParseForwardedHeader(s string) (ForwardedHeader, error) {
 	for i, n := range forwardedHeaderNames {
 		if strings.EqualFold(s, n) {

@@ -31,9 +31,9 @@ func mustIdentifierFor(tb testing.TB, trusted []string, ipv6Prefix int, header p
 	return id
 }
 
-// header is the request header the tests give PeerOf: http.Header's
-// shape, keys written canonical, without importing net/http (whose
-// instrumented build would cost internal/chaos/fuzz.sh's short CI run some 25 s).
+// header is the request header the tests give PeerOf: http.Header's shape,
+// keys written canonical, without importing net/http (whose instrumented
+// build would cost internal/chaos/fuzz.sh's short CI run some 25 s).
 type header map[string][]string
 
 // Values returns the values of the canonical key.
@@ -144,7 +144,8 @@ func TestPeerOfGarbage(t *testing.T) {
 	}
 }
 
-// TestPeerOfForwarded covers the forwarding headers (SPEC §4).
+// TestPeerOfForwarded covers the forwarding headers (docs/limiting.md,
+// "Peers").
 func TestPeerOfForwarded(t *testing.T) {
 	// 10.0.0.0/8 and 2001:db8:ffff::/48 are our proxies; they write the
 	// header a case's name begins with (X-Forwarded-For unless it is

@@ -1,15 +1,15 @@
-// Package ratelimit computes and formats the rate-limit header fields of
-// a limited reply (SPEC §7): the four fields Arweave 2.9.7 nodes send and
-// parse to pace their own outgoing requests (ratelimit-limit,
+// Package ratelimit computes and formats the rate-limit header fields of a
+// limited reply (docs/replies.md): the four fields Arweave 2.9.7 nodes send
+// and parse to pace their own outgoing requests (ratelimit-limit,
 // ratelimit-remaining, ratelimit-reset, ratelimit-reset-amount), exactly as
 // the node's arweave_limiter_group and arweave_limiter_http_headers compute
-// them, quirks included, and the IETF RateLimit and RateLimit-Policy
-// fields (draft-ietf-httpapi-ratelimit-headers); and which of them
+// them, quirks included, and the IETF RateLimit and RateLimit-Policy fields
+// (draft-ietf-httpapi-ratelimit-headers); and which of them
 // server.ratelimit_headers asks for (Set).
 //
-// It is part of the pure core: the standard library only, no clock, no
-// state. The limiter fills its inputs from a decision
-// (limiter.Decision.Arweave); the data plane writes what Write emits.
+// It is part of the pure core: the standard library only, no clock, no state.
+// The limiter fills its inputs from a decision (limiter.Decision.Arweave);
+// the data plane writes what Write emits.
 package ratelimit
 
 import (
@@ -59,10 +59,10 @@ func (s Set) IETF() bool { return s == SetBoth || s == SetIETF }
 // Arweave reports whether s includes the four ratelimit-* fields.
 func (s Set) Arweave() bool { return s == SetBoth || s == SetArweave }
 
-// The names of the fields, as SPEC §7 writes them. HTTP field names are
+// The names of the fields, as docs/replies.md writes them. HTTP field names are
 // case-insensitive: the Arweave node writes RateLimit-Limit and so on, and
 // its client lower-cases every name before looking one up (see
-// docs/decisions.md).
+// decision 90).
 const (
 	NameLimit         = "ratelimit-limit"
 	NameRemaining     = "ratelimit-remaining"
@@ -79,8 +79,8 @@ const (
 //	ratelimit-reset: <Reset>
 //	ratelimit-reset-amount: <ResetAmount>
 //
-// For another algorithm than the hybrid (SPEC §7): Expiring = Usage = L,
-// Remaining what is left, Reset the seconds until the next admission is
+// For another algorithm than the hybrid (docs/replies.md): Expiring = Usage =
+// L, Remaining what is left, Reset the seconds until the next admission is
 // possible, ResetAmount what the next refill restores.
 type Fields struct {
 	// Expiring is the first number of ratelimit-limit: the hybrid's

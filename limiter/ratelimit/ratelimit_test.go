@@ -19,7 +19,7 @@ func emitted(set ratelimit.Set, group string, ietf []ratelimit.IETFItem, f *rate
 // The formatter cases of arweave_limiter_http_headers_SUITE: the policies
 // are group "test_limiter", window 10, burst 450 (usage 460),
 // concurrency 500 (the "real life" case: window 1000, burst 6000,
-// concurrency 200). Retry-After is not the formatter's here (SPEC §7).
+// concurrency 200). Retry-After is not the formatter's here (docs/replies.md).
 func TestHeaderSuiteVectors(t *testing.T) {
 	L := func(x string) string {
 		return x + `, 460;policy="test_limiter usage", 500;policy="test_limiter concurrency" `
@@ -134,8 +134,8 @@ func TestGroupSuiteVectors(t *testing.T) {
 			{hy(0, 5, 1, 500000, 3600000)(B, 1, 0, 0, 2), fields{5, 3, 3599, 1}},
 			{hy(0, 5, 1, 500000, 3600000)(B, 4, 0, 0, 5), fields{5, 0, 3599, 1}},
 		}},
-		// SPEC §7's worked values; the 4th is 449/1/450, not 449/20/450
-		// (docs/decisions.md).
+		// docs/replies.md's worked values; the 4th is 449/1/450 (decision
+		// 89).
 		{"general 2.9.7 worked example", []call{
 			{general(W, 10000, 1, 10000, 0), fields{453, 452, 0, 1}},
 			{general(W, 10500, 2, 10000, 0), fields{453, 451, 1, 2}},
@@ -147,7 +147,8 @@ func TestGroupSuiteVectors(t *testing.T) {
 			{general(B, 29500, 3, 28000, 2), fields{453, 448, 1, 450}},
 			// A rate rejection in the same ms as the whole window: reset 0.
 			{hy(3, 1, 7, 150, 30000)(R, 11000, 3, 11000, 1), fields{4, 0, 0, 3}},
-			// ... and with the window older than the tick is far: the tick's amount.
+			// ... and with the window older than the tick is far: the tick's
+			// amount.
 			{hy(3, 1, 7, 150, 30000)(R, 29000, 3, 27500, 1), fields{4, 0, 1, 7}},
 		}},
 	} {

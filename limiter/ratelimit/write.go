@@ -2,10 +2,11 @@ package ratelimit
 
 import "strconv"
 
-// IETFItem is one quota of the IETF fields: `"<Name><Suffix>";q=<Quota>;w=<Window>`
-// in RateLimit-Policy and `"<Name><Suffix>";r=<Remaining>;t=<Reset>` in
-// RateLimit. Window and Reset are whole seconds. (The suffix is apart so
-// that a "<group>-window" item costs no string made per reply.)
+// IETFItem is one quota of the IETF fields:
+// `"<Name><Suffix>";q=<Quota>;w=<Window>` in RateLimit-Policy and
+// `"<Name><Suffix>";r=<Remaining>;t=<Reset>` in RateLimit. Window and Reset
+// are whole seconds. (The suffix is apart so that a "<group>-window" item
+// costs no string made per reply.)
 type IETFItem struct {
 	Name      string
 	Suffix    string
@@ -61,7 +62,7 @@ func appendItem(b []byte, name, suffix, k1 string, v1 int64, k2 string, v2 int64
 // that copies into a reused buffer, Write does not allocate.
 //
 // Retry-After is not among them: the data plane writes it on every 429
-// whatever the set (SPEC §7).
+// whatever the set (docs/replies.md).
 func Write(set Set, group string, ietf []IETFItem, arweave *Fields, scratch []byte, emit func(name string, value []byte)) []byte {
 	if set.IETF() && len(ietf) > 0 {
 		scratch = AppendIETFPolicy(scratch[:0], ietf)
