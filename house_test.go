@@ -39,7 +39,7 @@ var arrows = map[string][]string{
 	"internal/migrations": {},
 	"internal/store":      {"limiter", "internal/live", "internal/migrations"},
 	"internal/persist":    {"limiter", "internal/store", "internal/ticker"},
-	"internal/proxy":      {"limiter", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody"},
+	"internal/proxy":      {"limiter", "internal/insight", "internal/ticker", "internal/jsonbody"},
 	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/templates",
 		"internal/static", "internal/ticker", "internal/jsonbody"},
 	// The outbound throttle's HTTP API: the throttle and JSON bodies only.

@@ -398,8 +398,8 @@ func TestAlgorithmSettingErrors(t *testing.T) {
 		{algoSettings(algo.SlidingLog, 1_000_000, 1000, 0, 10), "limit", "at most 10000"},
 	} {
 		_, err := limiter.New(memory.New(), t0, testConfig(tc.s))
-		var se *limiter.SettingError
-		if err == nil || !asSettingError(err, &se) || se.Group != "test" || se.Key != tc.key || !strings.Contains(se.Problem, tc.has) {
+		fe, ok := err.(*limiter.FieldError)
+		if !ok || fe.Field != limiter.GroupField("test", tc.key) || !strings.Contains(fe.Problem, tc.has) {
 			t.Errorf("%+v: %v, want http_api.limiter.test.%s (%s)", tc.s, err, tc.key, tc.has)
 		}
 	}
@@ -418,12 +418,6 @@ func TestAlgorithmSettingErrors(t *testing.T) {
 	if _, err := (limiter.PartialGroup{Algorithm: &fw, Burst: &five}).Resolve("api", algoSettings(algo.TokenBucket, 10, 1000, 20, 10)); err == nil || !strings.Contains(err.Error(), "api.burst") {
 		t.Errorf("a burst set with fixed_window: %v", err)
 	}
-}
-
-func asSettingError(err error, se **limiter.SettingError) bool {
-	e, ok := err.(*limiter.SettingError)
-	*se = e
-	return ok
 }
 
 // decideRelease decides one request and releases what it admitted.

@@ -128,10 +128,10 @@ func (s *GroupSettings) PeerConcurrencyLimit() int64 {
 // known scope.
 func (s Shards) validate(group string) error {
 	if s.NumberOfWorkers < 0 || s.NumberOfWorkers > MaxWorkers {
-		return &SettingError{Group: group, Key: KeyNumberOfWorkers, Problem: fmt.Sprintf("must be an integer from 1 to %d, got %d", MaxWorkers, s.NumberOfWorkers)}
+		return settingError(group, KeyNumberOfWorkers, fmt.Sprintf("must be an integer from 1 to %d, got %d", MaxWorkers, s.NumberOfWorkers))
 	}
 	if s.ConcurrencyScope > ScopeShard {
-		return &SettingError{Group: group, Key: KeyConcurrencyScope, Problem: fmt.Sprintf("unknown scope %d", s.ConcurrencyScope)}
+		return settingError(group, KeyConcurrencyScope, fmt.Sprintf("unknown scope %d", s.ConcurrencyScope))
 	}
 	return nil
 }
@@ -155,11 +155,11 @@ func (s GroupSettings) Validate297(group string) error {
 		{KeyCleanupInterval, s.CleanupInterval},
 	} {
 		if c.v < 1 || c.v > MaxMillis297 {
-			return &SettingError{Group: group, Key: c.key, Problem: fmt.Sprintf("must be between 1 and %d with arweave.version 2.9.7, got %d", MaxMillis297, c.v)}
+			return settingError(group, c.key, fmt.Sprintf("must be between 1 and %d with arweave.version 2.9.7, got %d", MaxMillis297, c.v))
 		}
 	}
 	if s.SlidingWindowLimit+s.LeakyLimit <= 0 {
-		return &SettingError{Group: group, Key: KeySlidingWindowLimit, Problem: "sliding_window_limit + leaky_limit must be > 0 with arweave.version 2.9.7 (both are 0: every request would be rejected)"}
+		return settingError(group, KeySlidingWindowLimit, "sliding_window_limit + leaky_limit must be > 0 with arweave.version 2.9.7 (both are 0: every request would be rejected)")
 	}
 	return nil
 }

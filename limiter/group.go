@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/limiterd/limiterd/limiter/algo"
 )
@@ -121,10 +122,10 @@ func (s GroupSettings) Validate(group string) error {
 			if min == 1 {
 				rel = "> 0"
 			}
-			return &SettingError{Group: group, Key: key, Problem: fmt.Sprintf("must be an integer %s, got %d", rel, v)}
+			return settingError(group, key, fmt.Sprintf("must be an integer %s, got %d", rel, v))
 		}
 		if v > maxSetting {
-			return &SettingError{Group: group, Key: key, Problem: fmt.Sprintf("must be at most %d, got %d", maxSetting, v)}
+			return settingError(group, key, fmt.Sprintf("must be at most %d, got %d", maxSetting, v))
 		}
 		return nil
 	}
@@ -147,7 +148,7 @@ func (s GroupSettings) Validate(group string) error {
 		}
 	}
 	if s.Mode > ModeOff {
-		return &SettingError{Group: group, Key: KeyMode, Problem: fmt.Sprintf("unknown mode %d", s.Mode)}
+		return settingError(group, KeyMode, fmt.Sprintf("unknown mode %d", s.Mode))
 	}
 	if s.Algorithm == algo.Hybrid {
 		// Unset (0) or carried for the groups that inherit them: valid
@@ -157,27 +158,74 @@ func (s GroupSettings) Validate(group string) error {
 			v   int64
 		}{{KeyLimit, s.Limit}, {KeyPeriod, s.Period}} {
 			if c.v < 0 || c.v > algo.MaxValue {
-				return &SettingError{Group: group, Key: c.key, Problem: fmt.Sprintf("must be an integer from 1 to %d, got %d", algo.MaxValue, c.v)}
+				return settingError(group, c.key, fmt.Sprintf("must be an integer from 1 to %d, got %d", algo.MaxValue, c.v))
 			}
 		}
 	}
 	if key, problem := algo.Problem(s.Algorithm, s.Limit, s.Period, s.Burst); key != "" {
-		return &SettingError{Group: group, Key: key, Problem: problem}
+		return settingError(group, key, problem)
 	}
 	return s.Shards.validate(group)
 }
 
-// SettingError is the error of an invalid group setting. It names the group
-// and the key.
-type SettingError struct {
-	Group   string
-	Key     string
+// FieldError says that one field is wrong: a configuration key
+// ("http_api.limiter.chunk.leaky_limit", "routes.rule[2].paths[0]"), a
+// key of a live edit, a field of an API body or query ("peer"). It is the
+// one error of that shape in limiterd: the core, the configuration, the
+// live edits, the outbound throttle's configuration and the admin API's
+// bodies all say what is wrong with it, and the admin API answers it 422,
+// naming the field (docs/api.md).
+type FieldError struct {
+	// Field names what is wrong, list indices 0-based; "" when the
+	// problem is with the input as a whole. A group's setting is named
+	// as its configuration key (GroupField).
+	Field string
+	// Problem says what is wrong, for a person.
 	Problem string
+	// Err is the underlying error, if any: a *PatternError, a file
+	// system error, a sentinel such as ErrUnknownKey.
+	Err error
 }
 
-// Error returns "http_api.limiter.<group>.<key>: <problem>".
-func (e *SettingError) Error() string {
-	return fmt.Sprintf("http_api.limiter.%s.%s: %s", e.Group, e.Key, e.Problem)
+// Error returns "<field>: <problem>", or the problem alone when no field
+// is named.
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Problem
+	}
+	return e.Field + ": " + e.Problem
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// groupFieldPrefix starts the configuration key of every group setting.
+const groupFieldPrefix = "http_api.limiter."
+
+// GroupField returns the configuration key of a group's setting,
+// "http_api.limiter.<group>.<key>", or of the group's table for key "".
+func GroupField(group, key string) string {
+	if key == "" {
+		return groupFieldPrefix + group
+	}
+	return groupFieldPrefix + group + "." + key
+}
+
+// SplitGroupField returns the group and the key a GroupField names (key
+// "" for the group's table); ok is false for a field that is not a
+// group's.
+func SplitGroupField(field string) (group, key string, ok bool) {
+	rest, ok := strings.CutPrefix(field, groupFieldPrefix)
+	if !ok {
+		return "", "", false
+	}
+	group, key, _ = strings.Cut(rest, ".")
+	return group, key, true
+}
+
+// settingError is the error of group's setting key.
+func settingError(group, key, problem string) *FieldError {
+	return &FieldError{Field: GroupField(group, key), Problem: problem}
 }
 
 // Errors of this package.
@@ -264,11 +312,11 @@ func (p PartialGroup) Resolve(group string, base GroupSettings) (GroupSettings, 
 		min int64
 	}{{KeyLimit, p.Limit, 1}, {KeyPeriod, p.Period, 1}, {KeyBurst, p.Burst, 0}} {
 		if c.v != nil && (*c.v < c.min || *c.v > algo.MaxValue) {
-			return base, &SettingError{Group: group, Key: c.key, Problem: fmt.Sprintf("must be an integer from %d to %d, got %d", c.min, algo.MaxValue, *c.v)}
+			return base, settingError(group, c.key, fmt.Sprintf("must be an integer from %d to %d, got %d", c.min, algo.MaxValue, *c.v))
 		}
 	}
 	if p.Algorithm != nil && !p.Algorithm.Valid() {
-		return base, &SettingError{Group: group, Key: KeyAlgorithm, Problem: fmt.Sprintf("unknown algorithm %d", *p.Algorithm)}
+		return base, settingError(group, KeyAlgorithm, fmt.Sprintf("unknown algorithm %d", *p.Algorithm))
 	}
 	s := p.Over(base)
 	return s, s.Validate(group)
@@ -281,7 +329,7 @@ func (p PartialGroup) Resolve(group string, base GroupSettings) (GroupSettings, 
 // error names the group and the key.
 func ResolveGroups(tables map[string]PartialGroup) (map[string]GroupSettings, error) {
 	if _, ok := tables[GroupLocalPeers]; ok {
-		return nil, &SettingError{Group: GroupLocalPeers, Key: "", Problem: ErrReservedGroup.Error()}
+		return nil, settingError(GroupLocalPeers, "", ErrReservedGroup.Error())
 	}
 	if len(tables)+1 > MaxGroups {
 		return nil, fmt.Errorf("http_api.limiter: %w: %d groups, at most %d", ErrTooManyGroups, len(tables), MaxGroups-1)
@@ -314,11 +362,11 @@ func ResolveGroups(tables map[string]PartialGroup) (map[string]GroupSettings, er
 
 func validGroupName(name string) error {
 	if name == "" || len(name) > 64 {
-		return &SettingError{Group: name, Problem: "a group name is 1 to 64 characters"}
+		return settingError(name, "", "a group name is 1 to 64 characters")
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return &SettingError{Group: name, Problem: fmt.Sprintf("a group name uses a-z, 0-9, _ and - only, not %q", c)}
+			return settingError(name, "", fmt.Sprintf("a group name uses a-z, 0-9, _ and - only, not %q", c))
 		}
 	}
 	return nil

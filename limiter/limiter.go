@@ -188,7 +188,7 @@ func (l *Limiter) install(prev, st *settings) map[GroupID]int {
 func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string][2]Schedule) (*settings, error) {
 	cfg = cfg.withDefaults()
 	if _, ok := cfg.Groups[GroupLocalPeers]; ok {
-		return nil, &SettingError{Group: GroupLocalPeers, Problem: ErrReservedGroup.Error()}
+		return nil, settingError(GroupLocalPeers, "", ErrReservedGroup.Error())
 	}
 	if cfg.MaxTracked < 0 {
 		return nil, fmt.Errorf("peers.max_tracked: must be ≥ 0, got %d", cfg.MaxTracked)

@@ -26,19 +26,6 @@ type RouteRule struct {
 	ReduceOnStatus []int
 }
 
-// RouteError is the error of an invalid route rule. Key names the offending
-// configuration key, 0-based, e.g. "routes.rule[2].paths[0]".
-type RouteError struct {
-	Key string
-	Err error
-}
-
-// Error returns "<key>: <problem>".
-func (e *RouteError) Error() string { return e.Key + ": " + e.Err.Error() }
-
-// Unwrap returns the underlying problem: a *PatternError for a bad path.
-func (e *RouteError) Unwrap() error { return e.Err }
-
 // RouteTable is the ordered route table: the first rule that matches a
 // request decides its group. It is immutable once built and safe for
 // concurrent use.
@@ -65,29 +52,29 @@ type routeEntry struct {
 }
 
 // NewRouteTable validates and compiles rules, in order. It copies what it
-// keeps, so the caller may reuse rules. An error is a *RouteError naming the
+// keeps, so the caller may reuse rules. An error is a *FieldError naming the
 // key, such as `routes.rule[2].paths[0]: "a/**/b": ** must be the last
-// segment`. An empty table is valid: every request is general.
+// segment` (wrapping the *PatternError of a bad path). An empty table is valid: every request is general.
 func NewRouteTable(rules []RouteRule) (*RouteTable, error) {
 	t := &RouteTable{rules: make([]RouteRule, len(rules))}
 	var entries []routeEntry
 	for i, r := range rules {
 		key := fmt.Sprintf("routes.rule[%d]", i)
 		if r.Group == "" {
-			return nil, &RouteError{Key: key + ".group", Err: errors.New("empty")}
+			return nil, &FieldError{Field: key + ".group", Problem: "empty"}
 		}
 		if len(r.Paths) == 0 {
-			return nil, &RouteError{Key: key + ".paths", Err: errors.New("at least one pattern")}
+			return nil, &FieldError{Field: key + ".paths", Problem: "at least one pattern"}
 		}
 		for j, m := range r.Methods {
 			if err := checkMethod(m); err != nil {
-				return nil, &RouteError{Key: fmt.Sprintf("%s.methods[%d]", key, j), Err: err}
+				return nil, &FieldError{Field: fmt.Sprintf("%s.methods[%d]", key, j), Problem: err.Error()}
 			}
 		}
 		for j, st := range r.ReduceOnStatus {
 			if st < 100 || st > 599 {
-				return nil, &RouteError{Key: fmt.Sprintf("%s.reduce_on_status[%d]", key, j),
-					Err: fmt.Errorf("%d is not an HTTP status (100 to 599)", st)}
+				return nil, &FieldError{Field: fmt.Sprintf("%s.reduce_on_status[%d]", key, j),
+					Problem: fmt.Sprintf("%d is not an HTTP status (100 to 599)", st)}
 			}
 		}
 		t.rules[i] = cloneRule(r)
@@ -95,7 +82,7 @@ func NewRouteTable(rules []RouteRule) (*RouteTable, error) {
 		for j, s := range r.Paths {
 			p, err := ParsePattern(s)
 			if err != nil {
-				return nil, &RouteError{Key: fmt.Sprintf("%s.paths[%d]", key, j), Err: err}
+				return nil, &FieldError{Field: fmt.Sprintf("%s.paths[%d]", key, j), Problem: err.Error(), Err: err}
 			}
 			e := routeEntry{rule: i, methods: t.rules[i].Methods, pat: p}
 			if p.IsRegexp() {

@@ -77,7 +77,7 @@ func refGlob(glob, segs []string) bool {
 
 // FuzzRouteTable: path classification with a fuzzed rule set (globs with
 // * and **, "re:" patterns, methods, statuses) and a fuzzed request.
-// NewRouteTable never panics; it refuses with a *RouteError naming
+// NewRouteTable never panics; it refuses with a *FieldError naming
 // routes.rule[i] and the field. A table it builds keeps the rules as
 // given, and its indexed Match agrees with a plain reading of docs/limiting.md for
 // every request; duplicate slashes and a query string never change the
@@ -120,8 +120,8 @@ func FuzzRouteTable(f *testing.F) {
 		rules := parseRuleText(ruleText)
 		tab, err := limiter.NewRouteTable(rules)
 		if err != nil {
-			var re *limiter.RouteError
-			if !errors.As(err, &re) || !strings.HasPrefix(re.Key, "routes.rule[") || re.Err == nil {
+			var fe *limiter.FieldError
+			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "routes.rule[") || fe.Problem == "" {
 				t.Fatalf("%q: error %v does not name the rule", ruleText, err)
 			}
 			return

@@ -300,9 +300,9 @@ func TestNewRouteTableErrors(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), r.want) {
 			t.Errorf("NewRouteTable(%+v): %q, want %q", r.rule, err, r.want)
 		}
-		var re *limiter.RouteError
-		if !errors.As(err, &re) || !strings.HasPrefix(r.want, re.Key+": ") {
-			t.Errorf("%q is not a *RouteError naming its key", err)
+		var fe *limiter.FieldError
+		if !errors.As(err, &fe) || !strings.HasPrefix(r.want, fe.Field+": ") {
+			t.Errorf("%q is not a *FieldError naming its key", err)
 		}
 		var pe *limiter.PatternError
 		if errors.As(err, &pe) != r.pattern {

@@ -433,8 +433,8 @@ paths = ["/a/**/b"]
 	if !errors.Is(err, config.ErrUnknownKey) {
 		t.Error("the joined error is not ErrUnknownKey")
 	}
-	var se *limiter.SettingError
-	if errs[1].Key != "http_api.limiter.chunk.leaky_limit" || !errors.As(errs[1], &se) || se.Key != "leaky_limit" {
+	var fe *limiter.FieldError
+	if errs[1].Key != "http_api.limiter.chunk.leaky_limit" || !errors.As(errs[1], &fe) || fe.Field != errs[1].Key {
 		t.Errorf("second = %+v", errs[1])
 	}
 	var pe *limiter.PatternError

@@ -433,10 +433,10 @@ func (b *builder) routeRules(groups []string) []limiter.RouteRule {
 			continue
 		}
 		if _, err := limiter.NewRouteTable([]limiter.RouteRule{r}); err != nil {
-			var re *limiter.RouteError
-			if errors.As(err, &re) {
-				k := key + strings.TrimPrefix(re.Key, "routes.rule[0]")
-				b.p.addErr(k, re.Err.Error(), re.Err)
+			var fe *limiter.FieldError
+			if errors.As(err, &fe) {
+				k := key + strings.TrimPrefix(fe.Field, "routes.rule[0]")
+				b.p.addErr(k, fe.Problem, fe.Err)
 			} else {
 				b.p.addCore(err)
 			}
@@ -534,25 +534,17 @@ func checkUpstream(p *problems, key, s string) {
 	}
 }
 
-// addCore records an error of the limiter core, whose text is
-// "<key>: <problem>", under that key.
+// addCore records an error of the limiter core under the key it names
+// (a *limiter.FieldError's field, else the text before ": ").
 func (p *problems) addCore(err error) {
-	var se *limiter.SettingError
-	var re *limiter.RouteError
-	switch {
-	case errors.As(err, &se):
-		key := "http_api.limiter." + se.Group
-		if se.Key != "" {
-			key += "." + se.Key
-		}
-		p.addErr(key, se.Problem, err)
-	case errors.As(err, &re):
-		p.addErr(re.Key, re.Err.Error(), re.Err)
-	default:
-		if key, problem, ok := strings.Cut(err.Error(), ": "); ok && !strings.Contains(key, " ") {
-			p.addErr(key, problem, err)
-			return
-		}
-		p.addErr("http_api.limiter", err.Error(), err)
+	var fe *limiter.FieldError
+	if errors.As(err, &fe) && fe.Field != "" {
+		p.addErr(fe.Field, fe.Problem, err)
+		return
 	}
+	if key, problem, ok := strings.Cut(err.Error(), ": "); ok && !strings.Contains(key, " ") {
+		p.addErr(key, problem, err)
+		return
+	}
+	p.addErr("http_api.limiter", err.Error(), err)
 }

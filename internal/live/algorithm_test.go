@@ -49,7 +49,7 @@ func TestParseOverrideAlgorithmKeys(t *testing.T) {
 		{`{"burst": true}`, "burst", "must be an integer"},
 	} {
 		_, _, err := live.ParseOverride([]byte(c.body))
-		fe, ok := err.(*live.FieldError)
+		fe, ok := err.(*limiter.FieldError)
 		if !ok || fe.Field != c.field || !strings.Contains(fe.Problem, c.problem) {
 			t.Errorf("%s: %v, want a FieldError of %q saying %q", c.body, err, c.field, c.problem)
 		}
@@ -76,8 +76,8 @@ func TestPatchAlgorithmBadInput(t *testing.T) {
 		{"chunk", `{"burst": 3}`, "burst", "hybrid has no burst"},
 	} {
 		_, err := c.PatchGroup(context.Background(), "tester", tc.group, []byte(tc.body))
-		var se *limiter.SettingError
-		if !errors.As(err, &se) || se.Group != tc.group || se.Key != tc.key || !strings.Contains(se.Problem, tc.has) {
+		var fe *limiter.FieldError
+		if !errors.As(err, &fe) || fe.Field != limiter.GroupField(tc.group, tc.key) || !strings.Contains(fe.Problem, tc.has) {
 			t.Errorf("%s %s: %v, want http_api.limiter.%s.%s saying %q", tc.group, tc.body, err, tc.group, tc.key, tc.has)
 		}
 	}

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // FuzzParseOverride: the body of PATCH /api/v1/groups/{group} (a live
 // edit of limits, modes, algorithms). ParseOverride never panics. A
-// refusal names the key at fault (a *live.FieldError), or, for a body that
+// refusal names the key at fault (a *limiter.FieldError), or, for a body that
 // is not a JSON object, wraps the JSON error. What it accepts is canonical:
 // the Override re-encoded as JSON (as the store keeps it) parses to the
 // same Override and PartialGroup, and Partial agrees with it.
@@ -38,7 +39,7 @@ func FuzzParseOverride(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p, o, err := live.ParseOverride(body)
 		if err != nil {
-			var fe *live.FieldError
+			var fe *limiter.FieldError
 			var syn *json.SyntaxError
 			var typ *json.UnmarshalTypeError
 			switch {
@@ -74,7 +75,7 @@ func FuzzParseOverride(f *testing.F) {
 
 // FuzzExemptionNormalize: the body of POST and DELETE /api/v1/exemptions
 // (live exemptions and the live deny list) as Live checks it. Normalize
-// never panics; a refusal is a *live.FieldError naming kind, value or
+// never panics; a refusal is a *limiter.FieldError naming kind, value or
 // note. What it accepts is a fixed point (normalizing again changes
 // nothing) and survives the JSON the store keeps it as.
 func FuzzExemptionNormalize(f *testing.F) {
@@ -100,7 +101,7 @@ func FuzzExemptionNormalize(f *testing.F) {
 		in := live.Exemption{Kind: live.ExemptionKind(kind), Value: value, Note: note, Expires: time.Unix(1_800_000_000, 0).UTC()}
 		e, err := in.Normalize()
 		if err != nil {
-			var fe *live.FieldError
+			var fe *limiter.FieldError
 			if !errors.As(err, &fe) || !slices.Contains([]string{"kind", "value", "note"}, fe.Field) || fe.Problem == "" {
 				t.Fatalf("%+v: error %v names no field", in, err)
 			}

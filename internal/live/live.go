@@ -367,7 +367,7 @@ func (c *Live) AddExemption(ctx context.Context, actor string, e Exemption) (Exe
 	}
 	if !e.Expires.IsZero() {
 		if !e.Expires.After(c.now()) {
-			return e, &FieldError{Field: "expires", Problem: fmt.Sprintf("%s is not in the future", e.Expires.UTC().Format(time.RFC3339))}
+			return e, &limiter.FieldError{Field: "expires", Problem: fmt.Sprintf("%s is not in the future", e.Expires.UTC().Format(time.RFC3339))}
 		}
 		e.Expires = e.Expires.UTC().Truncate(time.Second)
 	}

@@ -2,7 +2,8 @@
 // keys, the live exemption and deny lists and the global switch. Live
 // validates an edit, makes it durable through a Store, applies it to the
 // limiter and audits it, in that order; the package also owns the
-// vocabulary of those edits (Override, Exemption, FieldError, AuditEntry).
+// vocabulary of those edits (Override, Exemption, AuditEntry); a bad edit is
+// a *limiter.FieldError naming its field.
 package live
 
 import (
@@ -46,16 +47,16 @@ func (e Exemption) Normalize() (Exemption, error) {
 	// The store keeps exemptions as JSON, which would turn invalid UTF-8
 	// into U+FFFD: the entry would change meaning at the next restart.
 	if !utf8.ValidString(e.Value) {
-		return e, &FieldError{Field: "value", Problem: fmt.Sprintf("%q is not UTF-8 text", e.Value)}
+		return e, &limiter.FieldError{Field: "value", Problem: fmt.Sprintf("%q is not UTF-8 text", e.Value)}
 	}
 	if !utf8.ValidString(e.Note) {
-		return e, &FieldError{Field: "note", Problem: "not UTF-8 text"}
+		return e, &limiter.FieldError{Field: "note", Problem: "not UTF-8 text"}
 	}
 	switch e.Kind {
 	case ExemptPeer, DenyPeer:
 		p, err := peer.ParsePrefix(e.Value)
 		if err != nil {
-			return e, &FieldError{Field: "value", Problem: err.Error()}
+			return e, &limiter.FieldError{Field: "value", Problem: err.Error()}
 		}
 		if p.Bits() == p.Addr().BitLen() {
 			e.Value = p.Addr().String()
@@ -64,30 +65,15 @@ func (e Exemption) Normalize() (Exemption, error) {
 		}
 	case ExemptPath:
 		if _, err := limiter.ParsePattern(e.Value); err != nil {
-			return e, &FieldError{Field: "value", Problem: err.Error()}
+			return e, &limiter.FieldError{Field: "value", Problem: err.Error()}
 		}
 	default:
-		return e, &FieldError{Field: "kind", Problem: fmt.Sprintf("%q is not one of exempt_peer, exempt_path, deny_peer", e.Kind)}
+		return e, &limiter.FieldError{Field: "kind", Problem: fmt.Sprintf("%q is not one of exempt_peer, exempt_path, deny_peer", e.Kind)}
 	}
 	if utf8.RuneCountInString(e.Note) > 500 {
-		return e, &FieldError{Field: "note", Problem: "at most 500 characters"}
+		return e, &limiter.FieldError{Field: "note", Problem: "at most 500 characters"}
 	}
 	return e, nil
-}
-
-// FieldError is an invalid field of an API body or form.
-type FieldError struct {
-	Field   string
-	Problem string
-}
-
-// Error returns "<field>: <problem>", or the problem alone when no field is
-// at fault.
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Problem
-	}
-	return e.Field + ": " + e.Problem
 }
 
 // Override is a live edit of one group: the keys it sets, by their SPEC §3
@@ -106,7 +92,7 @@ func ParseOverride(body []byte) (limiter.PartialGroup, Override, error) {
 		return limiter.PartialGroup{}, nil, fmt.Errorf("the body is not a JSON object: %w", err)
 	}
 	if len(raw) == 0 {
-		return limiter.PartialGroup{}, nil, &FieldError{Problem: "the body names no key to change"}
+		return limiter.PartialGroup{}, nil, &limiter.FieldError{Problem: "the body names no key to change"}
 	}
 	o := Override{}
 	for k, v := range raw {
@@ -117,38 +103,38 @@ func ParseOverride(body []byte) (limiter.PartialGroup, Override, error) {
 		switch k {
 		case limiter.KeyManualReductionOff:
 			if lit != "true" && lit != "false" {
-				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be true or false, got " + lit}
+				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "must be true or false, got " + lit}
 			}
 			val = lit == "true"
 		case limiter.KeyMode, limiter.KeyAlgorithm:
 			var s string
 			if err := json.Unmarshal(v, &s); err != nil || lit == "null" {
-				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be a string"}
+				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "must be a string"}
 			}
 			if err := checkWord(k, s); err != nil {
-				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: err.Error()}
+				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: err.Error()}
 			}
 			val = s
 		default:
 			if !isIntKey(k) {
 				if k == "" {
 					// The field of the error cannot name it.
-					return limiter.PartialGroup{}, nil, &FieldError{Problem: `unknown key "" (a key with an empty name)`}
+					return limiter.PartialGroup{}, nil, &limiter.FieldError{Problem: `unknown key "" (a key with an empty name)`}
 				}
-				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "unknown key"}
+				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "unknown key"}
 			}
 			if lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {
-				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be an integer, got " + lit}
+				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "must be an integer, got " + lit}
 			}
 			var n json.Number
 			dec := json.NewDecoder(strings.NewReader(string(v)))
 			dec.UseNumber()
 			if err := dec.Decode(&n); err != nil {
-				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: "must be an integer"}
+				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "must be an integer"}
 			}
 			i, err := n.Int64()
 			if err != nil {
-				return limiter.PartialGroup{}, nil, &FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %s", n)}
+				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %s", n)}
 			}
 			val = i
 		}
@@ -189,21 +175,21 @@ func (o Override) Partial() (limiter.PartialGroup, error) {
 		case limiter.KeyManualReductionOff:
 			b, ok := v.(bool)
 			if !ok {
-				return p, &FieldError{Field: k, Problem: "must be true or false"}
+				return p, &limiter.FieldError{Field: k, Problem: "must be true or false"}
 			}
 			p.ManualReductionDisabled = &b
 		case limiter.KeyMode:
 			s, _ := v.(string)
 			m, err := limiter.ParseMode(s)
 			if err != nil {
-				return p, &FieldError{Field: k, Problem: err.Error()}
+				return p, &limiter.FieldError{Field: k, Problem: err.Error()}
 			}
 			p.Mode = &m
 		case limiter.KeyAlgorithm:
 			s, _ := v.(string)
 			a, err := algo.Parse(s)
 			if err != nil {
-				return p, &FieldError{Field: k, Problem: err.Error()}
+				return p, &limiter.FieldError{Field: k, Problem: err.Error()}
 			}
 			p.Algorithm = &a
 		default:
@@ -215,11 +201,11 @@ func (o Override) Partial() (limiter.PartialGroup, error) {
 				i = int64(n)
 			case float64:
 				if n != float64(int64(n)) {
-					return p, &FieldError{Field: k, Problem: "must be an integer"}
+					return p, &limiter.FieldError{Field: k, Problem: "must be an integer"}
 				}
 				i = int64(n)
 			default:
-				return p, &FieldError{Field: k, Problem: "must be an integer"}
+				return p, &limiter.FieldError{Field: k, Problem: "must be an integer"}
 			}
 			dst := map[string]**int64{
 				limiter.KeySlidingWindowLimit: &p.SlidingWindowLimit, limiter.KeySlidingWindowDuration: &p.SlidingWindowDuration,
@@ -229,7 +215,7 @@ func (o Override) Partial() (limiter.PartialGroup, error) {
 				limiter.KeyLimit: &p.Limit, limiter.KeyPeriod: &p.Period, limiter.KeyBurst: &p.Burst,
 			}[k]
 			if dst == nil {
-				return p, &FieldError{Field: k, Problem: "unknown key"}
+				return p, &limiter.FieldError{Field: k, Problem: "unknown key"}
 			}
 			*dst = &i
 		}

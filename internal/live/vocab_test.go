@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // TestParseOverride: a live edit takes values of the keys' own JSON kinds
@@ -28,7 +29,7 @@ func TestParseOverride(t *testing.T) {
 		{`{"": 5}`, "", `unknown key "" (a key with an empty name)`},
 	} {
 		_, _, err := live.ParseOverride([]byte(c.body))
-		fe, ok := err.(*live.FieldError)
+		fe, ok := err.(*limiter.FieldError)
 		if !ok || fe.Field != c.field || !strings.Contains(fe.Problem, c.problem) {
 			t.Errorf("%s: %v, want a FieldError of %q saying %q", c.body, err, c.field, c.problem)
 		}
@@ -79,7 +80,7 @@ func TestExemptionNotUTF8(t *testing.T) {
 		{live.Exemption{Kind: live.DenyPeer, Value: "192.0.2.7", Note: "\xc3"}, "note"},
 	} {
 		_, err := c.e.Normalize()
-		if fe, ok := err.(*live.FieldError); !ok || fe.Field != c.field {
+		if fe, ok := err.(*limiter.FieldError); !ok || fe.Field != c.field {
 			t.Errorf("%+v: %v, want an error naming %s", c.e, err, c.field)
 		}
 	}

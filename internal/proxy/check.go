@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/jsonbody"
-	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
@@ -141,16 +140,16 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	var req checkRequest
 	err := jsonbody.Decode(r, &req)
 	if err == nil && req.Peer == "" {
-		err = &live.FieldError{Field: "peer", Problem: "required"}
+		err = &limiter.FieldError{Field: "peer", Problem: "required"}
 	}
 	if err == nil && req.Path == "" {
-		err = &live.FieldError{Field: "path", Problem: "required"}
+		err = &limiter.FieldError{Field: "path", Problem: "required"}
 	}
 	if err == nil && !strings.HasPrefix(req.Path, "/") {
-		err = &live.FieldError{Field: "path", Problem: "must begin with /, got " + strconv.Quote(req.Path)}
+		err = &limiter.FieldError{Field: "path", Problem: "must begin with /, got " + strconv.Quote(req.Path)}
 	}
 	if err == nil && req.Method != "" && !isToken(req.Method) {
-		err = &live.FieldError{Field: "method", Problem: "not an HTTP method: " + strconv.Quote(req.Method)}
+		err = &limiter.FieldError{Field: "method", Problem: "not an HTTP method: " + strconv.Quote(req.Method)}
 	}
 	// The query string is not part of the path (docs/limiting.md, "Paths").
 	if i := strings.IndexByte(req.Path, '?'); i >= 0 {
@@ -159,7 +158,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 	var peer peer.Peer
 	if err == nil {
 		if peer, err = h.lim.ParsePeer(req.Peer); err != nil {
-			err = &live.FieldError{Field: "peer", Problem: err.Error()}
+			err = &limiter.FieldError{Field: "peer", Problem: err.Error()}
 		}
 	}
 	if err != nil {
@@ -228,7 +227,7 @@ func (h *Handler) HandleRelease(w http.ResponseWriter, r *http.Request) {
 	}
 	err := jsonbody.Decode(r, &req)
 	if err == nil && req.ID == "" {
-		err = &live.FieldError{Field: "id", Problem: "required"}
+		err = &limiter.FieldError{Field: "id", Problem: "required"}
 	}
 	if err != nil {
 		h.fail(w, err)
@@ -245,7 +244,7 @@ func (h *Handler) HandleRelease(w http.ResponseWriter, r *http.Request) {
 // a body that is not the expected JSON. The admin listener's own mapping
 // (package web) gives these errors the same statuses.
 func (h *Handler) fail(w http.ResponseWriter, err error) {
-	var fe *live.FieldError
+	var fe *limiter.FieldError
 	var uf *jsonbody.UnknownFieldError
 	switch {
 	case errors.As(err, &fe):

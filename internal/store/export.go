@@ -11,6 +11,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -312,13 +313,11 @@ func (doc *Document) validate(checkThrottle func([]byte) error) error {
 			err = p.Over(limiter.ArweaveGroups()[limiter.GroupGeneral]).Validate(g)
 		}
 		if err != nil {
-			var fe *live.FieldError
-			var se *limiter.SettingError
-			switch {
-			case errors.As(err, &fe):
-				return importErr(path+"."+fe.Field, "%s", fe.Problem)
-			case errors.As(err, &se) && se.Key != "":
-				return importErr(path+"."+se.Key, "%s", se.Problem)
+			// A key of the override, or the core's name of it.
+			var fe *limiter.FieldError
+			if errors.As(err, &fe) && fe.Field != "" && fe.Field != limiter.GroupField(g, "") {
+				key := strings.TrimPrefix(fe.Field, limiter.GroupField(g, "")+".")
+				return importErr(path+"."+key, "%s", fe.Problem)
 			}
 			return importErr(path, "%v", err)
 		}
@@ -329,7 +328,7 @@ func (doc *Document) validate(checkThrottle func([]byte) error) error {
 		path := fmt.Sprintf("live.exemptions[%d]", i)
 		ne, err := e.Normalize()
 		if err != nil {
-			var fe *live.FieldError
+			var fe *limiter.FieldError
 			if errors.As(err, &fe) {
 				return importErr(path+"."+fe.Field, "%s", fe.Problem)
 			}

@@ -89,7 +89,7 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 	q, err := insight.ParsePeerQuery(r.URL.Query())
 	if err == nil && q.Group != "" {
 		if _, ok := s.lim.GroupID(q.Group); !ok {
-			err = &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", q.Group)}
+			err = &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", q.Group)}
 		}
 	}
 	if err != nil {
@@ -131,14 +131,14 @@ func (s *Server) peerParam(r *http.Request) (peer.Key, string, error) {
 		rest, action = p, "reduce"
 	}
 	if rest == "" {
-		return peer.Key{}, "", &live.FieldError{Field: "peer", Problem: "missing"}
+		return peer.Key{}, "", &limiter.FieldError{Field: "peer", Problem: "missing"}
 	}
 	if p, err := s.lim.ParsePeer(rest); err == nil {
 		return p.Key, action, nil
 	}
 	k, err := peer.ParseKey(rest)
 	if err != nil {
-		return k, "", &live.FieldError{Field: "peer", Problem: err.Error()}
+		return k, "", &limiter.FieldError{Field: "peer", Problem: err.Error()}
 	}
 	return k, action, nil
 }
@@ -196,7 +196,7 @@ func (s *Server) handlePeerAction(w http.ResponseWriter, r *http.Request) {
 	}
 	g, ok := s.lim.GroupID(name)
 	if !ok || g == limiter.LocalPeers {
-		s.fail(w, r, &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
+		s.fail(w, r, &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
 		return
 	}
 	res := s.lim.Reduce(s.now(), k, g)

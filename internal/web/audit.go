@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // auditQuery reads GET /api/v1/audit's parameters: limit (1–1000),
@@ -17,14 +18,14 @@ func (s *Server) auditQuery(r *http.Request) (live.AuditQuery, error) {
 	if x := v.Get("limit"); x != "" {
 		n, err := strconv.Atoi(x)
 		if err != nil || n < 1 || n > 1000 {
-			return q, &live.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"}
+			return q, &limiter.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"}
 		}
 		q.Limit = n
 	}
 	if x := v.Get("before"); x != "" {
 		n, err := strconv.ParseUint(x, 10, 64)
 		if err != nil {
-			return q, &live.FieldError{Field: "before", Problem: "an audit entry id"}
+			return q, &limiter.FieldError{Field: "before", Problem: "an audit entry id"}
 		}
 		q.Before = n
 	}
@@ -35,7 +36,7 @@ func (s *Server) auditQuery(r *http.Request) (live.AuditQuery, error) {
 		} else if d, err := time.ParseDuration(x); err == nil && d > 0 {
 			q.Since = s.now().Add(-d)
 		} else {
-			return q, &live.FieldError{Field: "since", Problem: `an RFC 3339 time ("2026-11-23T00:00:00Z") or a positive duration back from now ("24h"), got ` + strconv.Quote(x)}
+			return q, &limiter.FieldError{Field: "since", Problem: `an RFC 3339 time ("2026-11-23T00:00:00Z") or a positive duration back from now ("24h"), got ` + strconv.Quote(x)}
 		}
 	}
 	return q, nil

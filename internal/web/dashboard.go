@@ -235,14 +235,11 @@ func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 // message says err in words for a page: the problem of a validation
 // error, or (logging it) that something failed inside limiterd.
 func (d *dashboard) message(r *http.Request, err error) string {
-	var fe *live.FieldError
-	var se *limiter.SettingError
+	var fe *limiter.FieldError
 	var qe *insight.QueryError
 	switch {
 	case errors.As(err, &fe):
-		return plain(fe.Field + ": " + fe.Problem)
-	case errors.As(err, &se):
-		return plain(se.Key + ": " + se.Problem)
+		return plain(bodyField(fe.Field) + ": " + fe.Problem)
 	case errors.As(err, &qe):
 		return plain(qe.Problem)
 	case errors.Is(err, live.ErrExists):
@@ -395,13 +392,12 @@ func (d *dashboard) handleAddExemption(w http.ResponseWriter, r *http.Request) {
 	}
 	_, err := d.s.live.AddExemption(r.Context(), viewerOf(r).actor(), e)
 	if err != nil {
-		var fe *live.FieldError
-		var se *limiter.SettingError
+		var fe *limiter.FieldError
 		status := http.StatusUnprocessableEntity
 		switch {
 		case errors.Is(err, live.ErrExists):
 			status = http.StatusConflict
-		case errors.As(err, &fe), errors.As(err, &se):
+		case errors.As(err, &fe):
 		default:
 			d.fail(w, r, err)
 			return

@@ -150,13 +150,9 @@ func (d *dashboard) groupForm(v live.GroupView, submitted map[string]string, err
 	eff := live.Values(v.Effective)
 	field, msg := "", ""
 	if err != nil {
-		var fe *live.FieldError
-		var se *limiter.SettingError
-		switch {
-		case errors.As(err, &fe):
-			field, msg = fe.Field, plain(fe.Problem)
-		case errors.As(err, &se):
-			field, msg = se.Key, plain(se.Problem)
+		var fe *limiter.FieldError
+		if errors.As(err, &fe) {
+			field, msg = bodyField(fe.Field), plain(fe.Problem)
 		}
 		if !slices.Contains(limiter.GroupKeys, field) {
 			f.Error, field = "Not saved: "+plain(err.Error()), ""
@@ -213,7 +209,7 @@ func groupPatch(v live.GroupView, form map[string][]string) (map[string]string, 
 		case "bool":
 			b, err := strconv.ParseBool(s)
 			if err != nil && firstErr == nil {
-				firstErr = &live.FieldError{Field: k, Problem: "must be true or false"}
+				firstErr = &limiter.FieldError{Field: k, Problem: "must be true or false"}
 			}
 			patch[k] = b
 		case "mode", "algorithm":
@@ -221,7 +217,7 @@ func groupPatch(v live.GroupView, form map[string][]string) (map[string]string, 
 		default:
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil && firstErr == nil {
-				firstErr = &live.FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %q", s)}
+				firstErr = &limiter.FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %q", s)}
 			}
 			patch[k] = n
 		}
@@ -260,9 +256,8 @@ func (d *dashboard) handleSaveGroup(w http.ResponseWriter, r *http.Request) {
 			v, err = d.s.live.PatchGroup(r.Context(), viewerOf(r).actor(), name, body)
 		}
 	}
-	var fe *live.FieldError
-	var se *limiter.SettingError
-	if errors.As(err, &fe) || errors.As(err, &se) {
+	var fe *limiter.FieldError
+	if errors.As(err, &fe) {
 		// Nothing changed: show the form again with the message.
 		cur, gerr := d.s.live.Group(name)
 		if gerr != nil {

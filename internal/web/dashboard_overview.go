@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
-	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/templates"
 	"github.com/limiterd/limiterd/limiter"
 )
@@ -162,7 +161,7 @@ func (d *dashboard) handleStats(w http.ResponseWriter, r *http.Request) {
 func (d *dashboard) handleSwitch(w http.ResponseWriter, r *http.Request) {
 	on, err := strconv.ParseBool(r.PostFormValue("on"))
 	if err != nil {
-		d.fail(w, r, &live.FieldError{Field: "on", Problem: "must be true or false"})
+		d.fail(w, r, &limiter.FieldError{Field: "on", Problem: "must be true or false"})
 		return
 	}
 	if err := d.s.live.SetEnabled(r.Context(), viewerOf(r).actor(), on); err != nil {

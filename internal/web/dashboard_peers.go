@@ -130,7 +130,7 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 	q, err := insight.ParsePeerQuery(parse)
 	if err == nil && q.Group != "" {
 		if _, ok := d.s.lim.GroupID(q.Group); !ok {
-			err = &live.FieldError{Field: "group", Problem: fmt.Sprintf("there is no group %q", q.Group)}
+			err = &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("there is no group %q", q.Group)}
 		}
 	}
 	if err != nil {
@@ -208,14 +208,14 @@ func (d *dashboard) peersByRate(now time.Time, rows *peerRows, q insight.PeerQue
 func (d *dashboard) peerKey(s string) (peer.Key, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return peer.Key{}, &live.FieldError{Field: "key", Problem: "missing"}
+		return peer.Key{}, &limiter.FieldError{Field: "key", Problem: "missing"}
 	}
 	if p, err := d.s.lim.ParsePeer(s); err == nil {
 		return p.Key, nil
 	}
 	k, err := peer.ParseKey(s)
 	if err != nil {
-		return k, &live.FieldError{Field: "key", Problem: fmt.Sprintf("%q is not a peer: give an IP address (203.0.113.7), an IPv6 prefix as the pages list it (2001:db8::/64) or a key such as opaque:…", s)}
+		return k, &limiter.FieldError{Field: "key", Problem: fmt.Sprintf("%q is not a peer: give an IP address (203.0.113.7), an IPv6 prefix as the pages list it (2001:db8::/64) or a key such as opaque:…", s)}
 	}
 	return k, nil
 }
@@ -405,7 +405,7 @@ func (d *dashboard) handleReducePeer(w http.ResponseWriter, r *http.Request) {
 	name := r.PostFormValue("group")
 	g, ok := d.s.lim.GroupID(name)
 	if !ok || g == limiter.LocalPeers {
-		d.fail(w, r, &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
+		d.fail(w, r, &limiter.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
 		return
 	}
 	res := d.s.lim.Reduce(d.s.now(), k, g)

@@ -20,21 +20,18 @@ var errBadRequest = errors.New("bad request")
 // answer it with, and the request field at fault when one is named: the
 // one place that does (SPEC §7). An error it does not know is a 500.
 func statusOf(err error) (status int, field string) {
-	var fe *live.FieldError
+	var fe *limiter.FieldError
 	var uf *jsonbody.UnknownFieldError
 	var qe *insight.QueryError
-	var se *limiter.SettingError
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &fe):
-		return http.StatusUnprocessableEntity, fe.Field
+		return http.StatusUnprocessableEntity, bodyField(fe.Field)
 	case errors.As(err, &uf):
 		return http.StatusUnprocessableEntity, uf.Field
 	case errors.As(err, &qe):
 		return http.StatusUnprocessableEntity, qe.Field
-	case errors.As(err, &se):
-		return http.StatusUnprocessableEntity, se.Key
 	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, errBadRequest), errors.Is(err, jsonbody.ErrBadBody):
 		return http.StatusBadRequest, ""
 	case errors.Is(err, live.ErrNotFound):
@@ -66,4 +63,14 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyField is the name a request gives a field the error names: a
+// group's setting by its key ("leaky_limit" of
+// "http_api.limiter.general.leaky_limit"), as a live edit's body does.
+func bodyField(field string) string {
+	if _, key, ok := limiter.SplitGroupField(field); ok {
+		return key
+	}
+	return field
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // exemptionInput is the body of POST and DELETE /api/v1/exemptions.
@@ -51,10 +52,10 @@ func parseExpiry(v string, now time.Time) (time.Time, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil {
-		return time.Time{}, &live.FieldError{Field: "expires", Problem: fmt.Sprintf(`must be an RFC 3339 time ("2026-12-01T00:00:00Z") or a duration from now ("24h"), got %q`, v)}
+		return time.Time{}, &limiter.FieldError{Field: "expires", Problem: fmt.Sprintf(`must be an RFC 3339 time ("2026-12-01T00:00:00Z") or a duration from now ("24h"), got %q`, v)}
 	}
 	if d <= 0 {
-		return time.Time{}, &live.FieldError{Field: "expires", Problem: fmt.Sprintf("the duration must be positive, got %s", v)}
+		return time.Time{}, &limiter.FieldError{Field: "expires", Problem: fmt.Sprintf("the duration must be positive, got %s", v)}
 	}
 	return now.Add(d), nil
 }

@@ -134,9 +134,9 @@ func settingsWith(group string, base insight.ReplaySettings, o live.Override) (i
 	rs := base
 	rs.Settings = p.Over(base.Settings)
 	if err := rs.Settings.Validate(group); err != nil {
-		var se *limiter.SettingError
-		if errors.As(err, &se) {
-			return nil, errors.New(se.Key + " " + se.Problem)
+		var fe *limiter.FieldError
+		if errors.As(err, &fe) {
+			return nil, errors.New(bodyField(fe.Field) + " " + fe.Problem)
 		}
 		return nil, err
 	}

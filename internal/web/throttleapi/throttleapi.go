@@ -327,7 +327,7 @@ func (s *sleeper) stop() {
 }
 
 // fieldError is a bad or missing field of a request: 422 naming it, with
-// the message the admin API gives live.FieldError ("<field>: <problem>").
+// the message the admin API gives limiter.FieldError ("<field>: <problem>").
 type fieldError struct{ Field, Problem string }
 
 func (e *fieldError) Error() string { return e.Field + ": " + e.Problem }
