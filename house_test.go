@@ -33,7 +33,7 @@ var arrows = map[string][]string{
 	"throttleclient": {},
 
 	// The daemon's packages, private to this module.
-	"internal/throttle":   {},
+	"internal/throttle":   {"limiter"},
 	"internal/live":       {"limiter"},
 	"internal/insight":    {"limiter", "internal/ticker"},
 	"internal/migrations": {},
@@ -42,8 +42,9 @@ var arrows = map[string][]string{
 	"internal/proxy":      {"limiter", "internal/insight", "internal/ticker", "internal/jsonbody"},
 	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/templates",
 		"internal/static", "internal/ticker", "internal/jsonbody"},
-	// The outbound throttle's HTTP API: the throttle and JSON bodies only.
-	"internal/web/throttleapi": {"internal/throttle", "internal/jsonbody"},
+	// The outbound throttle's HTTP API: the throttle and JSON bodies only
+	// (and the core's error for a field that is wrong).
+	"internal/web/throttleapi": {"limiter", "internal/throttle", "internal/jsonbody"},
 	// The Prometheus collectors read the limiter, the proxy's counters
 	// (insight) and the throttle.
 	"internal/metrics":   {"limiter", "internal/insight", "internal/throttle"},
@@ -51,7 +52,7 @@ var arrows = map[string][]string{
 	"internal/static":    {},
 	"internal/config":    {"", "limiter", "internal/throttle"},
 	"internal/ticker":    {},
-	"internal/jsonbody":  {},
+	"internal/jsonbody":  {"limiter"},
 	// Cluster mode: a limiter.Backend on Redis.
 	"internal/cluster": {"limiter"},
 	// Tests' redis-server, as httptest is for HTTP.

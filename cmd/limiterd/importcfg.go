@@ -43,11 +43,6 @@ var (
 var arweaveGroupOrder = []string{"general", "chunk", "data_sync_record", "recent_hash_list_diff", "block_index",
 	"wallet_list", "get_vdf", "get_vdf_session", "get_previous_vdf_session", "metrics"}
 
-// importProblem is a key of the node's file that cannot be imported.
-type importProblem struct{ key, problem string }
-
-func (e *importProblem) Error() string { return e.key + ": " + e.problem }
-
 // imported is what import-arweave-config found in a node's file.
 type imported struct {
 	version limiter.ArweaveVersion
@@ -172,7 +167,7 @@ func importArweave(name string, b []byte) (imported, []error) {
 		}
 	}
 	if len(forms[0]) > 0 && len(forms[1]) > 0 {
-		errs = append(errs, &importProblem{forms[1][0], fmt.Sprintf("the file mixes the 2.9.6 form (%s) and the 2.9.7 form (%s): convert it with the node's convert_config first", forms[0][0], forms[1][0])})
+		errs = append(errs, &limiter.FieldError{Field: forms[1][0], Problem: fmt.Sprintf("the file mixes the 2.9.6 form (%s) and the 2.9.7 form (%s): convert it with the node's convert_config first", forms[0][0], forms[1][0])})
 	}
 	if len(forms[1]) > 0 {
 		im.version = limiter.Arweave297
@@ -200,7 +195,7 @@ func flatten(m map[string]any, prefix string, out map[string]any, errs *[]error)
 			continue
 		}
 		if _, dup := out[key]; dup {
-			*errs = append(*errs, &importProblem{key, "given twice (nested and dotted)"})
+			*errs = append(*errs, &limiter.FieldError{Field: key, Problem: "given twice (nested and dotted)"})
 			continue
 		}
 		out[key] = m[k]
@@ -211,31 +206,31 @@ func flatten(m map[string]any, prefix string, out map[string]any, errs *[]error)
 func (im *imported) groupKey(full, rest string, v any, keys map[string]bool) error {
 	group, key, ok := strings.Cut(rest, ".")
 	if !ok {
-		return &importProblem{full, "not a group key (want <group>.<key>)"}
+		return &limiter.FieldError{Field: full, Problem: "not a group key (want <group>.<key>)"}
 	}
 	if group == limiter.GroupLocalPeers {
 		im.ignored = append(im.ignored, full+": local_peers is built into limiterd (never limited)")
 		return nil
 	}
 	if !slices.Contains(arweaveGroupOrder, group) {
-		return &importProblem{full, fmt.Sprintf("unknown group %q: the Arweave node's groups are %s", group, strings.Join(arweaveGroupOrder, ", "))}
+		return &limiter.FieldError{Field: full, Problem: fmt.Sprintf("unknown group %q: the Arweave node's groups are %s", group, strings.Join(arweaveGroupOrder, ", "))}
 	}
 	isBool, known := keys[key]
 	if !known {
 		names := sortedKeys(keys)
-		return &importProblem{full, fmt.Sprintf("unknown limiter key %q (the keys of this form are %s)", key, strings.Join(names, ", "))}
+		return &limiter.FieldError{Field: full, Problem: fmt.Sprintf("unknown limiter key %q (the keys of this form are %s)", key, strings.Join(names, ", "))}
 	}
 	var val string
 	if isBool {
 		b, ok := v.(bool)
 		if !ok {
-			return &importProblem{full, fmt.Sprintf("must be true or false, got %v", v)}
+			return &limiter.FieldError{Field: full, Problem: fmt.Sprintf("must be true or false, got %v", v)}
 		}
 		val = strconv.FormatBool(b)
 	} else {
 		n, ok := integer(v)
 		if !ok {
-			return &importProblem{full, fmt.Sprintf("must be an integer, got %v", v)}
+			return &limiter.FieldError{Field: full, Problem: fmt.Sprintf("must be an integer, got %v", v)}
 		}
 		val = strconv.FormatInt(n, 10)
 	}
@@ -271,7 +266,7 @@ func integer(v any) (int64, bool) {
 func (im *imported) localPeers(key string, v any) []error {
 	list, ok := v.([]any)
 	if !ok {
-		return []error{&importProblem{key, "must be a list of addresses"}}
+		return []error{&limiter.FieldError{Field: key, Problem: "must be a list of addresses"}}
 	}
 	var errs []error
 	for i, x := range list {
@@ -282,7 +277,7 @@ func (im *imported) localPeers(key string, v any) []error {
 			addr, err = ap.Addr(), perr
 		}
 		if err != nil {
-			errs = append(errs, &importProblem{fmt.Sprintf("%s[%d]", key, i), fmt.Sprintf("%q is not an IP address, with or without a port", x)})
+			errs = append(errs, &limiter.FieldError{Field: fmt.Sprintf("%s[%d]", key, i), Problem: fmt.Sprintf("%q is not an IP address, with or without a port", x)})
 			continue
 		}
 		if a := addr.Unmap().String(); !slices.Contains(im.local, a) {

@@ -21,15 +21,6 @@ type PeerQuery struct {
 	Offset int
 }
 
-// QueryError is an invalid parameter of a peer query; Field names it.
-type QueryError struct {
-	Field   string
-	Problem string
-}
-
-// Error returns "<field>: <problem>".
-func (e *QueryError) Error() string { return e.Field + ": " + e.Problem }
-
 // sortTable is every order a peer query can take, by name, with the key
 // it ranks entries by (highest first), in the order the dashboard offers
 // them: the one table of them.
@@ -64,7 +55,8 @@ func SortKey(order string) (func(v *limiter.EntryView) int64, bool) {
 	return nil, false
 }
 
-// ParsePeerQuery reads ?group=&q=&sort=&limit=&cursor=.
+// ParsePeerQuery reads ?group=&q=&sort=&limit=&cursor=; a bad parameter
+// is a *limiter.FieldError naming it.
 func ParsePeerQuery(v map[string][]string) (PeerQuery, error) {
 	get := func(k string) string {
 		if x := v[k]; len(x) > 0 {
@@ -77,19 +69,19 @@ func ParsePeerQuery(v map[string][]string) (PeerQuery, error) {
 		q.Sort = "rejections"
 	}
 	if _, ok := SortKey(q.Sort); !ok {
-		return q, &QueryError{Field: "sort", Problem: "one of " + strings.Join(SortOrders(), ", ")}
+		return q, &limiter.FieldError{Field: "sort", Problem: "one of " + strings.Join(SortOrders(), ", ")}
 	}
 	if s := strings.TrimSpace(get("q")); s != "" {
 		p, err := parseSearch(s)
 		if err != nil {
-			return q, &QueryError{Field: "q", Problem: fmt.Sprintf("%q is not an IP address or a CIDR: search for one such as 203.0.113.7, 203.0.113.0/24 or 2001:db8::/48", s)}
+			return q, &limiter.FieldError{Field: "q", Problem: fmt.Sprintf("%q is not an IP address or a CIDR: search for one such as 203.0.113.7, 203.0.113.0/24 or 2001:db8::/48", s)}
 		}
 		q.Prefix = p
 	}
 	if s := get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 1000 {
-			return q, &QueryError{Field: "limit", Problem: "an integer from 1 to 1000"}
+			return q, &limiter.FieldError{Field: "limit", Problem: "an integer from 1 to 1000"}
 		}
 		q.Limit = n
 	}
@@ -97,7 +89,7 @@ func ParsePeerQuery(v map[string][]string) (PeerQuery, error) {
 		b, err := base64.RawURLEncoding.DecodeString(s)
 		n, err2 := strconv.Atoi(string(b))
 		if err != nil || err2 != nil || n < 0 || n > 1_000_000 {
-			return q, &QueryError{Field: "cursor", Problem: "not a cursor this API returned"}
+			return q, &limiter.FieldError{Field: "cursor", Problem: "not a cursor this API returned"}
 		}
 		q.Offset = n
 	}

@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // MaxBody is the largest request body Read accepts, in bytes.
@@ -19,15 +21,6 @@ const MaxBody = 64 << 10
 // ErrBadBody marks a request body that cannot be read or is not the JSON
 // the API expects (a 400).
 var ErrBadBody = errors.New("bad request")
-
-// UnknownFieldError is a field of a JSON body the API does not know (a
-// 422 naming it).
-type UnknownFieldError struct {
-	Field string
-}
-
-// Error returns "<field>: unknown field".
-func (e *UnknownFieldError) Error() string { return e.Field + ": unknown field" }
 
 // Read reads r's body, at most MaxBody bytes; a longer one is an error
 // wrapping ErrBadBody.
@@ -43,8 +36,8 @@ func Read(r *http.Request) ([]byte, error) {
 }
 
 // Decode reads r's body (bounded, see Read) and decodes it into v
-// strictly: an unknown field is an *UnknownFieldError, anything else
-// wrong an error wrapping ErrBadBody.
+// strictly: an unknown field is a *limiter.FieldError naming it ("<field>:
+// unknown field"), anything else wrong an error wrapping ErrBadBody.
 func Decode(r *http.Request, v any) error {
 	b, err := Read(r)
 	if err != nil {
@@ -59,7 +52,7 @@ func DecodeBytes(b []byte, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &UnknownFieldError{Field: strings.Trim(f, `"`)}
+			return &limiter.FieldError{Field: strings.Trim(f, `"`), Problem: "unknown field"}
 		}
 		return fmt.Errorf("%w: the body is not the expected JSON object: %v", ErrBadBody, err)
 	}
@@ -79,6 +72,37 @@ func Write(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// StatusOf returns the status an API answers the error of a request with,
+// and the request's field at fault when one is named: 422 for a
+// *limiter.FieldError (a field that is wrong, missing or unknown), 400 for
+// a body or query that cannot be read (ErrBadBody, a JSON syntax or type
+// error). It is the one mapping of a bad request to HTTP (docs/api.md,
+// "Errors"); ok is false for any other error, which the caller maps
+// (package web: its not-found and conflict errors, else 500).
+func StatusOf(err error) (status int, field string, ok bool) {
+	var fe *limiter.FieldError
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &fe):
+		return http.StatusUnprocessableEntity, fe.Field, true
+	case errors.Is(err, ErrBadBody), errors.As(err, &syn), errors.As(err, &typ):
+		return http.StatusBadRequest, "", true
+	}
+	return 0, "", false
+}
+
+// Fail answers the error of a request that cannot be taken as StatusOf
+// says, 400 for an error it does not know: for the handlers whose only
+// errors are their request's.
+func Fail(w http.ResponseWriter, err error) {
+	status, field, ok := StatusOf(err)
+	if !ok {
+		status = http.StatusBadRequest
+	}
+	WriteError(w, status, err.Error(), field)
 }
 
 // WriteError answers status with the error body {"error": msg, "field":

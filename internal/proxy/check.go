@@ -3,7 +3,6 @@ package proxy
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -162,7 +161,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		h.fail(w, err)
+		jsonbody.Fail(w, err)
 		return
 	}
 	if req.Method == "" {
@@ -230,7 +229,7 @@ func (h *Handler) HandleRelease(w http.ResponseWriter, r *http.Request) {
 		err = &limiter.FieldError{Field: "id", Problem: "required"}
 	}
 	if err != nil {
-		h.fail(w, err)
+		jsonbody.Fail(w, err)
 		return
 	}
 	if !h.leases.release(req.ID) {
@@ -238,20 +237,4 @@ func (h *Handler) HandleRelease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jsonbody.Write(w, http.StatusOK, map[string]bool{"released": true})
-}
-
-// fail answers a bad check or release body: 422 naming the field, 400 for
-// a body that is not the expected JSON. The admin listener's own mapping
-// (package web) gives these errors the same statuses.
-func (h *Handler) fail(w http.ResponseWriter, err error) {
-	var fe *limiter.FieldError
-	var uf *jsonbody.UnknownFieldError
-	switch {
-	case errors.As(err, &fe):
-		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), fe.Field)
-	case errors.As(err, &uf):
-		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), uf.Field)
-	default:
-		jsonbody.WriteError(w, http.StatusBadRequest, err.Error(), "")
-	}
 }

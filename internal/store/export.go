@@ -102,29 +102,18 @@ func (db *DB) Export(ctx context.Context, w io.Writer) error {
 	return nil
 }
 
-// ImportError is a problem of an imported document: where (a JSON path
-// such as "snapshot.entries[3].peer") and what.
-type ImportError struct {
-	Path    string
-	Problem string
-}
-
-// Error returns "import: <path>: <problem>".
-func (e *ImportError) Error() string {
-	if e.Path == "" {
-		return "import: " + e.Problem
-	}
-	return "import: " + e.Path + ": " + e.Problem
-}
-
+// importErr is a problem of an imported document, "import: <path>:
+// <problem>": a *limiter.FieldError naming where, as a JSON path such as
+// "snapshot.entries[3].peer" ("" for the document as a whole).
 func importErr(path, format string, args ...any) error {
-	return &ImportError{Path: path, Problem: fmt.Sprintf(format, args...)}
+	return fmt.Errorf("import: %w", &limiter.FieldError{Field: path, Problem: fmt.Sprintf(format, args...)})
 }
 
 // Import replaces the live state, the audit log and the snapshot with those
 // of the JSON Document read from r, in one transaction. The document is
-// read and validated whole first: on any error (an *ImportError naming
-// what is wrong, for a bad document) the database is unchanged.
+// read and validated whole first: on any error (one wrapping a
+// *limiter.FieldError naming what is wrong, for a bad document) the
+// database is unchanged.
 func (db *DB) Import(ctx context.Context, r io.Reader) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -346,7 +335,7 @@ func (doc *Document) validate(checkThrottle func([]byte) error) error {
 	}
 	if th := doc.Throttle; th != nil && checkThrottle != nil {
 		if err := checkThrottle(th); err != nil {
-			return &ImportError{Problem: err.Error()}
+			return importErr("", "%v", err)
 		}
 	}
 	ids := map[uint64]int{}

@@ -229,9 +229,9 @@ func TestImportBad(t *testing.T) {
 			t.Errorf("%s: error %q does not say %q", c.name, err, c.want)
 		}
 		t.Logf("%s: %v", c.name, err)
-		var ie *store.ImportError
-		if !errors.As(err, &ie) {
-			t.Errorf("%s: %T is not an *ImportError", c.name, err)
+		var fe *limiter.FieldError
+		if !errors.As(err, &fe) {
+			t.Errorf("%s: %T does not name what is wrong (a *limiter.FieldError)", c.name, err)
 		}
 		if after := mustExport(t, db); !bytes.Equal(after, before) {
 			t.Fatalf("%s: a failed Import changed the database", c.name)

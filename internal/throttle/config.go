@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // Rule is one [[throttle.rule]]: outbound calls whose path matches
@@ -108,20 +110,6 @@ type Matcher = interface {
 	Match(path string) bool
 }
 
-// ConfigError is an invalid Config. Key names the configuration
-// key, 0-based: "throttle.rule[2].paths[0]", "throttle.exempt_paths[0]".
-type ConfigError struct {
-	Key     string
-	Problem string
-	Err     error // Compile's error for a bad pattern
-}
-
-// Error returns "<key>: <problem>".
-func (e *ConfigError) Error() string { return e.Key + ": " + e.Problem }
-
-// Unwrap returns the underlying error, if any.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
 // throttleSettings is a compiled Config; immutable.
 type throttleSettings struct {
 	cfg         Config // deep copy
@@ -159,19 +147,19 @@ func cloneThrottleConfig(c Config) Config {
 func compileThrottle(cfg Config) (*throttleSettings, error) {
 	cfg = cloneThrottleConfig(cfg)
 	if cfg.Period < time.Millisecond {
-		return nil, &ConfigError{Key: "throttle.period", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.Period)}
+		return nil, &limiter.FieldError{Field: "throttle.period", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.Period)}
 	}
 	if cfg.RetryInterval < time.Millisecond {
-		return nil, &ConfigError{Key: "throttle.retry_interval", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.RetryInterval)}
+		return nil, &limiter.FieldError{Field: "throttle.retry_interval", Problem: fmt.Sprintf("must be at least 1ms, got %v", cfg.RetryInterval)}
 	}
 	if cfg.Mode > ModeAdaptive {
-		return nil, &ConfigError{Key: "throttle.mode", Problem: fmt.Sprintf("unknown mode %d", cfg.Mode)}
+		return nil, &limiter.FieldError{Field: "throttle.mode", Problem: fmt.Sprintf("unknown mode %d", cfg.Mode)}
 	}
 	if cfg.DefaultType == "" {
-		return nil, &ConfigError{Key: "throttle.default_type", Problem: "must not be empty"}
+		return nil, &limiter.FieldError{Field: "throttle.default_type", Problem: "must not be empty"}
 	}
 	if cfg.DefaultRPM < 0 {
-		return nil, &ConfigError{Key: "throttle.default_rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", cfg.DefaultRPM)}
+		return nil, &limiter.FieldError{Field: "throttle.default_rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", cfg.DefaultRPM)}
 	}
 	st := &throttleSettings{
 		cfg:         cfg,
@@ -182,7 +170,7 @@ func compileThrottle(cfg Config) (*throttleSettings, error) {
 	}
 	for i, p := range cfg.ExemptPeers {
 		if p == "" {
-			return nil, &ConfigError{Key: fmt.Sprintf("throttle.exempt_peers[%d]", i), Problem: "must not be empty"}
+			return nil, &limiter.FieldError{Field: fmt.Sprintf("throttle.exempt_peers[%d]", i), Problem: "must not be empty"}
 		}
 		st.exemptPeers[p] = struct{}{}
 	}
@@ -193,13 +181,13 @@ func compileThrottle(cfg Config) (*throttleSettings, error) {
 	for i, r := range cfg.Rules {
 		key := fmt.Sprintf("throttle.rule[%d]", i)
 		if r.Type == "" {
-			return nil, &ConfigError{Key: key + ".type", Problem: "must not be empty"}
+			return nil, &limiter.FieldError{Field: key + ".type", Problem: "must not be empty"}
 		}
 		if r.RPM < 0 {
-			return nil, &ConfigError{Key: key + ".rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", r.RPM)}
+			return nil, &limiter.FieldError{Field: key + ".rpm", Problem: fmt.Sprintf("must be ≥ 0, got %d", r.RPM)}
 		}
 		if len(r.Paths) == 0 {
-			return nil, &ConfigError{Key: key + ".paths", Problem: "at least one pattern"}
+			return nil, &limiter.FieldError{Field: key + ".paths", Problem: "at least one pattern"}
 		}
 		rt := throttleRuleRT{class: throttleClass{typ: r.Type, rpm: r.RPM, cap: Capacity(r.RPM)}}
 		if rt.pats, err = st.compilePatterns(key+".paths", r.Paths); err != nil {
@@ -220,11 +208,11 @@ func (st *throttleSettings) compilePatterns(key string, list []string) ([]Matche
 	pats := make([]Matcher, len(list))
 	for i, s := range list {
 		if st.cfg.Compile == nil {
-			return nil, &ConfigError{Key: fmt.Sprintf("%s[%d]", key, i), Problem: "no pattern compiler (Config.Compile)"}
+			return nil, &limiter.FieldError{Field: fmt.Sprintf("%s[%d]", key, i), Problem: "no pattern compiler (Config.Compile)"}
 		}
 		p, err := st.cfg.Compile(s)
 		if err != nil {
-			return nil, &ConfigError{Key: fmt.Sprintf("%s[%d]", key, i), Problem: err.Error(), Err: err}
+			return nil, &limiter.FieldError{Field: fmt.Sprintf("%s[%d]", key, i), Problem: err.Error(), Err: err}
 		}
 		pats[i] = p
 	}

@@ -94,9 +94,9 @@ func TestNewThrottleErrors(t *testing.T) {
 			t.Errorf("NewThrottle: %v, want %q…", err, r.want)
 			continue
 		}
-		var te *throttle.ConfigError
-		if !errors.As(err, &te) || !strings.HasPrefix(r.want, te.Key+":") {
-			t.Errorf("%v: not a *ThrottleError with its key", err)
+		var fe *limiter.FieldError
+		if !errors.As(err, &fe) || !strings.HasPrefix(r.want, fe.Field+":") {
+			t.Errorf("%v: not a *limiter.FieldError with its key", err)
 		}
 		if strings.Contains(r.want, "paths[") {
 			var pe *limiter.PatternError

@@ -112,7 +112,7 @@ type throttleEntry struct {
 }
 
 // New returns a Throttle for cfg, switched on, tracking nothing, whose
-// counters start at now (Stats.Since). An error is a *ConfigError naming
+// counters start at now (Stats.Since). An error is a *limiter.FieldError naming
 // the key.
 func New(now time.Time, cfg Config) (*Throttle, error) {
 	st, err := compileThrottle(cfg)
@@ -130,7 +130,7 @@ func New(now time.Time, cfg Config) (*Throttle, error) {
 
 // Apply installs cfg at once, keeping all timestamps and waiters: a key
 // whose type no rule gives any more simply expires. On error nothing
-// changes; the error is a *ConfigError naming the key.
+// changes; the error is a *limiter.FieldError naming the key.
 func (t *Throttle) Apply(cfg Config) error {
 	st, err := compileThrottle(cfg)
 	if err != nil {

@@ -236,12 +236,11 @@ func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 // error, or (logging it) that something failed inside limiterd.
 func (d *dashboard) message(r *http.Request, err error) string {
 	var fe *limiter.FieldError
-	var qe *insight.QueryError
 	switch {
+	case errors.As(err, &fe) && fe.Field == "":
+		return plain(fe.Problem)
 	case errors.As(err, &fe):
 		return plain(bodyField(fe.Field) + ": " + fe.Problem)
-	case errors.As(err, &qe):
-		return plain(qe.Problem)
 	case errors.Is(err, live.ErrExists):
 		return "That entry exists already."
 	}

@@ -1,13 +1,11 @@
 package web
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"runtime/debug"
 
-	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/limiter"
@@ -18,21 +16,16 @@ var errBadRequest = errors.New("bad request")
 
 // statusOf maps an error to the status the admin API and the dashboard
 // answer it with, and the request field at fault when one is named: the
-// one place that does (SPEC §7). An error it does not know is a 500.
+// one place that does (docs/api.md, "Errors"). A bad request is answered as package
+// jsonbody's StatusOf says (422 naming the field, 400), a setting of a
+// group naming the key as the live edit's body does; an error it does not
+// know is a 500.
 func statusOf(err error) (status int, field string) {
-	var fe *limiter.FieldError
-	var uf *jsonbody.UnknownFieldError
-	var qe *insight.QueryError
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
+	if status, field, ok := jsonbody.StatusOf(err); ok {
+		return status, bodyField(field)
+	}
 	switch {
-	case errors.As(err, &fe):
-		return http.StatusUnprocessableEntity, bodyField(fe.Field)
-	case errors.As(err, &uf):
-		return http.StatusUnprocessableEntity, uf.Field
-	case errors.As(err, &qe):
-		return http.StatusUnprocessableEntity, qe.Field
-	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, errBadRequest), errors.Is(err, jsonbody.ErrBadBody):
+	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest, ""
 	case errors.Is(err, live.ErrNotFound):
 		return http.StatusNotFound, ""

@@ -10,6 +10,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/throttle"
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // observeRequest is the body of POST /api/v1/throttle/observe: the reply
@@ -89,13 +90,13 @@ func (a *API) HandleObserve(w http.ResponseWriter, r *http.Request) {
 		err = checkThrottleArgs(req.Peer, req.Path)
 	}
 	if err == nil && (req.Status < 100 || req.Status > 599) {
-		err = &fieldError{Field: "status", Problem: fmt.Sprintf("must be an HTTP status from 100 to 599, got %d", req.Status)}
+		err = &limiter.FieldError{Field: "status", Problem: fmt.Sprintf("must be an HTTP status from 100 to 599, got %d", req.Status)}
 	}
 	if err == nil && req.Headers == nil {
-		err = &fieldError{Field: "headers", Problem: "required (an object; {} for a reply without header fields)"}
+		err = &limiter.FieldError{Field: "headers", Problem: "required (an object; {} for a reply without header fields)"}
 	}
 	if err != nil {
-		fail(w, err)
+		jsonbody.Fail(w, err)
 		return
 	}
 	o := a.t.Observe(a.now(), req.Peer, req.Path, req.Headers)

@@ -6,7 +6,6 @@ package throttleapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/throttle"
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // API serves the outbound throttle over HTTP: POST blocks until the call
@@ -109,11 +109,11 @@ func (a *API) HandleWait(w http.ResponseWriter, r *http.Request) {
 	if err == nil && req.Timeout != "" {
 		timeout, err = time.ParseDuration(req.Timeout)
 		if err != nil || timeout <= 0 {
-			err = &fieldError{Field: "timeout", Problem: fmt.Sprintf("%q is not a positive duration such as \"5s\"", req.Timeout)}
+			err = &limiter.FieldError{Field: "timeout", Problem: fmt.Sprintf("%q is not a positive duration such as \"5s\"", req.Timeout)}
 		}
 	}
 	if err != nil {
-		fail(w, err)
+		jsonbody.Fail(w, err)
 		return
 	}
 	if a.closed.Err() != nil {
@@ -203,7 +203,7 @@ func (a *API) HandleCheck(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		for k := range q {
 			if k != "peer" && k != "path" {
-				err = &fieldError{Field: k, Problem: "unknown parameter"}
+				err = &limiter.FieldError{Field: k, Problem: "unknown parameter"}
 				break
 			}
 		}
@@ -212,7 +212,7 @@ func (a *API) HandleCheck(w http.ResponseWriter, r *http.Request) {
 		err = checkThrottleArgs(q.Get("peer"), q.Get("path"))
 	}
 	if err != nil {
-		fail(w, err)
+		jsonbody.Fail(w, err)
 		return
 	}
 	if a.t.Mode() == throttle.ModeAdaptive {
@@ -236,9 +236,9 @@ func (a *API) HandleCheck(w http.ResponseWriter, r *http.Request) {
 func checkThrottleArgs(peer, path string) error {
 	switch {
 	case peer == "":
-		return &fieldError{Field: "peer", Problem: "required"}
+		return &limiter.FieldError{Field: "peer", Problem: "required"}
 	case path == "":
-		return &fieldError{Field: "path", Problem: "required"}
+		return &limiter.FieldError{Field: "path", Problem: "required"}
 	}
 	return nil
 }
@@ -323,27 +323,5 @@ func (s *sleeper) stop() {
 	if s.timer != nil {
 		s.stopf()
 		s.timer.Stop()
-	}
-}
-
-// fieldError is a bad or missing field of a request: 422 naming it, with
-// the message the admin API gives limiter.FieldError ("<field>: <problem>").
-type fieldError struct{ Field, Problem string }
-
-func (e *fieldError) Error() string { return e.Field + ": " + e.Problem }
-
-// fail answers a request the API cannot take: 422 naming the field, 400
-// for a body or query that cannot be read (the statuses the admin API's
-// own mapping, package web, gives the same errors).
-func fail(w http.ResponseWriter, err error) {
-	var fe *fieldError
-	var uf *jsonbody.UnknownFieldError
-	switch {
-	case errors.As(err, &fe):
-		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), fe.Field)
-	case errors.As(err, &uf):
-		jsonbody.WriteError(w, http.StatusUnprocessableEntity, err.Error(), uf.Field)
-	default:
-		jsonbody.WriteError(w, http.StatusBadRequest, err.Error(), "")
 	}
 }
