@@ -101,7 +101,7 @@ func (m *Main) importArweaveConfig(args []string) int {
 	}
 	if _, _, err := config.Load(config.Source{Path: name, Data: toml}); err != nil {
 		for _, e := range config.Errors(err) {
-			key := e.Key
+			key := e.Field
 			if k, ok := im.origin[key]; ok {
 				key = k
 			}

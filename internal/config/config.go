@@ -25,7 +25,8 @@
 // in and cannot be configured.
 //
 // Everything is validated before Load returns: every problem is reported,
-// not just the first, each as an *Error naming the key (see Errors).
+// not just the first, each as a *limiter.FieldError naming the key (see
+// Errors).
 package config
 
 import (
@@ -219,7 +220,8 @@ const embeddedName = "config.toml (embedded)"
 
 // Load reads, merges and validates the configuration of src (see the
 // package comment for the layers). On error the Config is nil and the
-// error joins one *Error per problem found; Info is filled in either way.
+// error joins every problem found, "config: <key>: <problem>" (see
+// Errors); Info is filled in either way.
 func Load(src Source) (*Config, Info, error) {
 	var p problems
 	info := Info{EmbeddedOnly: true}
@@ -293,10 +295,10 @@ func Load(src Source) (*Config, Info, error) {
 	t := decode(&p, k.Raw(), fields, "")
 	cfg := build(&p, t)
 	for _, e := range p.errs {
-		if alias, ok := aliases[e.Key]; ok {
-			e.Key = alias
+		if alias, ok := aliases[e.Field]; ok {
+			e.Field = alias
 		}
-		if name, ok := envOrigin(origin, e.Key); ok {
+		if name, ok := envOrigin(origin, e.Field); ok {
 			e.Problem += " (environment variable " + name + ")"
 		}
 	}
@@ -307,9 +309,9 @@ func Load(src Source) (*Config, Info, error) {
 	return cfg, info, nil
 }
 
-// loadTOML parses b as TOML into k. A syntax error is an *Error keyed by
+// loadTOML parses b as TOML into k. A syntax error is a problem keyed by
 // name:line:column.
-func loadTOML(k *koanf.Koanf, b []byte, name string) *Error {
+func loadTOML(k *koanf.Koanf, b []byte, name string) *limiter.FieldError {
 	err := k.Load(rawbytes.Provider(b), toml.Parser())
 	if err == nil {
 		return nil
@@ -317,9 +319,9 @@ func loadTOML(k *koanf.Koanf, b []byte, name string) *Error {
 	var de *gotoml.DecodeError
 	if errors.As(err, &de) {
 		row, col := de.Position()
-		return &Error{Key: fmt.Sprintf("%s:%d:%d", name, row, col), Problem: de.Error(), Err: err}
+		return &limiter.FieldError{Field: fmt.Sprintf("%s:%d:%d", name, row, col), Problem: de.Error(), Err: err}
 	}
-	return &Error{Key: name, Problem: err.Error(), Err: err}
+	return &limiter.FieldError{Field: name, Problem: err.Error(), Err: err}
 }
 
 // envOrigin returns the environment variable that set key, or one of its

@@ -156,7 +156,7 @@ func TestMissingFile(t *testing.T) {
 		t.Errorf("error %v is not fs.ErrNotExist", err)
 	}
 	errs := config.Errors(err)
-	if len(errs) != 1 || errs[0].Key != path {
+	if len(errs) != 1 || errs[0].Field != path {
 		t.Fatalf("errors = %v, want one naming %s", errs, path)
 	}
 	if want := "config: " + path + ": cannot read the config file: no such file or directory"; err.Error() != want {
@@ -169,7 +169,7 @@ func TestUnreadableFile(t *testing.T) {
 	for _, required := range []bool{false, true} {
 		_, _, err := config.Load(config.Source{Path: dir, Required: required})
 		errs := config.Errors(err)
-		if len(errs) != 1 || errs[0].Key != dir || errors.Is(err, fs.ErrNotExist) {
+		if len(errs) != 1 || errs[0].Field != dir || errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("required %v: err = %v", required, err)
 		}
 	}

@@ -3,59 +3,52 @@ package config
 import (
 	"errors"
 	"fmt"
+
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // Errors of this package, for errors.Is on a Load error.
 var (
-	// ErrUnknownKey is the Err of an *Error for a key the configuration
+	// ErrUnknownKey is the Err of the problem of a key the configuration
 	// does not have (a typo must not silently drop a limit).
 	ErrUnknownKey = errors.New("unknown key")
-	// ErrWrongType is the Err of an *Error for a value of the wrong type,
-	// such as a string where an integer is expected.
+	// ErrWrongType is the Err of the problem of a value of the wrong
+	// type, such as a string where an integer is expected.
 	ErrWrongType = errors.New("wrong type")
 )
 
-// Error is one configuration problem. Load returns every problem it finds
-// as one error joining *Error values (see Errors).
-type Error struct {
-	// Key is the dotted configuration key, with 0-based list indices, such
-	// as "http_api.limiter.chunk.leaky_limit" or "routes.rule[2].paths[0]";
-	// for a source that cannot be read or parsed, the file path (with the
-	// line and column of a syntax error, "config.toml:3:7").
-	Key string
-	// Problem says what is wrong, for a person.
-	Problem string
-	// Err is the underlying error, if any: ErrUnknownKey, ErrWrongType, a
-	// file system error (errors.Is(err, fs.ErrNotExist) works), a
-	// *limiter.PatternError.
-	Err error
-}
+// A configuration problem is a *limiter.FieldError whose Field is the
+// dotted configuration key, with 0-based list indices, such as
+// "http_api.limiter.chunk.leaky_limit" or "routes.rule[2].paths[0]" (for
+// a source that cannot be read or parsed, the file's path, with the line
+// and column of a syntax error: "config.toml:3:7"), and whose Err is the
+// underlying error, if any: ErrUnknownKey, ErrWrongType, a file system
+// error (errors.Is(err, fs.ErrNotExist) works), a *limiter.PatternError.
+// Load's error joins one per problem, each read "config: <key>:
+// <problem>".
 
-// Error returns "config: <key>: <problem>".
-func (e *Error) Error() string { return fmt.Sprintf("config: %s: %s", e.Key, e.Problem) }
+// wrap returns fe as this package reports it: "config: <key>: <problem>".
+func wrap(fe *limiter.FieldError) error { return fmt.Errorf("config: %w", fe) }
 
-// Unwrap returns the underlying error, if any.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Errors returns the *Error values err holds, in order: err itself, or the
-// errors an errors.Join (such as Load's) holds, at any depth. It returns nil
-// for nil or an error with no *Error in it.
-func Errors(err error) []*Error {
-	var out []*Error
+// Errors returns the problems err holds, in order: err's own, or those an
+// errors.Join (such as Load's) holds, at any depth. It returns nil for nil
+// or an error with no *limiter.FieldError in it.
+func Errors(err error) []*limiter.FieldError {
+	var out []*limiter.FieldError
 	var walk func(error)
 	walk = func(err error) {
 		switch e := err.(type) {
 		case nil:
-		case *Error:
+		case *limiter.FieldError:
 			out = append(out, e)
 		case interface{ Unwrap() []error }:
 			for _, x := range e.Unwrap() {
 				walk(x)
 			}
 		default:
-			var ce *Error
-			if errors.As(err, &ce) {
-				out = append(out, ce)
+			var fe *limiter.FieldError
+			if errors.As(err, &fe) {
+				out = append(out, fe)
 			}
 		}
 	}
@@ -63,14 +56,14 @@ func Errors(err error) []*Error {
 	return out
 }
 
-// problems collects *Error values in the order they are found.
+// problems collects the problems of a Load in the order they are found.
 type problems struct {
-	errs []*Error
+	errs []*limiter.FieldError
 }
 
 // add records a problem with key.
 func (p *problems) add(key, problem string) {
-	p.errs = append(p.errs, &Error{Key: key, Problem: problem})
+	p.errs = append(p.errs, &limiter.FieldError{Field: key, Problem: problem})
 }
 
 // addf records a formatted problem with key.
@@ -80,7 +73,7 @@ func (p *problems) addf(key, format string, args ...any) {
 
 // addErr records a problem with key and its underlying error.
 func (p *problems) addErr(key, problem string, err error) {
-	p.errs = append(p.errs, &Error{Key: key, Problem: problem, Err: err})
+	p.errs = append(p.errs, &limiter.FieldError{Field: key, Problem: problem, Err: err})
 }
 
 // err returns nil, or every problem joined.
@@ -90,7 +83,7 @@ func (p *problems) err() error {
 	}
 	errs := make([]error, len(p.errs))
 	for i, e := range p.errs {
-		errs[i] = e
+		errs[i] = wrap(e)
 	}
 	return errors.Join(errs...)
 }

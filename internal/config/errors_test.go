@@ -11,7 +11,7 @@ import (
 )
 
 // errorLines returns the lines of a Load error, checking that each is one
-// *Error and reads "config: <key>: <problem>".
+// problem and reads "config: <key>: <problem>".
 func errorLines(t *testing.T, err error) []string {
 	t.Helper()
 	if err == nil {
@@ -20,11 +20,11 @@ func errorLines(t *testing.T, err error) []string {
 	errs := config.Errors(err)
 	lines := strings.Split(err.Error(), "\n")
 	if len(errs) != len(lines) {
-		t.Fatalf("%d *Error for %d lines:\n%v", len(errs), len(lines), err)
+		t.Fatalf("%d problems for %d lines:\n%v", len(errs), len(lines), err)
 	}
 	for i, e := range errs {
-		if lines[i] != "config: "+e.Key+": "+e.Problem || e.Error() != lines[i] {
-			t.Errorf("line %q is not *Error %+v", lines[i], e)
+		if lines[i] != "config: "+e.Field+": "+e.Problem || "config: "+e.Error() != lines[i] {
+			t.Errorf("line %q is not the problem %+v", lines[i], e)
 		}
 	}
 	return lines
@@ -427,25 +427,25 @@ paths = ["/a/**/b"]
 	if len(errs) != 3 {
 		t.Fatalf("errors = %v", errs)
 	}
-	if errs[0].Key != "server.upstrem" || !errors.Is(errs[0], config.ErrUnknownKey) {
+	if errs[0].Field != "server.upstrem" || !errors.Is(errs[0], config.ErrUnknownKey) {
 		t.Errorf("first = %+v", errs[0])
 	}
 	if !errors.Is(err, config.ErrUnknownKey) {
 		t.Error("the joined error is not ErrUnknownKey")
 	}
 	var fe *limiter.FieldError
-	if errs[1].Key != "http_api.limiter.chunk.leaky_limit" || !errors.As(errs[1], &fe) || fe.Field != errs[1].Key {
+	if errs[1].Field != "http_api.limiter.chunk.leaky_limit" || !errors.As(errs[1], &fe) || fe.Field != errs[1].Field {
 		t.Errorf("second = %+v", errs[1])
 	}
 	var pe *limiter.PatternError
-	if errs[2].Key != "routes.rule[0].paths[0]" || !errors.As(errs[2], &pe) {
+	if errs[2].Field != "routes.rule[0].paths[0]" || !errors.As(errs[2], &pe) {
 		t.Errorf("third = %+v", errs[2])
 	}
 	if config.Errors(nil) != nil {
 		t.Error("Errors(nil) is not nil")
 	}
-	one := &config.Error{Key: "k", Problem: "p"}
-	if got := config.Errors(one); len(got) != 1 || got[0] != one || one.Error() != "config: k: p" {
+	one := &limiter.FieldError{Field: "k", Problem: "p"}
+	if got := config.Errors(one); len(got) != 1 || got[0] != one || one.Error() != "k: p" {
 		t.Errorf("Errors(one) = %v", got)
 	}
 }

@@ -20,7 +20,7 @@ const fuzzPath = "/etc/limiterd/fuzz.toml"
 // FuzzLoad: a config file's bytes through Load, the entry point of
 // limiterd's configuration (TOML parse, 2.9.7 aliases, schema, validation).
 // Whatever the bytes, Load never panics. A refusal is a nil Config and one
-// *config.Error or more, each naming a key (or the file, with the line
+// problem or more, each naming a key (or the file, with the line
 // and column of a syntax error) and a problem. What loads re-validates:
 // the limiter core and the outbound throttle accept it as they get it,
 // and its TOML (check-config's output) loads back to an equal Config.
@@ -75,10 +75,10 @@ func FuzzLoad(f *testing.F) {
 			}
 			errs := config.Errors(err)
 			if len(errs) == 0 {
-				t.Fatalf("%q: error %v holds no *config.Error", data, err)
+				t.Fatalf("%q: error %v holds no problem", data, err)
 			}
 			for _, e := range errs {
-				if e.Key == "" || strings.TrimSpace(e.Problem) == "" {
+				if e.Field == "" || strings.TrimSpace(e.Problem) == "" {
 					t.Fatalf("%q: %#v names no key or no problem", data, e)
 				}
 			}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/limiterd/limiterd/limiter"
 )
 
 // Log is the [log] table (SPEC §3): how limiterd logs.
@@ -108,7 +110,7 @@ func (b *builder) tokens(c *Config) {
 // has reports whether a problem with key was recorded.
 func (p *problems) has(key string) bool {
 	for _, e := range p.errs {
-		if e.Key == key {
+		if e.Field == key {
 			return true
 		}
 	}
@@ -166,10 +168,10 @@ func resolvePaths(c *Config, file string, origin map[string]string, dataDirFlag 
 // named: surrounding white space is dropped. It refuses, naming the file,
 // a file that users other than its owner and group can read or change
 // (chmod 600 or 640 it) and a token shorter than MinTokenLen. The error is
-// an *Error with that key.
+// the problem of that key, "config: <key>: token file <path>: …".
 func ReadTokenFile(key, path string) (string, error) {
 	fail := func(format string, args ...any) (string, error) {
-		return "", &Error{Key: key, Problem: fmt.Sprintf("token file %s: ", path) + fmt.Sprintf(format, args...)}
+		return "", wrap(&limiter.FieldError{Field: key, Problem: fmt.Sprintf("token file %s: ", path) + fmt.Sprintf(format, args...)})
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -209,7 +211,7 @@ func ReadTokenFile(key, path string) (string, error) {
 
 // TokenSecrets returns the [[admin.tokens]] with the secret of each in
 // Token, read from its token_file when it has one (ReadTokenFile). The
-// daemon calls it at start and on every SIGHUP; the errors join one *Error
+// daemon calls it at start and on every SIGHUP; the errors join one problem
 // per bad file.
 func (c *Config) TokenSecrets() ([]Token, error) {
 	var errs []error

@@ -28,7 +28,7 @@ func load(t *testing.T, src config.Source) *config.Config {
 func problems(err error) []string {
 	var out []string
 	for _, e := range config.Errors(err) {
-		out = append(out, e.Error())
+		out = append(out, "config: "+e.Error())
 	}
 	return out
 }
