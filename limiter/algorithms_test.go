@@ -405,17 +405,15 @@ func TestAlgorithmSettingErrors(t *testing.T) {
 	}
 	// A present limit of 0 is refused even for the hybrid, which ignores
 	// the key; an inherited burst is dropped for an algorithm without.
-	zero := int64(0)
-	if _, err := (limiter.PartialGroup{Limit: &zero}).Resolve("api", limiter.ArweaveGroups()["general"]); err == nil || !strings.Contains(err.Error(), "http_api.limiter.api.limit") {
+	if _, err := (limiter.PartialGroup{limiter.KeyLimit: int64(0)}).Resolve("api", limiter.ArweaveGroups()["general"]); err == nil || !strings.Contains(err.Error(), "http_api.limiter.api.limit") {
 		t.Errorf("limit = 0 on a hybrid group: %v", err)
 	}
-	fw := algo.FixedWindow
-	s, err := (limiter.PartialGroup{Algorithm: &fw}).Resolve("api", algoSettings(algo.TokenBucket, 10, 1000, 20, 10))
+	fw := algo.FixedWindow.String()
+	s, err := (limiter.PartialGroup{limiter.KeyAlgorithm: fw}).Resolve("api", algoSettings(algo.TokenBucket, 10, 1000, 20, 10))
 	if err != nil || s.Burst != 0 || s.Algorithm != algo.FixedWindow {
 		t.Errorf("inherited burst: %+v %v", s, err)
 	}
-	five := int64(5)
-	if _, err := (limiter.PartialGroup{Algorithm: &fw, Burst: &five}).Resolve("api", algoSettings(algo.TokenBucket, 10, 1000, 20, 10)); err == nil || !strings.Contains(err.Error(), "api.burst") {
+	if _, err := (limiter.PartialGroup{limiter.KeyAlgorithm: fw, limiter.KeyBurst: int64(5)}).Resolve("api", algoSettings(algo.TokenBucket, 10, 1000, 20, 10)); err == nil || !strings.Contains(err.Error(), "api.burst") {
 		t.Errorf("a burst set with fixed_window: %v", err)
 	}
 }

@@ -94,21 +94,6 @@ type Shards struct {
 	ConcurrencyScope ConcurrencyScope `json:"concurrency_scope"`
 }
 
-// PartialShards are the Shards keys of a PartialGroup: nil is omitted.
-type PartialShards struct {
-	NumberOfWorkers  *int64
-	ConcurrencyScope *ConcurrencyScope
-}
-
-func (p PartialShards) over(s *Shards) {
-	if p.NumberOfWorkers != nil {
-		s.NumberOfWorkers = *p.NumberOfWorkers
-	}
-	if p.ConcurrencyScope != nil {
-		s.ConcurrencyScope = *p.ConcurrencyScope
-	}
-}
-
 // MaxWorkers bounds number_of_workers.
 const MaxWorkers = 1024
 

@@ -72,13 +72,6 @@ const (
 	KeyBurst     = "burst"
 )
 
-// GroupKeys lists every key of a group table in the order of docs/config.md.
-var GroupKeys = []string{
-	KeySlidingWindowLimit, KeySlidingWindowDuration, KeyCleanupInterval, KeyCleanupExpiry,
-	KeyLeakyLimit, KeyLeakyTickInterval, KeyLeakyTickReduction, KeyConcurrencyLimit,
-	KeyManualReductionOff, KeyMode, KeyAlgorithm, KeyLimit, KeyPeriod, KeyBurst,
-}
-
 // GroupSettings holds the limits of one route group. Durations and
 // intervals are integer milliseconds, as in the Arweave node's config.
 type GroupSettings struct {
@@ -116,35 +109,19 @@ const maxSetting = 1<<31 - 1
 // the durations, intervals, the tick reduction and the concurrency limit are
 // integers > 0. The error names the group and the first offending key.
 func (s GroupSettings) Validate(group string) error {
-	check := func(key string, v int64, min int64) error {
-		if v < min {
+	for _, k := range groupKeyTable {
+		if k.int == nil || k.Part != PartHybrid && k.Part != PartCommon {
+			continue
+		}
+		switch v := *k.int(&s); {
+		case v < k.Min:
 			rel := "≥ 0"
-			if min == 1 {
+			if k.Min == 1 {
 				rel = "> 0"
 			}
-			return settingError(group, key, fmt.Sprintf("must be an integer %s, got %d", rel, v))
-		}
-		if v > maxSetting {
-			return settingError(group, key, fmt.Sprintf("must be at most %d, got %d", maxSetting, v))
-		}
-		return nil
-	}
-	for _, c := range []struct {
-		key string
-		v   int64
-		min int64
-	}{
-		{KeySlidingWindowLimit, s.SlidingWindowLimit, 0},
-		{KeySlidingWindowDuration, s.SlidingWindowDuration, 1},
-		{KeyCleanupInterval, s.CleanupInterval, 1},
-		{KeyCleanupExpiry, s.CleanupExpiry, 1},
-		{KeyLeakyLimit, s.LeakyLimit, 0},
-		{KeyLeakyTickInterval, s.LeakyTickInterval, 1},
-		{KeyLeakyTickReduction, s.LeakyTickReduction, 1},
-		{KeyConcurrencyLimit, s.ConcurrencyLimit, 1},
-	} {
-		if err := check(c.key, c.v, c.min); err != nil {
-			return err
+			return settingError(group, k.Name, fmt.Sprintf("must be an integer %s, got %d", rel, v))
+		case v > k.Max:
+			return settingError(group, k.Name, fmt.Sprintf("must be at most %d, got %d", k.Max, v))
 		}
 	}
 	if s.Mode > ModeOff {
@@ -243,84 +220,6 @@ var (
 // MaxGroups bounds the number of groups, local_peers included, that one
 // Limiter can know over its lifetime.
 const MaxGroups = 64
-
-// PartialGroup is a group table as written by an operator: a nil field is a
-// key the table omits, which takes the general group's value.
-type PartialGroup struct {
-	SlidingWindowLimit      *int64
-	SlidingWindowDuration   *int64
-	CleanupInterval         *int64
-	CleanupExpiry           *int64
-	LeakyLimit              *int64
-	LeakyTickInterval       *int64
-	LeakyTickReduction      *int64
-	ConcurrencyLimit        *int64
-	ManualReductionDisabled *bool
-	Mode                    *Mode
-	Algorithm               *algo.Kind
-	Limit                   *int64
-	Period                  *int64
-	Burst                   *int64
-	PartialShards
-}
-
-// Over returns base with every key p sets replaced by p's value.
-func (p PartialGroup) Over(base GroupSettings) GroupSettings {
-	set := func(dst *int64, v *int64) {
-		if v != nil {
-			*dst = *v
-		}
-	}
-	set(&base.SlidingWindowLimit, p.SlidingWindowLimit)
-	set(&base.SlidingWindowDuration, p.SlidingWindowDuration)
-	set(&base.CleanupInterval, p.CleanupInterval)
-	set(&base.CleanupExpiry, p.CleanupExpiry)
-	set(&base.LeakyLimit, p.LeakyLimit)
-	set(&base.LeakyTickInterval, p.LeakyTickInterval)
-	set(&base.LeakyTickReduction, p.LeakyTickReduction)
-	set(&base.ConcurrencyLimit, p.ConcurrencyLimit)
-	if p.ManualReductionDisabled != nil {
-		base.ManualReductionDisabled = *p.ManualReductionDisabled
-	}
-	if p.Mode != nil {
-		base.Mode = *p.Mode
-	}
-	if p.Algorithm != nil {
-		base.Algorithm = *p.Algorithm
-	}
-	set(&base.Limit, p.Limit)
-	set(&base.Period, p.Period)
-	set(&base.Burst, p.Burst)
-	// A burst taken over from base (general, or the file's value under a
-	// live edit) means nothing to an algorithm without one: dropped. One
-	// set here is kept, for Validate to refuse.
-	if p.Burst == nil && !base.Algorithm.HasBurst() {
-		base.Burst = 0
-	}
-	p.PartialShards.over(&base.Shards)
-	return base
-}
-
-// Resolve returns base with p's keys over it (Over), validated. A limit or
-// period p sets must be > 0 and a burst ≥ 0 even where the algorithm ignores
-// them (docs/limiting.md, "Other algorithms": the keys are validated when
-// present). The error names the group and the key.
-func (p PartialGroup) Resolve(group string, base GroupSettings) (GroupSettings, error) {
-	for _, c := range []struct {
-		key string
-		v   *int64
-		min int64
-	}{{KeyLimit, p.Limit, 1}, {KeyPeriod, p.Period, 1}, {KeyBurst, p.Burst, 0}} {
-		if c.v != nil && (*c.v < c.min || *c.v > algo.MaxValue) {
-			return base, settingError(group, c.key, fmt.Sprintf("must be an integer from %d to %d, got %d", c.min, algo.MaxValue, *c.v))
-		}
-	}
-	if p.Algorithm != nil && !p.Algorithm.Valid() {
-		return base, settingError(group, KeyAlgorithm, fmt.Sprintf("unknown algorithm %d", *p.Algorithm))
-	}
-	s := p.Over(base)
-	return s, s.Validate(group)
-}
 
 // ResolveGroups turns the operator's tables into complete settings: general
 // must be present and complete enough to validate on its own (its omitted

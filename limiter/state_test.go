@@ -274,8 +274,7 @@ func TestSettingErrors(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 	// A missing key takes general's value.
-	ten := int64(10)
-	got, err := limiter.ResolveGroups(map[string]limiter.PartialGroup{"custom": {LeakyLimit: &ten}})
+	got, err := limiter.ResolveGroups(map[string]limiter.PartialGroup{"custom": {limiter.KeyLeakyLimit: int64(10)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,13 +41,10 @@ type Arweave struct {
 	Version limiter.ArweaveVersion
 }
 
-// groupFields297 are the group keys beyond limiter.GroupKeys: the two
-// worker-shard keys, and the 2.9.7 names of the 2.9.6 keys (aliases,
+// groupFields297 are the 2.9.7 names of the 2.9.6 group keys (aliases,
 // renamed by normalizeAliases before the layers are merged).
 func groupFields297() []field {
 	return []field{
-		{name: limiter.KeyNumberOfWorkers, kind: kindInt},
-		{name: limiter.KeyConcurrencyScope, kind: kindString},
 		{name: key297LeakyRateLimit, kind: kindInt},
 		{name: key297LeakyTickMs, kind: kindInt},
 		{name: key297TickReduction, kind: kindInt},
@@ -134,15 +131,13 @@ func versionDefaults(v limiter.ArweaveVersion) map[string]any {
 	groups := map[string]any{}
 	for name, g := range groupDefaults(v) {
 		t := map[string]any{}
-		for _, k := range limiter.GroupKeys {
-			v, _ := g.Value(k)
-			if n, ok := v.(int64); ok && n == 0 && (k == limiter.KeyLimit || k == limiter.KeyPeriod || k == limiter.KeyBurst) {
+		for _, k := range limiter.GroupKeyTable() {
+			v, _ := g.Value(k.Name)
+			if v == int64(0) && k.Part == limiter.PartLimits {
 				continue // a hybrid's unset limits, which a file cannot say
 			}
-			t[k] = v
+			t[k.Name] = v
 		}
-		t[limiter.KeyNumberOfWorkers] = g.NumberOfWorkers
-		t[limiter.KeyConcurrencyScope] = g.ConcurrencyScope.String()
 		groups[name] = t
 	}
 	return map[string]any{"http_api": map[string]any{"limiter": groups}}
@@ -157,25 +152,6 @@ func loadLayer(k *koanf.Koanf, raw map[string]any, name string) error {
 		return fmt.Errorf("config: %s: %w", name, err)
 	}
 	return nil
-}
-
-// partialShards converts the worker-shard keys of one group table.
-func partialShards(p *problems, key string, g tree, pg *limiter.PartialGroup) {
-	if n, ok := g[limiter.KeyNumberOfWorkers].(int64); ok {
-		if n < 1 || n > limiter.MaxWorkers {
-			p.addf(key+"."+limiter.KeyNumberOfWorkers, "must be an integer from 1 to %d, got %d", limiter.MaxWorkers, n)
-		} else {
-			pg.NumberOfWorkers = &n
-		}
-	}
-	if s, ok := g[limiter.KeyConcurrencyScope].(string); ok {
-		c, err := limiter.ParseConcurrencyScope(s)
-		if err != nil {
-			p.addErr(key+"."+limiter.KeyConcurrencyScope, err.Error(), err)
-		} else {
-			pg.ConcurrencyScope = &c
-		}
-	}
 }
 
 // checkVersion validates every group with the rules of version v beyond

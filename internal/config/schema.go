@@ -44,16 +44,9 @@ func schema() []field {
 	strs := func(n string) field { return field{name: n, kind: kindStrings} }
 	table := func(n string, fs ...field) field { return field{name: n, kind: kindTable, fields: fs} }
 
-	group := make([]field, 0, len(limiter.GroupKeys))
-	for _, k := range limiter.GroupKeys {
-		switch k {
-		case limiter.KeyManualReductionOff:
-			group = append(group, field{name: k, kind: kindBool})
-		case limiter.KeyMode, limiter.KeyAlgorithm:
-			group = append(group, str(k))
-		default:
-			group = append(group, num(k))
-		}
+	var group []field
+	for _, k := range limiter.GroupKeyTable() {
+		group = append(group, field{name: k.Name, kind: map[limiter.KeyType]kind{limiter.IntKey: kindInt, limiter.BoolKey: kindBool, limiter.WordKey: kindString}[k.Type]})
 	}
 	group = append(group, groupFields297()...)
 	return []field{

@@ -298,14 +298,13 @@ func (b *builder) groups() (map[string]limiter.GroupSettings, []string) {
 	before := len(b.p.errs)
 	tables := make(map[string]limiter.PartialGroup, len(all))
 	for _, name := range names {
-		key := "http_api.limiter." + name
 		// The core's own check of the name (and of local_peers).
 		if _, err := limiter.ResolveGroups(map[string]limiter.PartialGroup{name: {}}); err != nil {
 			b.p.addCore(err)
 			continue
 		}
 		g, _ := all[name].(tree)
-		tables[name] = partialGroup(b.p, key, name, g)
+		tables[name] = partialGroup(b.p, name, g)
 	}
 	if _, ok := all[limiter.GroupGeneral]; !ok {
 		b.p.add("http_api.limiter.general", "the general group is required")
@@ -323,79 +322,33 @@ func (b *builder) groups() (map[string]limiter.GroupSettings, []string) {
 
 // partialGroup converts one group table, checking each key on its own
 // against the core's validation, so that every bad key is reported.
-func partialGroup(p *problems, key, name string, g tree) limiter.PartialGroup {
-	var pg limiter.PartialGroup
-	if s, ok := g[limiter.KeyAlgorithm].(string); ok {
-		k, err := algo.Parse(s)
-		if err != nil {
-			p.addErr(key+"."+limiter.KeyAlgorithm, err.Error(), err)
-		} else {
-			pg.Algorithm = &k
-		}
-	}
+func partialGroup(p *problems, name string, g tree) limiter.PartialGroup {
+	pg := limiter.PartialGroup{}
 	// A known-good base: a key that fails over it is the one bad. Its
 	// algorithm is the table's, else one that takes every key (whether an
 	// inherited algorithm takes it is ResolveGroups' to say).
 	base := limiter.ArweaveGroups()[limiter.GroupGeneral]
 	base.Algorithm, base.Limit, base.Period = algo.TokenBucket, 1, 1000
-	if pg.Algorithm != nil {
-		base.Algorithm = *pg.Algorithm
-	}
-	for _, k := range limiter.GroupKeys {
-		n, ok := g[k].(int64)
-		if !ok {
-			continue // absent, or the bool, the mode and the algorithm
+	if v, ok := g[limiter.KeyAlgorithm]; ok {
+		one := limiter.PartialGroup{limiter.KeyAlgorithm: v}
+		if err := one.Check(func(key string) string { return limiter.GroupField(name, key) }); err != nil {
+			p.addCore(err)
+		} else {
+			pg[limiter.KeyAlgorithm], base = v, one.Over(base)
 		}
-		var one limiter.PartialGroup
-		*fieldOf(&one, k) = &n
-		if _, err := one.Resolve(name, base); err != nil {
+	}
+	for _, k := range limiter.GroupKeyTable() {
+		v, ok := g[k.Name]
+		if !ok || k.Name == limiter.KeyAlgorithm {
+			continue
+		}
+		if _, err := (limiter.PartialGroup{k.Name: v}).Resolve(name, base); err != nil {
 			p.addCore(err)
 			continue
 		}
-		*fieldOf(&pg, k) = &n
+		pg[k.Name] = v
 	}
-	if v, ok := g[limiter.KeyManualReductionOff].(bool); ok {
-		pg.ManualReductionDisabled = &v
-	}
-	if s, ok := g[limiter.KeyMode].(string); ok {
-		m, err := limiter.ParseMode(s)
-		if err != nil {
-			p.addErr(key+"."+limiter.KeyMode, err.Error(), err)
-		} else {
-			pg.Mode = &m
-		}
-	}
-	partialShards(p, key, g, &pg)
 	return pg
-}
-
-// fieldOf returns the field of pg that holds the integer key k.
-func fieldOf(pg *limiter.PartialGroup, k string) **int64 {
-	switch k {
-	case limiter.KeySlidingWindowLimit:
-		return &pg.SlidingWindowLimit
-	case limiter.KeySlidingWindowDuration:
-		return &pg.SlidingWindowDuration
-	case limiter.KeyCleanupInterval:
-		return &pg.CleanupInterval
-	case limiter.KeyCleanupExpiry:
-		return &pg.CleanupExpiry
-	case limiter.KeyLeakyLimit:
-		return &pg.LeakyLimit
-	case limiter.KeyLeakyTickInterval:
-		return &pg.LeakyTickInterval
-	case limiter.KeyLeakyTickReduction:
-		return &pg.LeakyTickReduction
-	case limiter.KeyConcurrencyLimit:
-		return &pg.ConcurrencyLimit
-	case limiter.KeyLimit:
-		return &pg.Limit
-	case limiter.KeyPeriod:
-		return &pg.Period
-	case limiter.KeyBurst:
-		return &pg.Burst
-	}
-	panic("config: not an integer group key: " + k)
 }
 
 // routeRules converts and checks the [[routes.rule]] tables: each with

@@ -48,18 +48,19 @@ func TestParseOverrideAlgorithmKeys(t *testing.T) {
 		{`{"period": 1.5}`, "period", "must be an integer"},
 		{`{"burst": true}`, "burst", "must be an integer"},
 	} {
-		_, _, err := live.ParseOverride([]byte(c.body))
+		_, err := live.ParseOverride([]byte(c.body))
 		fe, ok := err.(*limiter.FieldError)
 		if !ok || fe.Field != c.field || !strings.Contains(fe.Problem, c.problem) {
 			t.Errorf("%s: %v, want a FieldError of %q saying %q", c.body, err, c.field, c.problem)
 		}
 	}
-	p, o, err := live.ParseOverride([]byte(`{"algorithm": "gcra", "limit": 100, "period": 60000, "burst": 0}`))
+	o, err := live.ParseOverride([]byte(`{"algorithm": "gcra", "limit": 100, "period": 60000, "burst": 0}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o["algorithm"] != "gcra" || *p.Algorithm != algo.GCRA || *p.Limit != 100 || *p.Period != 60000 || *p.Burst != 0 {
-		t.Errorf("%v %+v", o, p)
+	s := o.Over(limiter.ArweaveGroups()["general"])
+	if o["algorithm"] != "gcra" || s.Algorithm != algo.GCRA || s.Limit != 100 || s.Period != 60000 || s.Burst != 0 {
+		t.Errorf("%v %+v", o, s)
 	}
 }
 

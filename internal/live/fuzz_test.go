@@ -18,7 +18,7 @@ import (
 // refusal names the key at fault (a *limiter.FieldError), or, for a body that
 // is not a JSON object, wraps the JSON error. What it accepts is canonical:
 // the Override re-encoded as JSON (as the store keeps it) parses to the
-// same Override and PartialGroup, and Partial agrees with it.
+// same Override, and CheckOverride accepts it.
 func FuzzParseOverride(f *testing.F) {
 	for _, s := range []string{
 		`{"leaky_limit": 5}`,
@@ -37,7 +37,7 @@ func FuzzParseOverride(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		p, o, err := live.ParseOverride(body)
+		o, err := live.ParseOverride(body)
 		if err != nil {
 			var fe *limiter.FieldError
 			var syn *json.SyntaxError
@@ -56,15 +56,15 @@ func FuzzParseOverride(f *testing.F) {
 		if len(o) == 0 {
 			t.Fatalf("%q: accepted an edit of no key", body)
 		}
-		if p2, err := o.Partial(); err != nil || !reflect.DeepEqual(p2, p) {
-			t.Fatalf("%q: Partial() = %+v, %v; ParseOverride gave %+v", body, p2, err, p)
+		if err := live.CheckOverride(o); err != nil {
+			t.Fatalf("%q: CheckOverride(%v): %v", body, o, err)
 		}
 		b, err := json.Marshal(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p3, o3, err := live.ParseOverride(b)
-		if err != nil || !reflect.DeepEqual(o3, o) || !reflect.DeepEqual(p3, p) {
+		o3, err := live.ParseOverride(b)
+		if err != nil || !reflect.DeepEqual(o3, o) {
 			t.Fatalf("%q parsed to %v; re-encoded %s parses to %v, %v", body, o, b, o3, err)
 		}
 		if keys := o.Keys(); len(keys) != len(o) || !slices.IsSorted(keys) && len(keys) < 2 {

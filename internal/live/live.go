@@ -109,11 +109,10 @@ func (c *Live) effective(base limiter.Config, st LiveState) (limiter.Config, err
 			// The group left the file: its override waits, unused.
 			continue
 		}
-		p, err := o.Partial()
-		if err != nil {
+		if err := CheckOverride(o); err != nil {
 			return cfg, fmt.Errorf("override of %s: %w", g, err)
 		}
-		gs, err := p.Resolve(g, file)
+		gs, err := o.Resolve(g, file)
 		if err != nil {
 			return cfg, err
 		}
@@ -284,7 +283,7 @@ func (c *Live) groupLocked(name string) GroupView {
 // PatchGroup applies a live edit (a JSON object of group keys) over the
 // group's current override.
 func (c *Live) PatchGroup(ctx context.Context, actor, group string, body []byte) (GroupView, error) {
-	_, patch, err := ParseOverride(body)
+	patch, err := ParseOverride(body)
 	if err != nil {
 		return GroupView{}, err
 	}

@@ -157,7 +157,7 @@ func DecodeFields(f Fields) (LiveState, error) {
 		v := f[name]
 		switch {
 		case strings.HasPrefix(name, fieldGroup):
-			_, o, err := ParseOverride([]byte(v))
+			o, err := ParseOverride([]byte(v))
 			if err != nil {
 				return st, fmt.Errorf("live field %q: %w", name, err)
 			}

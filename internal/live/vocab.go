@@ -9,13 +9,12 @@ package live
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -76,175 +75,104 @@ func (e Exemption) Normalize() (Exemption, error) {
 	return e, nil
 }
 
-// Override is a live edit of one group: the keys it sets, by their SPEC §3
-// names, with JSON values (integers, a boolean, a mode or algorithm
-// string).
-type Override map[string]any
+// Override is a live edit of one group: the keys it sets, by their names,
+// with JSON values (integers as int64, a boolean, a mode or algorithm as
+// a string). It is a limiter.PartialGroup of the keys a live edit may
+// change, limiter.GroupKeys (not the worker shards', which a reload
+// changes: docs/config.md).
+type Override = limiter.PartialGroup
+
+// editable returns the key of a group table named name, if a live edit
+// may change it.
+func editable(name string) (limiter.GroupKey, bool) {
+	k, ok := limiter.LookupGroupKey(name)
+	return k, ok && slices.Contains(limiter.GroupKeys, name)
+}
 
 // ParseOverride reads a JSON object of group keys, rejecting unknown keys
-// and values of the wrong type, and returns it as a limiter.PartialGroup and the
-// canonical Override. The error names the key; a body that is not a JSON
-// object gives an error wrapping the *json.SyntaxError or
-// *json.UnmarshalTypeError.
-func ParseOverride(body []byte) (limiter.PartialGroup, Override, error) {
+// and values of the wrong type (a value's range is the core's to check,
+// limiter.PartialGroup.Resolve), and returns the canonical Override. The
+// error, a *limiter.FieldError, names the first bad key in the order of
+// limiter.GroupKeys; a body that is not a JSON object gives an error
+// wrapping the *json.SyntaxError or *json.UnmarshalTypeError.
+func ParseOverride(body []byte) (Override, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return limiter.PartialGroup{}, nil, fmt.Errorf("the body is not a JSON object: %w", err)
+		return nil, fmt.Errorf("the body is not a JSON object: %w", err)
 	}
 	if len(raw) == 0 {
-		return limiter.PartialGroup{}, nil, &limiter.FieldError{Problem: "the body names no key to change"}
+		return nil, &limiter.FieldError{Problem: "the body names no key to change"}
 	}
 	o := Override{}
-	for k, v := range raw {
-		var val any
+	keys := make(Override, len(raw))
+	for k := range raw {
+		keys[k] = nil
+	}
+	for _, k := range keys.Keys() {
+		key, ok := editable(k)
+		if !ok {
+			if k == "" {
+				// The field of the error cannot name it.
+				return nil, &limiter.FieldError{Problem: `unknown key "" (a key with an empty name)`}
+			}
+			return nil, &limiter.FieldError{Field: k, Problem: "unknown key", Err: limiter.ErrUnknownKey}
+		}
 		// The literal's kind first: json.Unmarshal takes null for false or
 		// "", and a string holding digits for a json.Number.
-		lit := strings.TrimSpace(string(v))
-		switch k {
-		case limiter.KeyManualReductionOff:
+		lit := strings.TrimSpace(string(raw[k]))
+		var val any
+		switch key.Type {
+		case limiter.BoolKey:
 			if lit != "true" && lit != "false" {
-				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "must be true or false, got " + lit}
+				return nil, &limiter.FieldError{Field: k, Problem: "must be true or false, got " + lit}
 			}
 			val = lit == "true"
-		case limiter.KeyMode, limiter.KeyAlgorithm:
+		case limiter.WordKey:
 			var s string
-			if err := json.Unmarshal(v, &s); err != nil || lit == "null" {
-				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "must be a string"}
+			if err := json.Unmarshal(raw[k], &s); err != nil || lit == "null" {
+				return nil, &limiter.FieldError{Field: k, Problem: "must be a string"}
 			}
-			if err := checkWord(k, s); err != nil {
-				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: err.Error()}
+			if _, err := key.Parse(s); err != nil {
+				return nil, &limiter.FieldError{Field: k, Problem: err.Error()}
 			}
 			val = s
-		default:
-			if !isIntKey(k) {
-				if k == "" {
-					// The field of the error cannot name it.
-					return limiter.PartialGroup{}, nil, &limiter.FieldError{Problem: `unknown key "" (a key with an empty name)`}
-				}
-				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "unknown key"}
-			}
+		case limiter.IntKey:
 			if lit == "" || (lit[0] != '-' && (lit[0] < '0' || lit[0] > '9')) {
-				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "must be an integer, got " + lit}
+				return nil, &limiter.FieldError{Field: k, Problem: "must be an integer, got " + lit}
 			}
 			var n json.Number
-			dec := json.NewDecoder(strings.NewReader(string(v)))
+			dec := json.NewDecoder(strings.NewReader(lit))
 			dec.UseNumber()
 			if err := dec.Decode(&n); err != nil {
-				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: "must be an integer"}
+				return nil, &limiter.FieldError{Field: k, Problem: "must be an integer"}
 			}
 			i, err := n.Int64()
 			if err != nil {
-				return limiter.PartialGroup{}, nil, &limiter.FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %s", n)}
+				return nil, &limiter.FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %s", n)}
 			}
 			val = i
 		}
 		o[k] = val
 	}
-	p, err := o.Partial()
-	return p, o, err
+	return o, nil
 }
 
-func isIntKey(k string) bool {
-	switch k {
-	case limiter.KeySlidingWindowLimit, limiter.KeySlidingWindowDuration, limiter.KeyCleanupInterval, limiter.KeyCleanupExpiry,
-		limiter.KeyLeakyLimit, limiter.KeyLeakyTickInterval, limiter.KeyLeakyTickReduction, limiter.KeyConcurrencyLimit,
-		limiter.KeyLimit, limiter.KeyPeriod, limiter.KeyBurst:
-		return true
-	}
-	return false
-}
-
-// checkWord checks the value of a key that takes a word: the mode, the
-// algorithm.
-func checkWord(k, s string) error {
-	if k == limiter.KeyAlgorithm {
-		_, err := algo.Parse(s)
-		return err
-	}
-	_, err := limiter.ParseMode(s)
-	return err
-}
-
-// Partial converts o to a limiter.PartialGroup. Numbers may be int64, int or
-// float64 with an integral value (as decoded from JSON).
-func (o Override) Partial() (limiter.PartialGroup, error) {
-	var p limiter.PartialGroup
-	for _, k := range o.Keys() {
-		v := o[k]
-		switch k {
-		case limiter.KeyManualReductionOff:
-			b, ok := v.(bool)
-			if !ok {
-				return p, &limiter.FieldError{Field: k, Problem: "must be true or false"}
-			}
-			p.ManualReductionDisabled = &b
-		case limiter.KeyMode:
-			s, _ := v.(string)
-			m, err := limiter.ParseMode(s)
-			if err != nil {
-				return p, &limiter.FieldError{Field: k, Problem: err.Error()}
-			}
-			p.Mode = &m
-		case limiter.KeyAlgorithm:
-			s, _ := v.(string)
-			a, err := algo.Parse(s)
-			if err != nil {
-				return p, &limiter.FieldError{Field: k, Problem: err.Error()}
-			}
-			p.Algorithm = &a
-		default:
-			var i int64
-			switch n := v.(type) {
-			case int64:
-				i = n
-			case int:
-				i = int64(n)
-			case float64:
-				if n != float64(int64(n)) {
-					return p, &limiter.FieldError{Field: k, Problem: "must be an integer"}
-				}
-				i = int64(n)
-			default:
-				return p, &limiter.FieldError{Field: k, Problem: "must be an integer"}
-			}
-			dst := map[string]**int64{
-				limiter.KeySlidingWindowLimit: &p.SlidingWindowLimit, limiter.KeySlidingWindowDuration: &p.SlidingWindowDuration,
-				limiter.KeyCleanupInterval: &p.CleanupInterval, limiter.KeyCleanupExpiry: &p.CleanupExpiry,
-				limiter.KeyLeakyLimit: &p.LeakyLimit, limiter.KeyLeakyTickInterval: &p.LeakyTickInterval,
-				limiter.KeyLeakyTickReduction: &p.LeakyTickReduction, limiter.KeyConcurrencyLimit: &p.ConcurrencyLimit,
-				limiter.KeyLimit: &p.Limit, limiter.KeyPeriod: &p.Period, limiter.KeyBurst: &p.Burst,
-			}[k]
-			if dst == nil {
-				return p, &limiter.FieldError{Field: k, Problem: "unknown key"}
-			}
-			*dst = &i
+// CheckOverride checks an Override read back (from the store, a
+// replica, an import): that it sets only keys a live edit may change,
+// each to a value of the key's type (the ranges are the core's to check,
+// limiter.PartialGroup.Resolve). The error, a *limiter.FieldError, names
+// the key.
+func CheckOverride(o Override) error {
+	for _, name := range o.Keys() {
+		k, ok := editable(name)
+		if !ok {
+			return &limiter.FieldError{Field: name, Problem: "unknown key", Err: limiter.ErrUnknownKey}
+		}
+		if err := k.Check(o[name]); err != nil {
+			return &limiter.FieldError{Field: name, Problem: err.Error()}
 		}
 	}
-	return p, nil
-}
-
-// Keys returns o's keys in the order of limiter.GroupKeys.
-func (o Override) Keys() []string {
-	out := make([]string, 0, len(o))
-	for k := range o {
-		out = append(out, k)
-	}
-	order := map[string]int{}
-	for i, k := range limiter.GroupKeys {
-		order[k] = i
-	}
-	sort.Slice(out, func(a, b int) bool {
-		oa, okA := order[out[a]]
-		ob, okB := order[out[b]]
-		if okA != okB {
-			return okA
-		}
-		if oa != ob {
-			return oa < ob
-		}
-		return out[a] < out[b]
-	})
-	return out
+	return nil
 }
 
 // AuditEntry records one change an operator made: when, who (a token or a

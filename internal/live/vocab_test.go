@@ -28,21 +28,21 @@ func TestParseOverride(t *testing.T) {
 		// naming nothing.
 		{`{"": 5}`, "", `unknown key "" (a key with an empty name)`},
 	} {
-		_, _, err := live.ParseOverride([]byte(c.body))
+		_, err := live.ParseOverride([]byte(c.body))
 		fe, ok := err.(*limiter.FieldError)
 		if !ok || fe.Field != c.field || !strings.Contains(fe.Problem, c.problem) {
 			t.Errorf("%s: %v, want a FieldError of %q saying %q", c.body, err, c.field, c.problem)
 		}
 	}
-	p, o, err := live.ParseOverride([]byte(`{"is_manual_reduction_disabled": false, "leaky_limit": -0, "concurrency_limit": 20, "mode": "dry_run"}`))
+	o, err := live.ParseOverride([]byte(`{"is_manual_reduction_disabled": false, "leaky_limit": -0, "concurrency_limit": 20, "mode": "dry_run"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if o["is_manual_reduction_disabled"] != false || o["leaky_limit"] != int64(0) || o["concurrency_limit"] != int64(20) || o["mode"] != "dry_run" {
 		t.Errorf("override %v", o)
 	}
-	if p.LeakyLimit == nil || *p.LeakyLimit != 0 {
-		t.Errorf("partial %+v", p)
+	if s := o.Over(limiter.ArweaveGroups()["general"]); s.LeakyLimit != 0 || s.ConcurrencyLimit != 20 || s.Mode != limiter.ModeDryRun {
+		t.Errorf("over general: %+v", s)
 	}
 }
 

@@ -289,7 +289,7 @@ func decodeOverride(v []byte) (live.Override, error) {
 }
 
 // normalizeOverride turns the json.Number values of o into int64 (or
-// float64 when not an integer, which Override.Partial then refuses).
+// float64 when not an integer, which live.CheckOverride then refuses).
 func normalizeOverride(o live.Override) live.Override {
 	for k, x := range o {
 		if n, ok := x.(json.Number); ok {

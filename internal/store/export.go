@@ -294,12 +294,12 @@ func (doc *Document) validate(checkThrottle func([]byte) error) error {
 			continue
 		}
 		o = normalizeOverride(o)
-		p, err := o.Partial()
+		err := live.CheckOverride(o)
 		if err == nil {
 			// The values' ranges too, as a live edit checks them: over
 			// general's shipped settings, every key this override leaves
 			// alone is valid.
-			err = p.Over(limiter.ArweaveGroups()[limiter.GroupGeneral]).Validate(g)
+			err = o.Over(limiter.ArweaveGroups()[limiter.GroupGeneral]).Validate(g)
 		}
 		if err != nil {
 			// A key of the override, or the core's name of it.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,14 +18,15 @@ import (
 	"github.com/limiterd/limiterd/limiter/algo"
 )
 
+// keyKind is the form's input for key k, by the type of its value: "int",
+// "bool", or the word key's own name ("mode", "algorithm").
 func keyKind(k string) string {
-	switch k {
-	case limiter.KeyManualReductionOff:
+	key, _ := limiter.LookupGroupKey(k)
+	switch key.Type {
+	case limiter.BoolKey:
 		return "bool"
-	case limiter.KeyMode:
-		return "mode"
-	case limiter.KeyAlgorithm:
-		return "algorithm"
+	case limiter.WordKey:
+		return k
 	}
 	return "int"
 }
@@ -205,22 +205,12 @@ func groupPatch(v live.GroupView, form map[string][]string) (map[string]string, 
 		if s == fmt.Sprint(eff[k]) {
 			continue
 		}
-		switch keyKind(k) {
-		case "bool":
-			b, err := strconv.ParseBool(s)
-			if err != nil && firstErr == nil {
-				firstErr = &limiter.FieldError{Field: k, Problem: "must be true or false"}
-			}
-			patch[k] = b
-		case "mode", "algorithm":
-			patch[k] = s
-		default:
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil && firstErr == nil {
-				firstErr = &limiter.FieldError{Field: k, Problem: fmt.Sprintf("must be an integer, got %q", s)}
-			}
-			patch[k] = n
+		key, _ := limiter.LookupGroupKey(k)
+		val, err := key.Parse(s)
+		if err != nil && firstErr == nil {
+			firstErr = &limiter.FieldError{Field: k, Problem: err.Error()}
 		}
+		patch[k] = val
 	}
 	return submitted, patch, firstErr
 }

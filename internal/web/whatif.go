@@ -127,12 +127,11 @@ func (d *dashboard) whatIfs(group string, changes []change) (map[string]*templat
 // tick schedules anchored where base's are; the error, in words, when the
 // values are not valid.
 func settingsWith(group string, base insight.ReplaySettings, o live.Override) (insight.Stepper, error) {
-	p, err := o.Partial()
-	if err != nil {
+	if err := live.CheckOverride(o); err != nil {
 		return nil, err
 	}
 	rs := base
-	rs.Settings = p.Over(base.Settings)
+	rs.Settings = o.Over(base.Settings)
 	if err := rs.Settings.Validate(group); err != nil {
 		var fe *limiter.FieldError
 		if errors.As(err, &fe) {
