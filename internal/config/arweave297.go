@@ -9,49 +9,11 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 )
 
-// The 2.9.7 names a group table may use instead of the 2.9.6 keys
-// (SPEC §6.3). is_external_reduction_enabled is the inverse of
-// is_manual_reduction_disabled, and no_limit = true is mode "off".
-const (
-	key297LeakyRateLimit           = "leaky_rate_limit"
-	key297LeakyTickMs              = "leaky_tick_ms"
-	key297TickReduction            = "tick_reduction"
-	key297TimestampCleanupTickMs   = "timestamp_cleanup_tick_ms"
-	key297ExternalReductionEnabled = "is_external_reduction_enabled"
-	key297NoLimit                  = "no_limit"
-)
-
-// aliases297 maps each 2.9.7 name of a group key to the 2.9.6 key it
-// stands for. The map is new on every call.
-func aliases297() map[string]string {
-	return map[string]string{
-		key297LeakyRateLimit:           limiter.KeyLeakyLimit,
-		key297LeakyTickMs:              limiter.KeyLeakyTickInterval,
-		key297TickReduction:            limiter.KeyLeakyTickReduction,
-		key297TimestampCleanupTickMs:   limiter.KeyCleanupInterval,
-		key297ExternalReductionEnabled: limiter.KeyManualReductionOff,
-		key297NoLimit:                  limiter.KeyMode,
-	}
-}
-
 // Arweave is the [arweave] table.
 type Arweave struct {
 	// Version is which Arweave node's limiter limiterd reproduces, with
 	// its defaults (SPEC §3, §6.3).
 	Version limiter.ArweaveVersion
-}
-
-// groupFields297 are the 2.9.7 names of the 2.9.6 group keys (aliases,
-// renamed by normalizeAliases before the layers are merged).
-func groupFields297() []field {
-	return []field{
-		{name: key297LeakyRateLimit, kind: kindInt},
-		{name: key297LeakyTickMs, kind: kindInt},
-		{name: key297TickReduction, kind: kindInt},
-		{name: key297TimestampCleanupTickMs, kind: kindInt},
-		{name: key297ExternalReductionEnabled, kind: kindBool},
-		{name: key297NoLimit, kind: kindBool},
-	}
 }
 
 // aliasOrigin maps a canonical group key that a layer set through its
@@ -68,7 +30,10 @@ type aliasOrigin map[string]string
 func normalizeAliases(p *problems, raw map[string]any, origin aliasOrigin) {
 	api, _ := raw["http_api"].(map[string]any)
 	groups, _ := api["limiter"].(map[string]any)
-	aliases := aliases297()
+	aliases := map[string]string{}
+	for _, a := range aliases297 {
+		aliases[a.name] = a.key
+	}
 	for _, name := range sortedKeys(groups) {
 		g, ok := groups[name].(map[string]any)
 		if !ok {
@@ -91,14 +56,16 @@ func normalizeAliases(p *problems, raw map[string]any, origin aliasOrigin) {
 				p.addf(prefix+alias, "%s is the Arweave 2.9.7 name of %s: give only one of %s and %s", alias, canon, canon, alias)
 				continue
 			}
-			switch alias {
-			case key297ExternalReductionEnabled, key297NoLimit:
+			switch canon {
+			case limiter.KeyManualReductionOff, limiter.KeyMode:
+				// is_external_reduction_enabled is its inverse, no_limit
+				// = true is mode "off".
 				b, ok := v.(bool)
 				if !ok {
 					p.addErr(prefix+alias, "must be true or false, got "+describe(v), ErrWrongType)
 					continue
 				}
-				if alias == key297NoLimit {
+				if canon == limiter.KeyMode {
 					v = limiter.ModeEnforce.String()
 					if b {
 						v = limiter.ModeOff.String()
@@ -154,15 +121,15 @@ func loadLayer(k *koanf.Koanf, raw map[string]any, name string) error {
 	return nil
 }
 
-// checkVersion validates every group with the rules of version v beyond
-// 2.9.6's (SPEC §6.3).
-func checkVersion(p *problems, v limiter.ArweaveVersion, groups map[string]limiter.GroupSettings) {
-	if v != limiter.Arweave297 {
+// checkVersion validates every group with the rules of arweave.version
+// beyond 2.9.6's (docs/arweave297.md).
+func checkVersion(b *builder) {
+	if b.c.Arweave.Version != limiter.Arweave297 {
 		return
 	}
-	for _, name := range sortedKeys(groups) {
-		if err := groups[name].Validate297(name); err != nil {
-			p.addCore(err)
+	for _, name := range sortedKeys(b.c.Groups) {
+		if err := b.c.Groups[name].Validate297(name); err != nil {
+			b.p.addCore(err)
 		}
 	}
 }

@@ -24,6 +24,11 @@
 // group cannot be removed, only left without routes; local_peers is built
 // in and cannot be configured.
 //
+// Every key is declared once, in the table keys (keys.go): its name, type,
+// default, bounds or values, help, and whether a new value takes effect on
+// restart, on reload or live; the decoding, the environment, the checks
+// and the TOML output go by it.
+//
 // Everything is validated before Load returns: every problem is reported,
 // not just the first, each as a *limiter.FieldError naming the key (see
 // Errors).

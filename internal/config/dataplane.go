@@ -6,41 +6,6 @@ import (
 	"strings"
 )
 
-// The [server] keys of the public listener (the data plane): body limit,
-// timeouts and connection caps. Their defaults are in config.toml.
-
-// buildDataPlane reads and checks the public listener's keys of [server].
-func (b *builder) buildDataPlane(c *Server) {
-	p := b.p
-	if s, ok := b.str("server", "max_request_body"); ok {
-		n, err := ParseSize(s)
-		switch {
-		case err != nil:
-			p.add("server.max_request_body", err.Error())
-		case n < 1:
-			p.addf("server.max_request_body", "must be at least 1 byte, got %q", s)
-		}
-		c.MaxRequestBody = n
-	}
-	c.ReadHeaderTimeout = b.positiveDuration("server", "read_header_timeout")
-	c.IdleTimeout = b.positiveDuration("server", "idle_timeout")
-	c.ClientBodyTimeout = b.positiveDuration("server", "client_body_timeout")
-	c.SendTimeout = b.positiveDuration("server", "send_timeout")
-	c.UpstreamConnectTimeout = b.positiveDuration("server", "upstream_connect_timeout")
-	c.UpstreamHeaderTimeout = b.positiveDuration("server", "upstream_header_timeout")
-	c.UpstreamReadTimeout = b.positiveDuration("server", "upstream_read_timeout")
-	count := func(key string, min int64) int {
-		n, ok := b.num("server", key)
-		if ok && (n < min || n > 1<<24) {
-			p.addf("server."+key, "must be an integer from %d to %d, got %d", min, 1<<24, n)
-		}
-		return int(n)
-	}
-	c.UpstreamMaxConns = count("upstream_max_conns", 1)
-	c.MaxConns = count("max_conns", 1)
-	c.MaxConnsPerIP = count("max_conns_per_ip", 0)
-}
-
 // ParseSize parses a size in bytes: an integer, optionally followed by a
 // unit, B, KiB, MiB, GiB (powers of 1024) or KB, MB, GB (powers of 1000),
 // as in "64MiB" or "512 KiB".
@@ -91,19 +56,4 @@ func FormatSize(n int64) string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
-}
-
-// dataPlaneTOML fills the data plane keys of the [server] table of TOML.
-func dataPlaneTOML(c Server, f *fileServer) {
-	f.MaxRequestBody = FormatSize(c.MaxRequestBody)
-	f.ReadHeaderTimeout = c.ReadHeaderTimeout.String()
-	f.IdleTimeout = c.IdleTimeout.String()
-	f.ClientBodyTimeout = c.ClientBodyTimeout.String()
-	f.SendTimeout = c.SendTimeout.String()
-	f.UpstreamConnectTimeout = c.UpstreamConnectTimeout.String()
-	f.UpstreamHeaderTimeout = c.UpstreamHeaderTimeout.String()
-	f.UpstreamReadTimeout = c.UpstreamReadTimeout.String()
-	f.UpstreamMaxConns = c.UpstreamMaxConns
-	f.MaxConns = c.MaxConns
-	f.MaxConnsPerIP = c.MaxConnsPerIP
 }

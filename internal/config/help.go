@@ -1,39 +1,48 @@
 package config
 
 import (
-	"bufio"
-	"bytes"
+	"strconv"
 	"strings"
-
-	"github.com/limiterd/limiterd"
 )
 
-// GroupKeyHelp returns the one-line help of every group key, as the
-// shipped config.toml documents it in its "# Keys" comment above the group
-// tables ("sliding_window_duration" → "ms; length of the sliding window"),
-// for the dashboard's group forms. A key's help continued on lines indented
-// further (the algorithm's choices) is joined with "; ". The map is new on
-// every call.
+// GroupKeyHelp returns the one-line help of every group key (its 2.9.7
+// names aside), as keys says it ("sliding_window_duration" → "ms; length
+// of the sliding window"), for the dashboard's group forms. The map is new
+// on every call.
 func GroupKeyHelp() map[string]string {
 	help := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(limiterd.DefaultConfig))
-	in, last := false, ""
-	for sc.Scan() {
-		body, comment := strings.CutPrefix(sc.Text(), "#")
-		switch {
-		case comment && strings.HasPrefix(strings.TrimSpace(body), "Keys"):
-			in = true
-		case in && comment && strings.HasPrefix(body, "    ") && last != "":
-			// A continuation of the last key's help.
-			help[last] = strings.TrimSuffix(help[last], ":") + "; " + strings.Join(strings.Fields(body), " ")
-		case in && comment && strings.HasPrefix(body, "   "):
-			// A key line: indented, the key, then its help.
-			if key, text, ok := strings.Cut(strings.TrimSpace(body), " "); ok {
-				help[key], last = strings.TrimSpace(text), key
-			}
-		default:
-			in, last = false, ""
+	for _, k := range keys {
+		if name, ok := strings.CutPrefix(k.Name, groupPrefix+"."); ok && k.Alias == "" {
+			help[name] = k.HelpLine()
 		}
 	}
 	return help
+}
+
+// HelpLine is the help of k in one line, with its values: `what decides
+// …: "hybrid": the Arweave node's …; "token_bucket": …`, or `the log's
+// format: "text" or "json"`.
+func (k Key) HelpLine() string {
+	if len(k.Values) == 0 {
+		return k.Help
+	}
+	described := false
+	var names []string
+	for _, v := range k.Values {
+		names = append(names, strconv.Quote(v.Name))
+		described = described || v.Help != ""
+	}
+	if !described {
+		last := len(names) - 1
+		if last == 0 {
+			return k.Help + ": " + names[0]
+		}
+		return k.Help + ": " + strings.Join(names[:last], ", ") + " or " + names[last]
+	}
+	for i, v := range k.Values {
+		if v.Help != "" {
+			names[i] += ": " + v.Help
+		}
+	}
+	return k.Help + ": " + strings.Join(names, "; ")
 }

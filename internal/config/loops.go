@@ -1,9 +1,6 @@
 package config
 
-import (
-	"strings"
-	"time"
-)
+import "time"
 
 // The minimums of the durations that drive a loop (docs/config.md, "Loop
 // intervals"; why each, docs/decisions.md): a smaller value is refused at
@@ -22,17 +19,9 @@ const (
 	MinRetryInterval = 10 * time.Millisecond
 )
 
-// loopDuration returns the duration at keys, checking that it is > 0 and
-// at least min.
-func (b *builder) loopDuration(min time.Duration, keys ...string) time.Duration {
-	d := b.positiveDuration(keys...)
-	b.atLeast(d, min, keys...)
-	return d
-}
-
-// atLeast checks that d, a duration > 0 read at keys, is at least min.
-func (b *builder) atLeast(d, min time.Duration, keys ...string) {
+// atLeast checks that d, a duration > 0 read at key, is at least min.
+func atLeast(p *problems, key string, d, min time.Duration) {
 	if d > 0 && d < min {
-		b.p.addf(strings.Join(keys, "."), "must be at least %s: it drives a loop (docs/config.md, \"Loop intervals\"), got %s", min, d)
+		p.addf(key, "must be at least %s: it drives a loop (docs/config.md, \"Loop intervals\"), got %s", min, d)
 	}
 }

@@ -54,17 +54,10 @@ type Token struct {
 // log lines as it is.
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-// logTable reads and checks the [log] table.
-func (b *builder) logTable(c *Config) {
-	c.Log.Format = b.oneOf("log.format", "text", "json")
-	c.Log.Level = b.oneOf("log.level", "debug", "info", "warn", "error")
-	c.Log.Rejections = b.oneOf("log.rejections", "off", "sampled", "all")
-}
-
-// tokens reads and checks the [[admin.tokens]] tables, then refuses an
-// admin listener others can reach with a token nobody chose.
-func (b *builder) tokens(c *Config) {
-	list, _ := b.t.at("admin", "tokens").([]tree)
+// buildTokens reads and checks the [[admin.tokens]] tables.
+func buildTokens(b *builder, _ string, v any) {
+	list, _ := v.([]tree)
+	c := b.c
 	seen := map[string]int{}
 	for i, tt := range list {
 		key := fmt.Sprintf("admin.tokens[%d]", i)
@@ -102,6 +95,12 @@ func (b *builder) tokens(c *Config) {
 		}
 		c.Admin.Tokens = append(c.Admin.Tokens, tok)
 	}
+}
+
+// checkAdminExposure refuses an admin listener others can reach with a
+// token nobody chose.
+func checkAdminExposure(b *builder) {
+	c := b.c
 	if c.Admin.Listen != "" && c.Admin.Token == "" && c.Admin.TokenFile == "" && !loopbackListen(c.Admin.Listen) && !b.p.has("admin.listen") {
 		b.p.addf("admin.listen", "%q can be reached from other machines: set admin.token or admin.token_file explicitly (a generated token is only for an admin listener on loopback)", c.Admin.Listen)
 	}

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	gotoml "github.com/pelletier/go-toml/v2"
-
-	"github.com/limiterd/limiterd/limiter"
 )
 
 // kind is the type of a configuration key.
@@ -34,44 +32,39 @@ type field struct {
 	fields []field // of a kindTable or kindTables; of each group for kindGroups
 }
 
-// schema returns the configuration's keys, in the order of config.toml. It
-// is the one list both the decoding of the merged layers and the reading of
-// the environment go by.
+// schema returns the configuration's fields for decoding, in the order
+// of keys: the tree of tables their dotted names make, a group's keys
+// below the http_api.limiter field, an array of tables' keys below it. It
+// is what both the decoding of the merged layers and the reading of the
+// environment go by.
 func schema() []field {
-	str := func(n string) field { return field{name: n, kind: kindString} }
-	num := func(n string) field { return field{name: n, kind: kindInt} }
-	dur := func(n string) field { return field{name: n, kind: kindDuration} }
-	strs := func(n string) field { return field{name: n, kind: kindStrings} }
-	table := func(n string, fs ...field) field { return field{name: n, kind: kindTable, fields: fs} }
+	var root []field
+	for _, k := range keys {
+		insertField(&root, strings.Split(k.Name, "."), kindOf[k.Type])
+	}
+	return root
+}
 
-	var group []field
-	for _, k := range limiter.GroupKeyTable() {
-		group = append(group, field{name: k.Name, kind: map[limiter.KeyType]kind{limiter.IntKey: kindInt, limiter.BoolKey: kindBool, limiter.WordKey: kindString}[k.Type]})
+// kindOf is the kind a key's type decodes as.
+var kindOf = [...]kind{String: kindString, Int: kindInt, Bool: kindBool, Duration: kindDuration,
+	Millis: kindInt, Size: kindString, Strings: kindStrings, Ints: kindInts, Tables: kindTables, Groups: kindGroups}
+
+// insertField adds the field at path to fs, with the tables on the way.
+func insertField(fs *[]field, path []string, k kind) {
+	if path[0] == "<group>" {
+		// A group's key: a field of the groups' field itself.
+		path = path[1:]
 	}
-	group = append(group, groupFields297()...)
-	return []field{
-		table("server", str("listen"), str("upstream"), str("data_dir"), dur("shutdown_timeout"), str("ratelimit_headers"),
-			str("max_request_body"), dur("read_header_timeout"), dur("idle_timeout"), dur("client_body_timeout"),
-			dur("send_timeout"), dur("upstream_connect_timeout"), dur("upstream_header_timeout"),
-			dur("upstream_read_timeout"), num("upstream_max_conns"), num("max_conns"), num("max_conns_per_ip")),
-		table("arweave", str("version")),
-		table("log", str("format"), str("level"), str("rejections")),
-		table("admin", str("listen"), str("token"), str("token_file"), dur("check_lease"), num("audit_max_entries"), num("max_conns"), field{name: "pprof", kind: kindBool},
-			field{name: "tokens", kind: kindTables, fields: []field{str("name"), str("scope"), str("token"), str("token_file")}}),
-		table("peers", strs("trusted_proxies"), str("forwarded_header"), num("ipv6_prefix"), strs("exempt"), num("max_tracked")),
-		table("snapshot", dur("interval")),
-		table("routes", strs("exempt_paths"), field{name: "rule", kind: kindTables, fields: []field{
-			str("group"), strs("paths"), strs("methods"), {name: "reduce_on_status", kind: kindInts},
-		}}),
-		table("http_api", field{name: "limiter", kind: kindGroups, fields: group}),
-		table("throttle", str("mode"), num("period"), num("retry_interval"), strs("exempt_peers"), strs("exempt_paths"),
-			str("default_type"), num("default_rpm"), field{name: "rule", kind: kindTables, fields: []field{
-				str("type"), num("rpm"), strs("paths"),
-			}}),
-		table("cluster", str("backend"), str("mode"), str("on_failure"), dur("sync_interval"),
-			dur("timeout"), dur("lease"), num("max_unsynced"),
-			table("redis", strs("addrs"), str("username"), str("password"), num("db"))),
+	i := slices.IndexFunc(*fs, func(f field) bool { return f.name == path[0] })
+	if i < 0 {
+		*fs = append(*fs, field{name: path[0], kind: kindTable})
+		i = len(*fs) - 1
 	}
+	if len(path) == 1 {
+		(*fs)[i].kind = k
+		return
+	}
+	insertField(&(*fs)[i].fields, path[1:], k)
 }
 
 // lookup returns the field named name among fs.
