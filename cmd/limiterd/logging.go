@@ -40,7 +40,8 @@ func rejectMode(s string) insight.RejectLogMode {
 }
 
 // applyLog applies a reloaded [log] table: the level and the rejections
-// at once; the format only on restart (the handler is built at start).
+// at once; the format only on restart (the handler is built at start;
+// Reload says so, as for every such key).
 func (m *Main) applyLog(old, lc config.Log) {
 	if lc.Level != old.Level {
 		// Said at the more verbose of the two levels, so that it shows.
@@ -54,8 +55,5 @@ func (m *Main) applyLog(old, lc config.Log) {
 	if lc.Rejections != old.Rejections {
 		m.rejects.SetMode(rejectMode(lc.Rejections))
 		m.log.Info("logging of rejections changed", "from", old.Rejections, "to", lc.Rejections)
-	}
-	if lc.Format != old.Format {
-		m.log.Warn("log.format changes only on restart", "running", old.Format, "file", lc.Format)
 	}
 }

@@ -28,7 +28,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -513,18 +512,6 @@ func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, n
 	}
 }
 
-// dataPlaneKeys is [server] but for the keys a reload says nothing of
-// here: the public listener's limits and timeouts, which it takes only
-// at start.
-func dataPlaneKeys(s config.Server) config.Server {
-	return config.Server{
-		MaxRequestBody: s.MaxRequestBody, ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout,
-		ClientBodyTimeout: s.ClientBodyTimeout, SendTimeout: s.SendTimeout, UpstreamConnectTimeout: s.UpstreamConnectTimeout,
-		UpstreamHeaderTimeout: s.UpstreamHeaderTimeout, UpstreamReadTimeout: s.UpstreamReadTimeout,
-		UpstreamMaxConns: s.UpstreamMaxConns, MaxConns: s.MaxConns, MaxConnsPerIP: s.MaxConnsPerIP,
-	}
-}
-
 // tickLoop runs the limiter's sweeper, frees idle throttle keys and
 // removes the exemptions that expired, once a second.
 func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *throttle.Throttle, lv *live.Live, now func() time.Time) {
@@ -550,8 +537,9 @@ func (m *Main) hangupLoop(ctx context.Context) {
 	}
 }
 
-// Reload reads the config again and applies its limits, routes and peer
-// lists (listeners, upstream and data dir need a restart). On error the
+// Reload reads the config again and applies what a reload may change (the
+// keys config.Keys says change on reload or live); a key that changes only
+// on restart keeps its running value, and the log says so. On error the
 // running config stays.
 func (m *Main) Reload() error {
 	m.mu.Lock()
@@ -597,15 +585,8 @@ func (m *Main) Reload() error {
 	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
 	}
-	if cfg.Server.Listen != m.cfg.Server.Listen || cfg.Admin.Listen != m.cfg.Admin.Listen || cfg.Server.Upstream != m.cfg.Server.Upstream ||
-		cfg.Admin.MaxConns != m.cfg.Admin.MaxConns {
-		m.log.Warn("listen addresses, the upstream and admin.max_conns change only on restart")
-	}
-	if !reflect.DeepEqual(cfg.Cluster, m.cfg.Cluster) {
-		m.log.Warn("the [cluster] settings change only on restart")
-	}
-	if dataPlaneKeys(cfg.Server) != dataPlaneKeys(m.cfg.Server) {
-		m.log.Warn("the public listener's limits and timeouts ([server] max_request_body … max_conns_per_ip) change only on restart")
+	if keys := config.Changed(m.cfg, cfg, config.Restart); len(keys) > 0 {
+		m.log.Warn("these keys change only on restart: the running values stay until then", "keys", strings.Join(keys, ", "))
 	}
 	m.cfg = cfg
 	return nil

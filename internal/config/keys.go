@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -688,4 +689,17 @@ func joinWords(a, b string) string {
 		return a + b
 	}
 	return a + "; " + b
+}
+
+// Changed returns the keys whose value differs between a and b, of those
+// that take a new value the way ch says (Restart: the keys a reload from
+// a to b cannot apply), in the order of keys.
+func Changed(a, b *Config, ch Change) []string {
+	var out []string
+	for _, k := range keys {
+		if k.Change == ch && k.get != nil && !reflect.DeepEqual(k.get(a), k.get(b)) {
+			out = append(out, k.Name)
+		}
+	}
+	return out
 }

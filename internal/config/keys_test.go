@@ -433,3 +433,20 @@ func TestLiveVocabulary(t *testing.T) {
 		t.Errorf("keys that change live: %v; a live edit's: %v", liveKeys, limiter.GroupKeys)
 	}
 }
+
+// TestChanged: a reload names the keys it cannot apply by the table's
+// word on them.
+func TestChanged(t *testing.T) {
+	a := load(t, config.Source{})
+	b, err := loadFile(t, "[server]\nlisten = \"0.0.0.0:2000\"\nmax_request_body = \"1MiB\"\n[log]\nlevel = \"debug\"\nformat = \"json\"\n[cluster]\nbackend = \"redis\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Server.DataDir = a.Server.DataDir // relative to the file's directory
+	if got, want := config.Changed(a, b, config.Restart), []string{"server.listen", "server.max_request_body", "log.format", "cluster.backend"}; !slices.Equal(got, want) {
+		t.Errorf("restart: %v, want %v", got, want)
+	}
+	if got, want := config.Changed(a, b, config.Reload), []string{"log.level"}; !slices.Equal(got, want) {
+		t.Errorf("reload: %v, want %v", got, want)
+	}
+}
