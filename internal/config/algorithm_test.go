@@ -8,7 +8,7 @@ import (
 	"github.com/limiterd/limiterd/limiter/algo"
 )
 
-// The keys of SPEC §6.2 in a file: every bad value is reported, naming the
+// The keys of the other algorithms in a file: every bad value is reported, naming the
 // group and the key.
 func TestAlgorithmKeyErrors(t *testing.T) {
 	const route = "\n[[routes.rule]]\ngroup = \"api\"\npaths = [\"/api/**\"]\n"

@@ -12,7 +12,7 @@ import (
 // Arweave is the [arweave] table.
 type Arweave struct {
 	// Version is which Arweave node's limiter limiterd reproduces, with
-	// its defaults (SPEC §3, §6.3).
+	// its defaults (docs/config.md, docs/arweave297.md).
 	Version limiter.ArweaveVersion
 }
 
@@ -92,7 +92,7 @@ func layerVersion(raw map[string]any) (any, bool) {
 
 // versionDefaults is the layer between the embedded config.toml and the
 // file: every key of every shipped group at the default of version v
-// (SPEC §6.3), worker-shard keys included, which config.toml does not
+// (docs/arweave297.md), worker-shard keys included, which config.toml does not
 // list. For 2.9.6 it changes no value config.toml gives.
 func versionDefaults(v limiter.ArweaveVersion) map[string]any {
 	groups := map[string]any{}

@@ -12,11 +12,11 @@ import (
 )
 
 // TestArweave297Decide builds the limiter from a config.toml that says
-// only [arweave] version = "2.9.7" and decides with it (SPEC §6.3): the
-// general group's 2.9.7 window and fields (the worked example of the
-// research notes), its concurrency per worker shard (150 in flight over
-// the peers of one of 5 shards), external reduction for general only, and
-// the cleanup by the window's duration.
+// only [arweave] version = "2.9.7" and decides with it
+// (docs/arweave297.md): the general group's 2.9.7 window and fields, its
+// concurrency per worker shard (150 in flight over the peers of one of 5
+// shards), external reduction for general only, and the cleanup by the
+// window's duration.
 func TestArweave297Decide(t *testing.T) {
 	c, err := loadFile(t, "[arweave]\nversion = \"2.9.7\"\n")
 	if err != nil {

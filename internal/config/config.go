@@ -20,7 +20,7 @@
 // shipped group that a file overrides in part keeps its own default for
 // every key the file omits (the embedded layer gives it every key). A new
 // group takes, for each key it omits, the value of the general group (as
-// merged), as SPEC §3 says; limiter.ResolveGroups fills those in. A shipped
+// merged), as docs/config.md says; limiter.ResolveGroups fills those in. A shipped
 // group cannot be removed, only left without routes; local_peers is built
 // in and cannot be configured.
 //
@@ -83,7 +83,7 @@ type Server struct {
 	DataDir         string        // directory of limiterd.db
 	ShutdownTimeout time.Duration // drain bound on SIGTERM/SIGINT; 0: do not wait
 	// RateLimitHeaders is server.ratelimit_headers: which rate-limit
-	// fields limited replies carry (SPEC §7).
+	// fields limited replies carry (docs/replies.md).
 	RateLimitHeaders ratelimit.Set
 
 	// The public listener (config/dataplane.go).
@@ -152,7 +152,7 @@ type Routes struct {
 	Rules       []limiter.RouteRule // valid for limiter.NewRouteTable; every group exists
 }
 
-// Throttle is the [throttle] table: the outbound throttle (SPEC §10).
+// Throttle is the [throttle] table: the outbound throttle (docs/throttle.md).
 type Throttle struct {
 	Mode          throttle.Mode // fixed (ar_rate_limiter) or adaptive (2.9.7: learned quotas)
 	Period        time.Duration // the counting window (period, integer ms in the file)
@@ -172,7 +172,7 @@ type ThrottleRule struct {
 	Paths []string // patterns valid for limiter.ParseThrottlePattern
 }
 
-// Cluster is the [cluster] table (SPEC §12).
+// Cluster is the [cluster] table (docs/cluster.md).
 type Cluster struct {
 	Backend      string        // "local" or "redis"
 	Mode         string        // "strict" or "local_first"

@@ -48,7 +48,7 @@ func loadFile(t *testing.T, content string, env ...string) (*config.Config, erro
 	return c, err
 }
 
-// arweaveThrottle is the outbound throttle table of SPEC §11.3.
+// arweaveThrottle is the outbound throttle table (docs/arweave-reference.md).
 func arweaveThrottle() []config.ThrottleRule {
 	return []config.ThrottleRule{
 		{Type: "chunk", RPM: 12000, Paths: []string{"/chunk/**", "/chunk2/**"}},
@@ -75,7 +75,7 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 		t.Errorf("groups:\n got %+v\nwant %+v", c.Groups, want)
 	}
 	if len(c.Groups) != 10 {
-		t.Errorf("%d groups, want the ten of SPEC §11.1", len(c.Groups))
+		t.Errorf("%d groups, want the ten of docs/arweave-reference.md", len(c.Groups))
 	}
 	if want := limiter.ArweaveRoutes(); !reflect.DeepEqual(c.Routes.Rules, want) {
 		t.Errorf("routes:\n got %+v\nwant %+v", c.Routes.Rules, want)

@@ -14,7 +14,7 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 )
 
-// Log is the [log] table (SPEC §3): how limiterd logs.
+// Log is the [log] table: how limiterd logs.
 type Log struct {
 	Format string // "text" or "json" (log/slog's handlers)
 	Level  string // "debug", "info", "warn" or "error"
@@ -24,7 +24,7 @@ type Log struct {
 	Rejections string
 }
 
-// The scopes of admin tokens (SPEC §8).
+// The scopes of admin tokens (docs/api.md, "Authentication and scopes").
 const (
 	// ScopeAdmin may do everything.
 	ScopeAdmin = "admin"
@@ -134,10 +134,9 @@ func loopbackListen(addr string) bool {
 // resolvePaths makes the paths of the configuration absolute:
 // server.data_dir, admin.token_file and each [[admin.tokens]] token_file.
 // A relative path the config file gives (or the built-in default under
-// it) is relative to the file's directory (SPEC §3: data_dir "relative:
-// to the config file's dir"); one given by the environment or a flag, or
-// with no file at all, is relative to the working directory, as paths
-// typed in a shell are. Absolute paths make the logs unambiguous and
+// it) is relative to the file's directory (docs/config.md, "Paths"); one
+// given by the environment or a flag, or with no file at all, is relative
+// to the working directory, as paths typed in a shell are. Absolute paths make the logs unambiguous and
 // check-config's output mean the same wherever it is saved.
 func resolvePaths(c *Config, file string, origin map[string]string, dataDirFlag bool) {
 	dir := ""

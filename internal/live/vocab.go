@@ -21,7 +21,7 @@ import (
 // ExemptionKind names a list of live exemptions.
 type ExemptionKind string
 
-// The kinds of live exemptions (SPEC §8).
+// The kinds of live exemptions (docs/api.md).
 const (
 	ExemptPeer ExemptionKind = "exempt_peer" // an IP or CIDR → local_peers
 	ExemptPath ExemptionKind = "exempt_path" // a path pattern that bypasses the limiter
