@@ -40,18 +40,20 @@ var arrows = map[string][]string{
 	"internal/store":      {"limiter", "internal/live", "internal/migrations"},
 	"internal/persist":    {"limiter", "internal/store", "internal/ticker"},
 	"internal/proxy":      {"limiter", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody"},
-	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/templates",
-		"internal/static", "internal/ticker", "internal/jsonbody"},
+	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/ticker",
+		"internal/jsonbody"},
 	// The outbound throttle's HTTP API: the throttle and JSON bodies only.
 	"internal/web/throttleapi": {"internal/throttle", "internal/jsonbody"},
+	// The dashboard's templ components take plain view data; its assets
+	// are embedded files.
+	"internal/web/ui/templates": {"limiter"},
+	"internal/web/ui/static":    {},
 	// The Prometheus collectors read the limiter, the proxy's counters
 	// (insight) and the throttle.
-	"internal/metrics":   {"limiter", "internal/insight", "internal/throttle"},
-	"internal/templates": {"limiter", "internal/insight"},
-	"internal/static":    {},
-	"internal/config":    {"", "limiter", "internal/throttle"},
-	"internal/ticker":    {},
-	"internal/jsonbody":  {},
+	"internal/metrics":  {"limiter", "internal/insight", "internal/throttle"},
+	"internal/config":   {"", "limiter", "internal/throttle"},
+	"internal/ticker":   {},
+	"internal/jsonbody": {},
 	// Cluster mode: a limiter.Backend on Redis.
 	"internal/cluster": {"limiter"},
 	// Tests' redis-server, as httptest is for HTTP.
@@ -71,7 +73,7 @@ var pure = []string{"limiter", "limiter/algo", "limiter/memory", "limiter/peer",
 var never = [][2]string{
 	{"internal/store", "internal/web"}, {"internal/web", "internal/store"},
 	{"internal/proxy", "internal/web"}, {"internal/web", "internal/proxy"},
-	{"internal/templates", "internal/web"},
+	{"internal/web/ui/templates", "internal/web"},
 }
 
 type pkg struct {

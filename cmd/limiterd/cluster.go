@@ -15,8 +15,8 @@ import (
 	"github.com/limiterd/limiterd/internal/cluster"
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/live"
-	"github.com/limiterd/limiterd/internal/templates"
 	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 )

@@ -1,6 +1,6 @@
 package web
 
-import "github.com/limiterd/limiterd/internal/templates"
+import "github.com/limiterd/limiterd/internal/web/ui/templates"
 
 // ClusterStatus reports the state of cluster mode (SPEC §12) for the
 // overview. Implementations must be safe for concurrent use.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/proxy"
-	"github.com/limiterd/limiterd/internal/templates"
 	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 )
 
 // fakeCluster is a ClusterStatus whose state the test sets.

@@ -16,8 +16,8 @@ import (
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
-	"github.com/limiterd/limiterd/internal/static"
-	"github.com/limiterd/limiterd/internal/templates"
+	"github.com/limiterd/limiterd/internal/web/ui/static"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
 )
 

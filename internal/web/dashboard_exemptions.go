@@ -2,7 +2,7 @@ package web
 
 import (
 	"github.com/limiterd/limiterd/internal/live"
-	"github.com/limiterd/limiterd/internal/templates"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 )
 
 // exemptionLists are the exemptions page's lists, in order: kind, title

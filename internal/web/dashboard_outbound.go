@@ -3,7 +3,7 @@ package web
 import (
 	"net/http"
 
-	"github.com/limiterd/limiterd/internal/templates"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 )
 
 // outboundKeys is how many (peer, type) keys the outbound page shows.

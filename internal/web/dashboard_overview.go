@@ -11,7 +11,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/live"
-	"github.com/limiterd/limiterd/internal/templates"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
 )
 

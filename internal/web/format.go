@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/limiterd/limiterd/internal/templates"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 )
 
 // One time convention everywhere: UTC, with the browser's local time on

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
-	"github.com/limiterd/limiterd/internal/templates"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 )
 
 // History returns the server's per-second history (fed by Run).

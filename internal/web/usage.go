@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/limiterd/limiterd/internal/templates"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 )
