@@ -42,8 +42,8 @@ var arrows = map[string][]string{
 	"internal/proxy":      {"limiter", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody"},
 	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/ticker",
 		"internal/jsonbody"},
-	// The outbound throttle's HTTP API: the throttle and JSON bodies only.
-	"internal/web/throttleapi": {"internal/throttle", "internal/jsonbody"},
+	// The admin listener's JSON API.
+	"internal/web/api": {"internal/throttle", "internal/jsonbody"},
 	// The dashboard's templ components take plain view data; its assets
 	// are embedded files.
 	"internal/web/ui/templates": {"limiter"},

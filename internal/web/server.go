@@ -24,7 +24,7 @@ import (
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/internal/ticker"
-	"github.com/limiterd/limiterd/internal/web/throttleapi"
+	"github.com/limiterd/limiterd/internal/web/api"
 	"github.com/limiterd/limiterd/limiter"
 )
 
@@ -114,7 +114,7 @@ type Server struct {
 	// history is the per-second history of the counters, fed by Run.
 	history *insight.History
 	// Throttle serves the outbound throttle; nil without Options.Throttle.
-	Throttle *throttleapi.API
+	Throttle *api.Throttle
 	// peers answers the dashboard's peer queries on large tables.
 	peers *insight.PeerIndex
 	// peerHist is the history of the busiest and the viewed peers, fed by
@@ -161,7 +161,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 	}
 	s.dash = newDashboard(s, sess)
 	if opts.Throttle != nil {
-		s.Throttle = throttleapi.New(opts.Throttle, s.now, nil)
+		s.Throttle = api.NewThrottle(opts.Throttle, s.now, nil)
 		// The global switch turns the throttle off and on too
 		// (ar_rate_limiter's off/on: new outbound calls pass at once;
 		// callers already waiting keep waiting).

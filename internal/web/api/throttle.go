@@ -1,8 +1,9 @@
-// Package throttleapi serves the outbound throttle (SPEC §10) over HTTP:
-// POST /api/v1/throttle waits until a call may go, GET answers at once,
-// POST /api/v1/throttle/observe reports a reply to the adaptive mode. The
-// admin listener (package web) mounts its handlers behind the data token.
-package throttleapi
+// Package api is the admin listener's JSON API, whose handlers the
+// listener (package web) mounts under /api/v1/ behind its tokens. Among
+// them the outbound throttle's (SPEC §10): POST /api/v1/throttle waits
+// until a call may go, GET answers at once, POST /api/v1/throttle/observe
+// reports a reply to the adaptive mode.
+package api
 
 import (
 	"context"
@@ -16,13 +17,13 @@ import (
 	"github.com/limiterd/limiterd/internal/throttle"
 )
 
-// API serves the outbound throttle over HTTP: POST blocks until the call
-// may go, GET answers at once. The caller mounts HandleWait, HandleCheck
-// and HandleObserve behind a token of scope data. An API is safe for concurrent
-// use and runs nothing in the background. Each waiting call owns one timer
+// Throttle serves the outbound throttle over HTTP: POST blocks until the
+// call may go, GET answers at once. The caller mounts HandleWait,
+// HandleCheck and HandleObserve behind a token of scope data. A Throttle
+// is safe for concurrent use and runs nothing in the background. Each waiting call owns one timer
 // and is evaluated once per retry interval, on a fixed schedule (see
 // sleeper), never more often.
-type API struct {
+type Throttle struct {
 	t     *throttle.Throttle
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
@@ -35,12 +36,12 @@ type API struct {
 	realNow bool
 }
 
-// New returns an API over t. now is the clock (nil:
+// NewThrottle returns the API of t. now is the clock (nil:
 // time.Now). sleep waits d or until ctx ends, returning ctx.Err() then; nil
 // means a real timer, one per waiting call, reused between its retries.
 // Tests inject both to run the waiting loop on a fake timeline.
-func New(t *throttle.Throttle, now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) *API {
-	a := &API{t: t, now: now, sleep: sleep, epoch: time.Now(), realNow: now == nil}
+func NewThrottle(t *throttle.Throttle, now func() time.Time, sleep func(ctx context.Context, d time.Duration) error) *Throttle {
+	a := &Throttle{t: t, now: now, sleep: sleep, epoch: time.Now(), realNow: now == nil}
 	if now == nil {
 		a.now = time.Now
 	}
@@ -53,7 +54,7 @@ func New(t *throttle.Throttle, now func() time.Time, sleep func(ctx context.Cont
 // held up by callers waiting on a throttled peer. The Go client takes that
 // answer as "limiterd is not running" and lets its caller go. Close is
 // idempotent.
-func (a *API) Close() { a.close() }
+func (a *Throttle) Close() { a.close() }
 
 // throttleWaitRequest is the body of POST /api/v1/throttle.
 type throttleWaitRequest struct {
@@ -99,7 +100,7 @@ type throttleCheckResponse struct {
 // admitted; 408 {"error":"throttle_timeout"} when its timeout passes first;
 // if the client goes away the wait just ends. A bad body is 400, a bad or
 // missing field 422 naming it.
-func (a *API) HandleWait(w http.ResponseWriter, r *http.Request) {
+func (a *Throttle) HandleWait(w http.ResponseWriter, r *http.Request) {
 	var req throttleWaitRequest
 	err := jsonbody.Decode(r, &req)
 	if err == nil {
@@ -113,7 +114,7 @@ func (a *API) HandleWait(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		fail(w, err)
+		failThrottle(w, err)
 		return
 	}
 	if a.closed.Err() != nil {
@@ -195,7 +196,7 @@ func (a *API) HandleWait(w http.ResponseWriter, r *http.Request) {
 // window; 0 when it would go at once), its type, the type's capacity and
 // the key's count in the window. It records nothing. A missing or unknown
 // parameter is 422 naming it.
-func (a *API) HandleCheck(w http.ResponseWriter, r *http.Request) {
+func (a *Throttle) HandleCheck(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		err = fmt.Errorf("%w: the query string: %v", jsonbody.ErrBadBody, err)
@@ -212,7 +213,7 @@ func (a *API) HandleCheck(w http.ResponseWriter, r *http.Request) {
 		err = checkThrottleArgs(q.Get("peer"), q.Get("path"))
 	}
 	if err != nil {
-		fail(w, err)
+		failThrottle(w, err)
 		return
 	}
 	if a.t.Mode() == throttle.ModeAdaptive {
@@ -252,7 +253,7 @@ func ceilMillis(d time.Duration) int64 {
 // ends; stop releases it.
 //
 // The real retries run on a fixed schedule, RetryIn apart, whose phase is
-// rounded up to a grid shared by every waiter of the API (a
+// rounded up to a grid shared by every waiter of the Throttle (a
 // twentieth of the interval, at most 50 ms): the first retry comes up to one
 // grid step late, the later ones exactly one interval after the previous
 // scheduled one. Waiters thus wake in batches rather than one by one. A
@@ -268,7 +269,7 @@ type sleeper struct {
 	next    time.Time   // the last scheduled wake-up; zero before the first
 }
 
-func (a *API) newSleeper(ctx context.Context) *sleeper {
+func (a *Throttle) newSleeper(ctx context.Context) *sleeper {
 	s := &sleeper{ctx: ctx, fn: a.sleep, epoch: a.epoch, realNow: a.realNow}
 	if s.fn == nil {
 		s.timer = time.NewTimer(time.Hour)
@@ -279,7 +280,7 @@ func (a *API) newSleeper(ctx context.Context) *sleeper {
 }
 
 // retry waits one retry interval d on the waiter's schedule; now is the
-// time of the evaluation just made (the API's clock).
+// time of the evaluation just made (the Throttle's clock).
 func (s *sleeper) retry(now time.Time, d time.Duration) error {
 	if s.fn != nil {
 		return s.fn(s.ctx, d)
@@ -332,10 +333,12 @@ type fieldError struct{ Field, Problem string }
 
 func (e *fieldError) Error() string { return e.Field + ": " + e.Problem }
 
-// fail answers a request the API cannot take: 422 naming the field, 400
-// for a body or query that cannot be read (the statuses the admin API's
-// own mapping, package web, gives the same errors).
-func fail(w http.ResponseWriter, err error) {
+// failThrottle answers a call the throttle cannot take: 422 naming the
+// field, 400 for a body or query that cannot be read. These are the
+// statuses the admin listener's mapping (package web) gives the same
+// errors; the throttle, a data-plane call as proxy's check is, answers
+// them itself, so that it answers the same served without the listener.
+func failThrottle(w http.ResponseWriter, err error) {
 	var fe *fieldError
 	var uf *jsonbody.UnknownFieldError
 	switch {

@@ -1,4 +1,4 @@
-package throttleapi
+package api
 
 import (
 	"bytes"
@@ -82,7 +82,7 @@ type observeResponse struct {
 // no longer throttled) or "refused" (bad fields, counted, nothing
 // changed; reason says why, as the node's client names it). A bad body is
 // 400, a bad or missing field 422 naming it.
-func (a *API) HandleObserve(w http.ResponseWriter, r *http.Request) {
+func (a *Throttle) HandleObserve(w http.ResponseWriter, r *http.Request) {
 	var req observeRequest
 	err := jsonbody.Decode(r, &req)
 	if err == nil {
@@ -95,7 +95,7 @@ func (a *API) HandleObserve(w http.ResponseWriter, r *http.Request) {
 		err = &fieldError{Field: "headers", Problem: "required (an object; {} for a reply without header fields)"}
 	}
 	if err != nil {
-		fail(w, err)
+		failThrottle(w, err)
 		return
 	}
 	o := a.t.Observe(a.now(), req.Peer, req.Path, req.Headers)
@@ -107,7 +107,7 @@ func (a *API) HandleObserve(w http.ResponseWriter, r *http.Request) {
 // reply or by the refill) at most until its timeout (408) or
 // throttle.AdaptiveMaxWait (then it goes, as the node's does: 200 with
 // "gave_up").
-func (a *API) waitAdaptive(w http.ResponseWriter, r *http.Request, req throttleWaitRequest, timeout time.Duration) {
+func (a *Throttle) waitAdaptive(w http.ResponseWriter, r *http.Request, req throttleWaitRequest, timeout time.Duration) {
 	start := a.now()
 	res := a.t.TryAdaptive(start, req.Peer, req.Path)
 	if res.Admitted {
@@ -169,7 +169,7 @@ func (a *API) waitAdaptive(w http.ResponseWriter, r *http.Request, req throttleW
 
 // waitWake waits d, or until wake is closed, or ctx ends (its error).
 // With an injected sleep (tests), it sleeps d on it.
-func (a *API) waitWake(ctx context.Context, timer *time.Timer, wake <-chan struct{}, d time.Duration) error {
+func (a *Throttle) waitWake(ctx context.Context, timer *time.Timer, wake <-chan struct{}, d time.Duration) error {
 	if a.sleep != nil {
 		return a.sleep(ctx, d)
 	}

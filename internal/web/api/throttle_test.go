@@ -1,4 +1,4 @@
-package throttleapi_test
+package api_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/throttle"
-	"github.com/limiterd/limiterd/internal/web/throttleapi"
+	"github.com/limiterd/limiterd/internal/web/api"
 	"github.com/limiterd/limiterd/limiter"
 )
 
@@ -71,16 +71,16 @@ func seedThrottle(t testing.TB, rpm int, edit ...func(*throttle.Config)) *thrott
 
 // wait runs HandleWait for body with ctx and returns the status and the
 // decoded JSON body.
-func wait(ctx context.Context, api *throttleapi.API, body string) (int, map[string]any) {
+func wait(ctx context.Context, tapi *api.Throttle, body string) (int, map[string]any) {
 	r := httptest.NewRequest(http.MethodPost, "/api/v1/throttle", strings.NewReader(body)).WithContext(ctx)
 	w := httptest.NewRecorder()
-	api.HandleWait(w, r)
+	tapi.HandleWait(w, r)
 	return w.Code, decode(w)
 }
 
-func check(api *throttleapi.API, query string) (int, map[string]any) {
+func check(tapi *api.Throttle, query string) (int, map[string]any) {
 	w := httptest.NewRecorder()
-	api.HandleCheck(w, httptest.NewRequest(http.MethodGet, "/api/v1/throttle?"+query, nil))
+	tapi.HandleCheck(w, httptest.NewRequest(http.MethodGet, "/api/v1/throttle?"+query, nil))
 	return w.Code, decode(w)
 }
 
@@ -110,13 +110,13 @@ func wantBody(t *testing.T, what string, gotCode int, got map[string]any, wantCo
 func TestThrottleWaitBlocksUntilTheWindowFrees(t *testing.T) {
 	th := seedThrottle(t, 10) // capacity 4
 	clock := newFakeClock()
-	api := throttleapi.New(th, clock.Now, clock.Sleep)
+	tapi := api.NewThrottle(th, clock.Now, clock.Sleep)
 	ctx := context.Background()
 	for range 4 {
-		code, body := wait(ctx, api, `{"peer":"peer1","path":"/api/data"}`)
+		code, body := wait(ctx, tapi, `{"peer":"peer1","path":"/api/data"}`)
 		wantBody(t, "under the limit", code, body, 200, map[string]any{"waited_ms": 0.0, "type": "api", "exempt": false})
 	}
-	code, body := wait(ctx, api, `{"peer":"peer1","path":"/api/data"}`)
+	code, body := wait(ctx, tapi, `{"peer":"peer1","path":"/api/data"}`)
 	wantBody(t, "over the limit", code, body, 200, map[string]any{"waited_ms": 31000.0, "type": "api", "exempt": false})
 	sleeps := clock.Sleeps()
 	if len(sleeps) != 31 {
@@ -132,7 +132,7 @@ func TestThrottleWaitBlocksUntilTheWindowFrees(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 	// Another peer is independent.
-	code, body = wait(ctx, api, `{"peer":"peer2","path":"/api/data"}`)
+	code, body = wait(ctx, tapi, `{"peer":"peer2","path":"/api/data"}`)
 	wantBody(t, "another peer", code, body, 200, map[string]any{"waited_ms": 0.0, "type": "api", "exempt": false})
 }
 
@@ -142,17 +142,17 @@ func TestThrottleWaitExemptAndOff(t *testing.T) {
 		c.ExemptPaths = []string{"re:^/health"}
 	})
 	clock := newFakeClock()
-	api := throttleapi.New(th, clock.Now, clock.Sleep)
+	tapi := api.NewThrottle(th, clock.Now, clock.Sleep)
 	ctx := context.Background()
 	for range 3 {
-		code, body := wait(ctx, api, `{"peer":"trusted-peer","path":"/api/data"}`)
+		code, body := wait(ctx, tapi, `{"peer":"trusted-peer","path":"/api/data"}`)
 		wantBody(t, "exempt peer", code, body, 200, map[string]any{"waited_ms": 0.0, "type": "api", "exempt": true})
-		code, body = wait(ctx, api, `{"peer":"p","path":"/HEALTH"}`)
+		code, body = wait(ctx, tapi, `{"peer":"p","path":"/HEALTH"}`)
 		wantBody(t, "exempt path", code, body, 200, map[string]any{"waited_ms": 0.0, "type": "api", "exempt": true})
 	}
 	th.SetEnabled(false)
 	for range 100 {
-		code, body := wait(ctx, api, `{"peer":"p","path":"/api/data"}`)
+		code, body := wait(ctx, tapi, `{"peer":"p","path":"/api/data"}`)
 		wantBody(t, "off", code, body, 200, map[string]any{"waited_ms": 0.0, "type": "api", "exempt": false, "off": true})
 	}
 	if len(clock.Sleeps()) != 0 || th.Stats().Timestamps != 0 {
@@ -163,19 +163,19 @@ func TestThrottleWaitExemptAndOff(t *testing.T) {
 func TestThrottleWaitTimeout(t *testing.T) {
 	th := seedThrottle(t, 2) // capacity 1
 	clock := newFakeClock()
-	api := throttleapi.New(th, clock.Now, clock.Sleep)
+	tapi := api.NewThrottle(th, clock.Now, clock.Sleep)
 	ctx := context.Background()
-	wait(ctx, api, `{"peer":"p","path":"/x"}`)
-	code, body := wait(ctx, api, `{"peer":"p","path":"/x","timeout":"2500ms"}`)
+	wait(ctx, tapi, `{"peer":"p","path":"/x"}`)
+	code, body := wait(ctx, tapi, `{"peer":"p","path":"/x","timeout":"2500ms"}`)
 	wantBody(t, "timeout", code, body, 408, map[string]any{"error": "throttle_timeout", "waited_ms": 2500.0, "type": "api", "exempt": false})
 	if got, want := clock.Sleeps(), []time.Duration{time.Second, time.Second, 500 * time.Millisecond}; !reflect.DeepEqual(got, want) {
 		t.Errorf("sleeps %v, want %v", got, want)
 	}
 	// A timeout on a retry: evaluated at the deadline, then 408.
-	code, body = wait(ctx, api, `{"peer":"p","path":"/x","timeout":"2s"}`)
+	code, body = wait(ctx, tapi, `{"peer":"p","path":"/x","timeout":"2s"}`)
 	wantBody(t, "timeout", code, body, 408, map[string]any{"error": "throttle_timeout", "waited_ms": 2000.0, "type": "api", "exempt": false})
 	// A timeout long enough: admitted.
-	code, body = wait(ctx, api, `{"peer":"p","path":"/x","timeout":"1m"}`)
+	code, body = wait(ctx, tapi, `{"peer":"p","path":"/x","timeout":"1m"}`)
 	wantBody(t, "long timeout", code, body, 200, map[string]any{"waited_ms": 26000.0, "type": "api", "exempt": false})
 	if st := th.Stats(); st.Waiters != 0 || st.Delayed != 3 {
 		t.Errorf("stats %+v", st)
@@ -206,12 +206,12 @@ func (b *blockingSleep) Sleep(ctx context.Context, d time.Duration) error {
 func TestThrottleWaitClientGoesAway(t *testing.T) {
 	th := seedThrottle(t, 2)
 	bs := newBlockingSleep()
-	api := throttleapi.New(th, time.Now, bs.Sleep)
-	wait(context.Background(), api, `{"peer":"p","path":"/x"}`)
+	tapi := api.NewThrottle(th, time.Now, bs.Sleep)
+	wait(context.Background(), tapi, `{"peer":"p","path":"/x"}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
 	go func() {
-		code, _ := wait(ctx, api, `{"peer":"p","path":"/x"}`)
+		code, _ := wait(ctx, tapi, `{"peer":"p","path":"/x"}`)
 		done <- code
 	}()
 	<-bs.sleeping
@@ -235,18 +235,18 @@ func TestThrottleWaitClientGoesAway(t *testing.T) {
 func TestThrottleOffDoesNotReleaseWaiters(t *testing.T) {
 	th := seedThrottle(t, 2)
 	bs := newBlockingSleep()
-	api := throttleapi.New(th, time.Now, bs.Sleep)
+	tapi := api.NewThrottle(th, time.Now, bs.Sleep)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wait(ctx, api, `{"peer":"p","path":"/x"}`)
+	wait(ctx, tapi, `{"peer":"p","path":"/x"}`)
 	done := make(chan int, 1)
 	go func() {
-		code, _ := wait(ctx, api, `{"peer":"p","path":"/x"}`)
+		code, _ := wait(ctx, tapi, `{"peer":"p","path":"/x"}`)
 		done <- code
 	}()
 	<-bs.sleeping
 	th.SetEnabled(false)
-	code, body := wait(ctx, api, `{"peer":"p","path":"/x"}`)
+	code, body := wait(ctx, tapi, `{"peer":"p","path":"/x"}`)
 	wantBody(t, "a new call while off", code, body, 200, map[string]any{"waited_ms": 0.0, "type": "api", "exempt": false, "off": true})
 	bs.release <- struct{}{} // one retry: still refused
 	<-bs.sleeping
@@ -265,23 +265,23 @@ func TestThrottleOffDoesNotReleaseWaiters(t *testing.T) {
 func TestThrottleClose(t *testing.T) {
 	th := seedThrottle(t, 2)
 	bs := newBlockingSleep()
-	api := throttleapi.New(th, time.Now, bs.Sleep)
+	tapi := api.NewThrottle(th, time.Now, bs.Sleep)
 	ctx := context.Background()
-	wait(ctx, api, `{"peer":"p","path":"/x"}`)
+	wait(ctx, tapi, `{"peer":"p","path":"/x"}`)
 	type result struct {
 		code int
 		body map[string]any
 	}
 	done := make(chan result, 1)
 	go func() {
-		code, body := wait(ctx, api, `{"peer":"p","path":"/x"}`)
+		code, body := wait(ctx, tapi, `{"peer":"p","path":"/x"}`)
 		done <- result{code, body}
 	}()
 	<-bs.sleeping
-	api.Close()
+	tapi.Close()
 	r := <-done
 	wantBody(t, "waiting at Close", r.code, r.body, 503, map[string]any{"error": "throttle_unavailable"})
-	code, body := wait(ctx, api, `{"peer":"q","path":"/x"}`)
+	code, body := wait(ctx, tapi, `{"peer":"q","path":"/x"}`)
 	wantBody(t, "after Close", code, body, 503, map[string]any{"error": "throttle_unavailable"})
 	if st := th.Stats(); st.Waiters != 0 {
 		t.Errorf("stats %+v", st)
@@ -289,7 +289,7 @@ func TestThrottleClose(t *testing.T) {
 }
 
 func TestThrottleWaitBadBodies(t *testing.T) {
-	api := throttleapi.New(seedThrottle(t, 60), nil, nil)
+	tapi := api.NewThrottle(seedThrottle(t, 60), nil, nil)
 	for _, r := range []struct {
 		body  string
 		code  int
@@ -309,7 +309,7 @@ func TestThrottleWaitBadBodies(t *testing.T) {
 		{``, 400, ""},
 		{`{"peer":"p","path":"/x"` + strings.Repeat(" ", 70<<10) + `}`, 400, ""},
 	} {
-		code, body := wait(context.Background(), api, r.body)
+		code, body := wait(context.Background(), tapi, r.body)
 		msg, _ := body["error"].(string)
 		field, _ := body["field"].(string)
 		if code != r.code || msg == "" || field != r.field || len(body) != map[bool]int{true: 1, false: 2}[r.field == ""] {
@@ -323,27 +323,27 @@ func TestThrottleCheck(t *testing.T) {
 		c.ExemptPeers = []string{"trusted"}
 	})
 	clock := newFakeClock()
-	api := throttleapi.New(th, clock.Now, clock.Sleep)
+	tapi := api.NewThrottle(th, clock.Now, clock.Sleep)
 	for range 3 {
-		code, body := check(api, "peer=p&path=/x")
+		code, body := check(tapi, "peer=p&path=/x")
 		wantBody(t, "fresh", code, body, 200, map[string]any{
 			"would_wait": false, "wait_ms": 0.0, "type": "api", "capacity": 4.0, "count": 0.0, "exempt": false,
 		})
 	}
 	for range 4 {
-		wait(context.Background(), api, `{"peer":"p","path":"/x"}`)
+		wait(context.Background(), tapi, `{"peer":"p","path":"/x"}`)
 	}
 	clock.Sleep(context.Background(), 1500*time.Millisecond)
-	code, body := check(api, "peer=p&path=%2Fx%3Fa%3Db")
+	code, body := check(tapi, "peer=p&path=%2Fx%3Fa%3Db")
 	wantBody(t, "full", code, body, 200, map[string]any{
 		"would_wait": true, "wait_ms": 28501.0, "type": "api", "capacity": 4.0, "count": 4.0, "exempt": false,
 	})
-	code, body = check(api, "peer=trusted&path=/x")
+	code, body = check(tapi, "peer=trusted&path=/x")
 	wantBody(t, "exempt", code, body, 200, map[string]any{
 		"would_wait": false, "wait_ms": 0.0, "type": "api", "capacity": 4.0, "count": 0.0, "exempt": true,
 	})
 	th.SetEnabled(false)
-	code, body = check(api, "peer=p&path=/x")
+	code, body = check(tapi, "peer=p&path=/x")
 	wantBody(t, "off", code, body, 200, map[string]any{
 		"would_wait": false, "wait_ms": 0.0, "type": "api", "capacity": 4.0, "count": 0.0, "exempt": false, "off": true,
 	})
@@ -362,7 +362,7 @@ func TestThrottleCheck(t *testing.T) {
 		{"peer=p&path=/x&limit=3", 422, "limit"},
 		{"peer=p&path=%zz", 400, ""},
 	} {
-		code, body := check(api, r.query)
+		code, body := check(tapi, r.query)
 		field, _ := body["field"].(string)
 		if code != r.code || body["error"] == nil || field != r.field {
 			t.Errorf("query %q: %d %v, want %d with field %q", r.query, code, body, r.code, r.field)
@@ -377,11 +377,11 @@ func TestThrottleRetryIntervalHonoured(t *testing.T) {
 		c.Period = time.Hour
 		c.RetryInterval = 100 * time.Millisecond
 	})
-	api := throttleapi.New(th, nil, nil)
+	tapi := api.NewThrottle(th, nil, nil)
 	ctx := context.Background()
-	wait(ctx, api, `{"peer":"p","path":"/x"}`)
+	wait(ctx, tapi, `{"peer":"p","path":"/x"}`)
 	start := time.Now()
-	code, body := wait(ctx, api, `{"peer":"p","path":"/x","timeout":"1s"}`)
+	code, body := wait(ctx, tapi, `{"peer":"p","path":"/x","timeout":"1s"}`)
 	elapsed := time.Since(start)
 	if code != 408 || body["error"] != "throttle_timeout" {
 		t.Fatalf("%d %v, want 408 throttle_timeout", code, body)
@@ -428,18 +428,18 @@ func TestShippedThrottleConfigMatchesCore(t *testing.T) {
 // (%cpu), and the evaluations per second (evals/s). One op is one
 // millisecond of waiting, so -benchtime sets the measured period:
 //
-//	go test -run '^$' -bench BenchmarkThrottleWaiters -benchtime 10000x ./web/throttleapi/
+//	go test -run '^$' -bench BenchmarkThrottleWaiters -benchtime 10000x ./internal/web/api/
 //
 // measures 10 s (also what -benchtime 10s converges to).
 func BenchmarkThrottleWaiters(b *testing.B) {
 	const waiters = 10000
 	th := seedThrottle(b, 2, func(c *throttle.Config) { c.Period = 24 * time.Hour })
-	api := throttleapi.New(th, nil, nil)
+	tapi := api.NewThrottle(th, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	wait(ctx, api, `{"peer":"hot","path":"/x"}`) // the key is full from now on
+	wait(ctx, tapi, `{"peer":"hot","path":"/x"}`) // the key is full from now on
 	var wg sync.WaitGroup
 	for range waiters {
-		wg.Go(func() { wait(ctx, api, `{"peer":"hot","path":"/x"}`) })
+		wg.Go(func() { wait(ctx, tapi, `{"peer":"hot","path":"/x"}`) })
 	}
 	for th.Stats().Waiters < waiters {
 		time.Sleep(10 * time.Millisecond)
