@@ -42,8 +42,9 @@ var arrows = map[string][]string{
 	"internal/proxy":      {"limiter", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody"},
 	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/ticker",
 		"internal/jsonbody"},
-	// The admin listener's JSON API.
-	"internal/web/api": {"internal/throttle", "internal/jsonbody"},
+	// The admin listener's JSON API, the outbound throttle's calls among
+	// its routes; who asks and how an error is answered come from web.
+	"internal/web/api": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/jsonbody"},
 	// The dashboard's templ components take plain view data; its assets
 	// are embedded files.
 	"internal/web/ui/templates": {"limiter"},
@@ -73,6 +74,7 @@ var pure = []string{"limiter", "limiter/algo", "limiter/memory", "limiter/peer",
 var never = [][2]string{
 	{"internal/store", "internal/web"}, {"internal/web", "internal/store"},
 	{"internal/proxy", "internal/web"}, {"internal/web", "internal/proxy"},
+	{"internal/web/api", "internal/store"}, {"internal/web/api", "internal/proxy"},
 	{"internal/web/ui/templates", "internal/web"},
 }
 

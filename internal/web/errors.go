@@ -10,11 +10,9 @@ import (
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/web/api"
 	"github.com/limiterd/limiterd/limiter"
 )
-
-// errBadRequest marks a request the admin listener cannot read at all.
-var errBadRequest = errors.New("bad request")
 
 // statusOf maps an error to the status the admin API and the dashboard
 // answer it with, and the request field at fault when one is named: the
@@ -35,7 +33,7 @@ func statusOf(err error) (status int, field string) {
 		return http.StatusUnprocessableEntity, qe.Field
 	case errors.As(err, &se):
 		return http.StatusUnprocessableEntity, se.Key
-	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, errBadRequest), errors.Is(err, jsonbody.ErrBadBody):
+	case errors.As(err, &syn), errors.As(err, &typ), errors.Is(err, api.ErrBadRequest), errors.Is(err, jsonbody.ErrBadBody):
 		return http.StatusBadRequest, ""
 	case errors.Is(err, live.ErrNotFound):
 		return http.StatusNotFound, ""

@@ -242,6 +242,14 @@ func (s *Server) bearer(r *http.Request) (tok Token, present, ok bool) {
 	return tok, true, ok
 }
 
+// tokenOfRequest returns the name of the token of r's Authorization
+// header ("" for the main admin token) and its scope, for the API's answer
+// of who is asking.
+func (s *Server) tokenOfRequest(r *http.Request) (name, scope string) {
+	tok, _, _ := s.bearer(r)
+	return tok.Name, tok.Scope.String()
+}
+
 type actorKey struct{}
 
 // requestActor is the audit actor of r: its token's, or the session's on

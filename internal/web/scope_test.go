@@ -22,6 +22,7 @@ import (
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/api"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 )
@@ -74,9 +75,9 @@ func newOps(t *testing.T) *opsServer {
 		Throttle:  th,
 		Snapshot:  func(context.Context) error { o.snapshots++; return nil },
 		Ready:     func(context.Context) error { return o.ready },
-		Build:     web.Build{Version: "v1.2.3", Revision: "0123456789abcdef0123456789abcdef01234567", GoVersion: "go1.26.8"},
-		Daemon: func() web.DaemonInfo {
-			return web.DaemonInfo{ConfigFile: "/etc/limiterd/config.toml", ConfigLoadedAt: c.Now().Add(-time.Hour), StartedAt: c.Now().Add(-2 * time.Hour)}
+		Build:     api.Build{Version: "v1.2.3", Revision: "0123456789abcdef0123456789abcdef01234567", GoVersion: "go1.26.8"},
+		Daemon: func() api.DaemonInfo {
+			return api.DaemonInfo{ConfigFile: "/etc/limiterd/config.toml", ConfigLoadedAt: c.Now().Add(-time.Hour), StartedAt: c.Now().Add(-2 * time.Hour)}
 		},
 		Backup: func(ctx context.Context, open func(int64) (io.Writer, error)) (int64, error) {
 			w, err := open(int64(len(backupBody)))
@@ -305,7 +306,7 @@ func TestLimiterEndpoint(t *testing.T) {
 			Embedded bool      `json:"embedded"`
 			LoadedAt time.Time `json:"loaded_at"`
 		} `json:"config"`
-		Version       web.Build `json:"version"`
+		Version       api.Build `json:"version"`
 		UptimeSeconds int64     `json:"uptime_seconds"`
 		Token         struct{ Name, Scope string }
 	}

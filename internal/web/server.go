@@ -72,13 +72,13 @@ type Options struct {
 	Sessions SessionStore
 	// Build is the binary's version, shown by GET /api/v1/limiter and
 	// limiterd_build_info.
-	Build Build
+	Build api.Build
 	// Daemon reports the config in use and its reloads (GET
 	// /api/v1/limiter, the reload metrics); nil reports nothing.
-	Daemon func() DaemonInfo
+	Daemon func() api.DaemonInfo
 	// Backup writes a consistent copy of the database (GET
 	// /api/v1/backup); nil leaves the route answering 501.
-	Backup Backup
+	Backup api.Backup
 	// Offenses keeps the record of offenders (who the limiter rejected in
 	// the last 24 hours); nil keeps none.
 	Offenses OffenseStore
@@ -107,14 +107,14 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	now  func() time.Time
+	// api serves the JSON API.
+	api *api.API
 	// dash serves the dashboard; its sessions are loaded by NewServer.
 	dash *dashboard
 	// fails counts failed logins per client address.
 	fails *authFails
 	// history is the per-second history of the counters, fed by Run.
 	history *insight.History
-	// Throttle serves the outbound throttle; nil without Options.Throttle.
-	Throttle *api.Throttle
 	// peers answers the dashboard's peer queries on large tables.
 	peers *insight.PeerIndex
 	// peerHist is the history of the busiest and the viewed peers, fed by
@@ -160,14 +160,16 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 		return nil, fmt.Errorf("dashboard sessions: %w", err)
 	}
 	s.dash = newDashboard(s, sess)
-	if opts.Throttle != nil {
-		s.Throttle = api.NewThrottle(opts.Throttle, s.now, nil)
-		// The global switch turns the throttle off and on too
-		// (ar_rate_limiter's off/on: new outbound calls pass at once;
-		// callers already waiting keep waiting).
-		if lv != nil {
-			lv.Follow(opts.Throttle)
-		}
+	s.api = api.New(lim, lv, api.Options{
+		Peers: s.peers, Snapshot: opts.Snapshot, Backup: opts.Backup, Build: opts.Build, Daemon: opts.Daemon,
+		Throttle: opts.Throttle, Logger: s.log, Now: s.now,
+		Actor: requestActor, Token: s.tokenOfRequest, Fail: s.fail,
+	})
+	// The global switch turns the throttle off and on too
+	// (ar_rate_limiter's off/on: new outbound calls pass at once; callers
+	// already waiting keep waiting).
+	if opts.Throttle != nil && lv != nil {
+		lv.Follow(opts.Throttle)
 	}
 	return s, nil
 }
@@ -175,11 +177,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 // Close ends what NewServer started: outbound callers still waiting are
 // told limiterd is going away (the client then goes on, as when limiterd
 // is not running). Call it once the listener stops taking requests.
-func (s *Server) Close() {
-	if s.Throttle != nil {
-		s.Throttle.Close()
-	}
-}
+func (s *Server) Close() { s.api.Close() }
 
 // Run samples the counters into the history once a second, and the chosen peers' counters into the peer history
 // every insight.PeerHistoryStep, drains the limiter's record of decisions
@@ -208,36 +206,17 @@ func (s *Server) AdminHandler() http.Handler {
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	}
 	s.dash.mount(r)
+	// The JSON API, the data plane's calls and the runtime's profiles, each
+	// for the tokens whose scope allows it.
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken)
-		r.Get("/api/v1/groups", s.handleGroups)
-		r.Get("/api/v1/groups/{group}", s.handleGroup)
-		r.Patch("/api/v1/groups/{group}", s.handlePatchGroup)
-		r.Delete("/api/v1/groups/{group}/overrides", s.handleDeleteOverrides)
-		r.Get("/api/v1/peers", s.handlePeers)
-		r.Get("/api/v1/peers/*", s.handlePeer)
-		r.Delete("/api/v1/peers/*", s.handleForgetPeer)
-		r.Post("/api/v1/peers/*", s.handlePeerAction)
-		r.Get("/api/v1/exemptions", s.handleExemptions)
-		r.Post("/api/v1/exemptions", s.handleAddExemption)
-		r.Delete("/api/v1/exemptions", s.handleRemoveExemption)
-		r.Post("/api/v1/limiter/off", s.handleSwitch(false))
-		r.Post("/api/v1/limiter/on", s.handleSwitch(true))
+		s.api.Routes(r)
 		if dp := s.opts.DataPlane; dp != nil {
 			r.Post("/api/v1/check", dp.HandleCheck)
 			r.Get("/api/v1/check/auth", dp.HandleAuthRequest)
 			r.Post("/api/v1/release", dp.HandleRelease)
 		}
-		r.Get("/api/v1/audit", s.handleAudit)
-		r.Post("/api/v1/snapshot", s.handleSnapshot)
-		r.Get("/api/v1/limiter", s.handleLimiter)
-		r.Get("/api/v1/backup", s.handleBackup)
 		r.Get(pprofPrefix+"*", s.handlePprof)
-		if s.Throttle != nil {
-			r.Post("/api/v1/throttle", s.Throttle.HandleWait)
-			r.Get("/api/v1/throttle", s.Throttle.HandleCheck)
-			r.Post("/api/v1/throttle/observe", s.Throttle.HandleObserve)
-		}
 	})
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)

@@ -1,8 +1,3 @@
-// Package api is the admin listener's JSON API, whose handlers the
-// listener (package web) mounts under /api/v1/ behind its tokens. Among
-// them the outbound throttle's (SPEC §10): POST /api/v1/throttle waits
-// until a call may go, GET answers at once, POST /api/v1/throttle/observe
-// reports a reply to the adaptive mode.
 package api
 
 import (
@@ -17,8 +12,9 @@ import (
 	"github.com/limiterd/limiterd/internal/throttle"
 )
 
-// Throttle serves the outbound throttle over HTTP: POST blocks until the
-// call may go, GET answers at once. The caller mounts HandleWait,
+// Throttle serves the outbound throttle (SPEC §10) over HTTP: POST
+// /api/v1/throttle blocks until the call may go, GET answers at once,
+// POST /api/v1/throttle/observe reports a reply to the adaptive mode. The caller mounts HandleWait,
 // HandleCheck and HandleObserve behind a token of scope data. A Throttle
 // is safe for concurrent use and runs nothing in the background. Each waiting call owns one timer
 // and is evaluated once per retry interval, on a fixed schedule (see

@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ type exemptionInput struct {
 
 // exemptionBody reads an exemption from the request's JSON body, or, for
 // a DELETE without one, from ?kind=&value=.
-func (s *Server) exemptionBody(r *http.Request) (live.Exemption, error) {
+func (a *API) exemptionBody(r *http.Request) (live.Exemption, error) {
 	b, err := jsonbody.Read(r)
 	if err != nil {
 		return live.Exemption{}, err
@@ -35,7 +35,7 @@ func (s *Server) exemptionBody(r *http.Request) (live.Exemption, error) {
 		return live.Exemption{}, err
 	}
 	e := live.Exemption{Kind: in.Kind, Value: in.Value, Note: in.Note}
-	e.Expires, err = parseExpiry(in.Expires, s.now())
+	e.Expires, err = parseExpiry(in.Expires, a.now())
 	return e, err
 }
 

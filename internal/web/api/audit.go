@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"net/http"
@@ -11,7 +11,7 @@ import (
 // auditQuery reads GET /api/v1/audit's parameters: limit (1–1000),
 // before (an entry id), action (an action or its family: "exemption"),
 // actor (exact), since (RFC 3339, or a duration back from now: "24h").
-func (s *Server) auditQuery(r *http.Request) (live.AuditQuery, error) {
+func (a *API) auditQuery(r *http.Request) (live.AuditQuery, error) {
 	q := live.AuditQuery{Limit: 100}
 	v := r.URL.Query()
 	if x := v.Get("limit"); x != "" {
@@ -33,7 +33,7 @@ func (s *Server) auditQuery(r *http.Request) (live.AuditQuery, error) {
 		if t, err := time.Parse(time.RFC3339, x); err == nil {
 			q.Since = t
 		} else if d, err := time.ParseDuration(x); err == nil && d > 0 {
-			q.Since = s.now().Add(-d)
+			q.Since = a.now().Add(-d)
 		} else {
 			return q, &live.FieldError{Field: "since", Problem: `an RFC 3339 time ("2026-11-23T00:00:00Z") or a positive duration back from now ("24h"), got ` + strconv.Quote(x)}
 		}
@@ -43,15 +43,15 @@ func (s *Server) auditQuery(r *http.Request) (live.AuditQuery, error) {
 
 // handleAudit answers GET /api/v1/audit: the entries, newest first, and
 // "next" (the before of the next page) when more may match.
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
-	q, err := s.auditQuery(r)
+func (a *API) handleAudit(w http.ResponseWriter, r *http.Request) {
+	q, err := a.auditQuery(r)
 	if err != nil {
-		s.fail(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
-	page, err := s.live.QueryAudit(r.Context(), q)
+	page, err := a.live.QueryAudit(r.Context(), q)
 	if err != nil {
-		s.fail(w, r, err)
+		a.fail(w, r, err)
 		return
 	}
 	entries := page.Entries

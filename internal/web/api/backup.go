@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"context"
@@ -26,19 +26,19 @@ const backupIdle = time.Minute
 // the copy holds the peers' state as of now rather than of the last
 // interval; a failed snapshot is logged and said in X-Limiterd-Snapshot,
 // and the copy still made (it is consistent, only older).
-func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
-	if s.opts.Backup == nil {
+func (a *API) handleBackup(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Backup == nil {
 		writeError(w, http.StatusNotImplemented, "this daemon has no database to back up", "")
 		return
 	}
 	snap := "skipped"
 	switch v := r.URL.Query().Get("snapshot"); v {
 	case "", "true":
-		if s.opts.Snapshot != nil {
+		if a.opts.Snapshot != nil {
 			snap = "written"
-			if err := s.opts.Snapshot(r.Context()); err != nil {
+			if err := a.opts.Snapshot(r.Context()); err != nil {
 				snap = "failed"
-				s.log.Warn("backup: the snapshot before it failed; the copy holds the peers' state of the last snapshot", "err", err)
+				a.log.Warn("backup: the snapshot before it failed; the copy holds the peers' state of the last snapshot", "err", err)
 			}
 		}
 	case "false":
@@ -48,11 +48,11 @@ func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	started := false
-	n, err := s.opts.Backup(r.Context(), func(size int64) (io.Writer, error) {
+	n, err := a.opts.Backup(r.Context(), func(size int64) (io.Writer, error) {
 		h := w.Header()
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Content-Length", strconv.FormatInt(size, 10))
-		h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="limiterd-%s.db"`, s.now().UTC().Format("20060102T150405Z")))
+		h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="limiterd-%s.db"`, a.now().UTC().Format("20060102T150405Z")))
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Limiterd-Snapshot", snap)
 		w.WriteHeader(http.StatusOK)
@@ -61,15 +61,15 @@ func (s *Server) handleBackup(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		if !started {
-			s.fail(w, r, err)
+			a.fail(w, r, err)
 			return
 		}
 		// The status is sent: the connection closes short of
 		// Content-Length, which every client takes as a failed download.
-		s.log.Error("backup broken off", "actor", requestActor(r), "written", n, "err", err)
+		a.log.Error("backup broken off", "actor", a.actor(r), "written", n, "err", err)
 		return
 	}
-	s.log.Info("backup sent", "actor", requestActor(r), "bytes", n, "duration", time.Since(start).Round(time.Millisecond), "snapshot", snap)
+	a.log.Info("backup sent", "actor", a.actor(r), "bytes", n, "duration", time.Since(start).Round(time.Millisecond), "snapshot", snap)
 }
 
 // idleWriter moves the connection's write deadline idle past each write
