@@ -40,13 +40,16 @@ var arrows = map[string][]string{
 	"internal/store":      {"limiter", "internal/live", "internal/migrations"},
 	"internal/persist":    {"limiter", "internal/store", "internal/ticker"},
 	"internal/proxy":      {"limiter", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody"},
-	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/ticker",
-		"internal/jsonbody"},
+	// The admin listener: auth, bounds, errors, health, metrics; it
+	// mounts its sub-packages api and ui, which never import it.
+	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody"},
 	// The admin listener's JSON API, the outbound throttle's calls among
 	// its routes; who asks and how an error is answered come from web.
 	"internal/web/api": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/jsonbody"},
-	// The dashboard's templ components take plain view data; its assets
-	// are embedded files.
+	// The dashboard's pages and forms; who looks at them and how an error
+	// maps to a status come from web. Its templ components take plain
+	// view data; its assets are embedded files.
+	"internal/web/ui":           {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/jsonbody"},
 	"internal/web/ui/templates": {"limiter"},
 	"internal/web/ui/static":    {},
 	// The Prometheus collectors read the limiter, the proxy's counters
@@ -75,6 +78,7 @@ var never = [][2]string{
 	{"internal/store", "internal/web"}, {"internal/web", "internal/store"},
 	{"internal/proxy", "internal/web"}, {"internal/web", "internal/proxy"},
 	{"internal/web/api", "internal/store"}, {"internal/web/api", "internal/proxy"},
+	{"internal/web/ui", "internal/store"}, {"internal/web/ui", "internal/proxy"},
 	{"internal/web/ui/templates", "internal/web"},
 }
 

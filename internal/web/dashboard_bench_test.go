@@ -170,12 +170,12 @@ func fillActivity(b *testing.B, s *Server, t0 time.Time) {
 		}
 		as = append(as, insight.Arrival{MS: from + int64(i)*time.Hour.Milliseconds()/benchLogged, Peer: peer(p), Group: g, Tag: uint32(p) * 2654435761, InSample: true})
 		if len(as) == cap(as) {
-			s.dash.activity.Log().Add(as)
+			s.activity.Log().Add(as)
 			as = as[:0]
 		}
 	}
-	s.dash.activity.Log().Add(as)
-	tk := s.dash.activity.Talkers()
+	s.activity.Log().Add(as)
+	tk := s.activity.Talkers()
 	for bucket := range 31 {
 		at := t0.Add(time.Duration(bucket-30) * insight.TalkersBucket)
 		as = as[:0]

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/ui"
 )
 
 // whatIf is the answer element of a what-if partial or page.
@@ -147,11 +148,11 @@ func TestDashboardNotFound(t *testing.T) {
 func TestDashboardBanners(t *testing.T) {
 	down := false
 	d, _ := newDashWith(t, nil, func(o *web.Options) {
-		o.Conditions = func() []web.Condition {
+		o.Conditions = func() []ui.Condition {
 			if !down {
 				return nil
 			}
-			return []web.Condition{{Kind: "down", Title: "cluster: Redis down", Text: "— deciding locally."}}
+			return []ui.Condition{{Kind: "down", Title: "cluster: Redis down", Text: "— deciding locally."}}
 		}
 	})
 	cookie, _ := d.login()

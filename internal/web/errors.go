@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strings"
 
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/jsonbody"
@@ -64,4 +65,28 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// wantsHTML reports whether r is a browser's: its Accept names text/html.
+func wantsHTML(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// notFound answers an unknown address: an HTML page in the layout for a
+// browser (outside /api/), the JSON error for everyone else.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if wantsHTML(r) && !strings.HasPrefix(r.URL.Path, "/api/") {
+		s.ui.NotFound(w, r)
+		return
+	}
+	writeError(w, http.StatusNotFound, "no such endpoint", "")
+}
+
+// methodNotAllowed is notFound's twin for a known address.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	if wantsHTML(r) && !strings.HasPrefix(r.URL.Path, "/api/") {
+		s.ui.MethodNotAllowed(w, r)
+		return
+	}
+	writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
 }

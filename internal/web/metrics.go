@@ -59,7 +59,7 @@ func (s *Server) DaemonMetrics(ch chan<- prometheus.Metric) {
 		name     string
 		now, max int64
 	}{
-		{"request_log", s.dash.activity.Log().Bytes(), insight.RequestLogMaxBytes},
+		{"request_log", s.activity.Log().Bytes(), insight.RequestLogMaxBytes},
 		{"peer_history", s.peerHist.Bytes(), insight.PeerHistoryMaxBytes},
 	} {
 		ch <- prometheus.MustNewConstMetric(descRecordBytes, prometheus.GaugeValue, float64(r.now), r.name)

@@ -291,7 +291,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 // token (or its session) sees every page and may log out, but changes
 // nothing; a data token sees nothing. It answers 403 itself and returns
 // false when the request is refused.
-func (d *dashboard) allowed(w http.ResponseWriter, r *http.Request, v viewer) bool {
+func (s *Server) allowed(w http.ResponseWriter, r *http.Request, v viewer) bool {
 	sc := v.scope()
 	switch {
 	case sc == ScopeAdmin:
@@ -299,9 +299,9 @@ func (d *dashboard) allowed(w http.ResponseWriter, r *http.Request, v viewer) bo
 	case sc == ScopeRead && (r.Method == http.MethodGet || r.Method == http.MethodHead || r.URL.Path == "/logout"):
 		return true
 	case sc == ScopeRead:
-		d.renderError(w, r, http.StatusForbidden, "This login is read-only (a token of scope read): it may look at every page but change nothing.")
+		s.ui.Error(w, r, http.StatusForbidden, "This login is read-only (a token of scope read): it may look at every page but change nothing.")
 	default:
-		d.renderError(w, r, http.StatusForbidden, "A data token may make the data-plane calls only (check, release, check/auth, throttle), not open the dashboard.")
+		s.ui.Error(w, r, http.StatusForbidden, "A data token may make the data-plane calls only (check, release, check/auth, throttle), not open the dashboard.")
 	}
 	return false
 }

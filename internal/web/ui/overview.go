@@ -1,4 +1,4 @@
-package web
+package ui
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
@@ -45,7 +46,7 @@ func talkerRow(lim *limiter.Limiter, t insight.Talker) templates.TalkerRow {
 
 // estimate says how the counts are sampled, and what the record lost,
 // "" when they are exact.
-func (d *dashboard) estimate() string {
+func (d *Dashboard) estimate() string {
 	_, nth, lost := d.activity.Sampling()
 	var s string
 	if nth > 0 {
@@ -60,9 +61,9 @@ func (d *dashboard) estimate() string {
 	return s
 }
 
-func (d *dashboard) overview() templates.Overview {
-	now := d.s.now()
-	lim := d.s.lim
+func (d *Dashboard) overview() templates.Overview {
+	now := d.now()
+	lim := d.lim
 	stats := lim.Stats()
 	set := d.talkerSet(now)
 	o := templates.Overview{
@@ -70,7 +71,7 @@ func (d *dashboard) overview() templates.Overview {
 		Estimate: d.estimate(), Tracked: lim.Tracked(),
 	}
 	var cs *templates.Cluster
-	if c := d.s.opts.Cluster; c != nil {
+	if c := d.opts.Cluster; c != nil {
 		st := c.ClusterState()
 		cs = &st
 	}
@@ -88,7 +89,7 @@ func (d *dashboard) overview() templates.Overview {
 		if s, ok := lim.Settings(id); ok && id != limiter.LocalPeers {
 			mode = s.Mode.String()
 		}
-		o.Groups = append(o.Groups, groupNow(name, mode, id != limiter.LocalPeers, d.s.history.Series(name, since)))
+		o.Groups = append(o.Groups, groupNow(name, mode, id != limiter.LocalPeers, d.history.Series(name, since)))
 		o.Totals = append(o.Totals, templates.GroupRow{Name: name, Mode: mode, Stats: stats[name]})
 	}
 	return o
@@ -151,21 +152,21 @@ func spark(reqs, rejs []float64, label string) templates.Spark {
 	return templates.Spark{Width: sparkW, Height: sparkH, Requests: line(reqs), Rejected: line(rejs), Label: label, Idle: top == 1 && slices.Max(reqs) == 0}
 }
 
-func (d *dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 	render(w, r, http.StatusOK, templates.OverviewPage(d.page(r, "Overview", "/"), d.overview(), d.charts()))
 }
 
-func (d *dashboard) handleStats(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleStats(w http.ResponseWriter, r *http.Request) {
 	render(w, r, http.StatusOK, templates.Stats(d.overview()))
 }
 
-func (d *dashboard) handleSwitch(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleSwitch(w http.ResponseWriter, r *http.Request) {
 	on, err := strconv.ParseBool(r.PostFormValue("on"))
 	if err != nil {
 		d.fail(w, r, &live.FieldError{Field: "on", Problem: "must be true or false"})
 		return
 	}
-	if err := d.s.live.SetEnabled(r.Context(), viewerOf(r).actor(), on); err != nil {
+	if err := d.live.SetEnabled(r.Context(), d.viewer(r).Actor, on); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -202,15 +203,15 @@ type GroupRejection struct {
 // handleRejections serves GET /stats/rejections?minutes=: the last
 // minutes (1 to 60, default 60) of every group's rejections, for the
 // overview's stacked chart.
-func (d *dashboard) handleRejections(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleRejections(w http.ResponseWriter, r *http.Request) {
 	minutes, ok := minutesParam(w, r.URL.Query())
 	if !ok {
 		return
 	}
-	since := d.s.now().Add(-time.Duration(minutes) * time.Minute)
+	since := d.now().Add(-time.Duration(minutes) * time.Minute)
 	out := Rejections{T: []int64{}, Groups: []GroupRejection{}}
-	for _, name := range slices.Sorted(maps.Keys(d.s.lim.Stats())) {
-		s := d.s.history.Series(name, since)
+	for _, name := range slices.Sorted(maps.Keys(d.lim.Stats())) {
+		s := d.history.Series(name, since)
 		if out.Step == 0 {
 			out.Step = min(max(len(s.T)/rejectionsPoints, 1), rejectionsStep)
 			for i := 0; i < len(s.T); i += out.Step {
@@ -230,5 +231,10 @@ func (d *dashboard) handleRejections(w http.ResponseWriter, r *http.Request) {
 			out.Groups = append(out.Groups, GroupRejection{Group: name, Rejected: vals})
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	jsonbody.Write(w, http.StatusOK, out)
+}
+
+// talkerSet returns the top talkers' counts as of now.
+func (d *Dashboard) talkerSet(now time.Time) insight.TalkerSet {
+	return d.activity.Talkers().Snapshot(now)
 }

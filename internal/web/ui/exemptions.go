@@ -1,4 +1,4 @@
-package web
+package ui
 
 import (
 	"github.com/limiterd/limiterd/internal/live"
@@ -20,8 +20,8 @@ var exemptionLists = []struct {
 
 // exemptions is the exemptions page's data: per kind, the file's entries
 // (read-only) then the live ones (removable).
-func (d *dashboard) exemptions() templates.Exemptions {
-	live, file := d.s.live.Exemptions()
+func (d *Dashboard) exemptions() templates.Exemptions {
+	live, file := d.live.Exemptions()
 	var e templates.Exemptions
 	for _, l := range exemptionLists {
 		list := templates.ExemptionList{Kind: string(l.kind), Title: l.title, FileKey: l.fileKey}

@@ -1,4 +1,4 @@
-package web
+package ui
 
 import (
 	"encoding/json"
@@ -135,9 +135,9 @@ func groupSummary(v live.GroupView) templates.GroupSummary {
 	return g
 }
 
-func (d *dashboard) handleGroups(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleGroups(w http.ResponseWriter, r *http.Request) {
 	data := templates.Groups{Columns: summaryColumns}
-	for _, v := range d.s.live.Groups() {
+	for _, v := range d.live.Groups() {
 		data.Rows = append(data.Rows, groupSummary(v))
 	}
 	render(w, r, http.StatusOK, templates.GroupsPage(d.page(r, "Groups", "/groups"), data))
@@ -145,7 +145,7 @@ func (d *dashboard) handleGroups(w http.ResponseWriter, r *http.Request) {
 
 // groupForm is the form of v, showing submitted values (if any) in place
 // of the effective ones and err next to its key.
-func (d *dashboard) groupForm(v live.GroupView, submitted map[string]string, err error) templates.GroupForm {
+func (d *Dashboard) groupForm(v live.GroupView, submitted map[string]string, err error) templates.GroupForm {
 	f := templates.GroupForm{Name: v.Name, HasOverride: len(v.Override) > 0, Summary: ruleText(v.Effective)}
 	eff := live.Values(v.Effective)
 	field, msg := "", ""
@@ -166,7 +166,7 @@ func (d *dashboard) groupForm(v live.GroupView, submitted map[string]string, err
 		_, over := v.Override[k]
 		fl := templates.Field{
 			Key: k, Kind: keyKind(k), Value: fmt.Sprint(eff[k]), File: fmt.Sprint(v.File[k]), Overridden: over,
-			Help: d.s.opts.KeyHelp[k], Replayable: replayable[k], Unused: !usedBy(v.Effective.Algorithm, k),
+			Help: d.opts.KeyHelp[k], Replayable: replayable[k], Unused: !usedBy(v.Effective.Algorithm, k),
 		}
 		if fl.Kind == "algorithm" {
 			fl.Choices = algo.Names()
@@ -183,8 +183,8 @@ func (d *dashboard) groupForm(v live.GroupView, submitted map[string]string, err
 }
 
 // handleGroup is a group's edit page.
-func (d *dashboard) handleGroup(w http.ResponseWriter, r *http.Request) {
-	v, err := d.s.live.Group(chi.URLParam(r, "group"))
+func (d *Dashboard) handleGroup(w http.ResponseWriter, r *http.Request) {
+	v, err := d.live.Group(chi.URLParam(r, "group"))
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -241,9 +241,9 @@ func changes(v live.GroupView, submitted map[string]string) []change {
 	return out
 }
 
-func (d *dashboard) handleSaveGroup(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleSaveGroup(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "group")
-	v, err := d.s.live.Group(name)
+	v, err := d.live.Group(name)
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -257,21 +257,21 @@ func (d *dashboard) handleSaveGroup(w http.ResponseWriter, r *http.Request) {
 		var body []byte
 		body, err = json.Marshal(patch)
 		if err == nil {
-			v, err = d.s.live.PatchGroup(r.Context(), viewerOf(r).actor(), name, body)
+			v, err = d.live.PatchGroup(r.Context(), d.viewer(r).Actor, name, body)
 		}
 	}
 	var fe *live.FieldError
 	var se *limiter.SettingError
 	if errors.As(err, &fe) || errors.As(err, &se) {
 		// Nothing changed: show the form again with the message.
-		cur, gerr := d.s.live.Group(name)
+		cur, gerr := d.live.Group(name)
 		if gerr != nil {
 			d.fail(w, r, gerr)
 			return
 		}
 		form := d.groupForm(cur, submitted, err)
 		if isHTMX(r) {
-			render(w, r, http.StatusUnprocessableEntity, templates.GroupFormCard(viewerOf(r).csrf(), form))
+			render(w, r, http.StatusUnprocessableEntity, templates.GroupFormCard(d.viewer(r).CSRF, form))
 			return
 		}
 		p := d.page(r, "Group "+name, "/groups")
@@ -288,19 +288,19 @@ func (d *dashboard) handleSaveGroup(w http.ResponseWriter, r *http.Request) {
 
 // groupDone answers a successful save: the refreshed form for htmx, a
 // redirect to the group's page otherwise.
-func (d *dashboard) groupDone(w http.ResponseWriter, r *http.Request, v live.GroupView, done string) {
+func (d *Dashboard) groupDone(w http.ResponseWriter, r *http.Request, v live.GroupView, done string) {
 	if isHTMX(r) {
 		form := d.groupForm(v, nil, nil)
 		form.Notice = flashes[done]
-		render(w, r, http.StatusOK, templates.GroupFormCard(viewerOf(r).csrf(), form))
+		render(w, r, http.StatusOK, templates.GroupFormCard(d.viewer(r).CSRF, form))
 		return
 	}
 	http.Redirect(w, r, templates.GroupURL(v.Name)+"?done="+done, http.StatusSeeOther)
 }
 
-func (d *dashboard) handleResetGroup(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleResetGroup(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "group")
-	if _, err := d.s.live.DeleteOverrides(r.Context(), viewerOf(r).actor(), name); err != nil {
+	if _, err := d.live.DeleteOverrides(r.Context(), d.viewer(r).Actor, name); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -310,8 +310,8 @@ func (d *dashboard) handleResetGroup(w http.ResponseWriter, r *http.Request) {
 // handleWhatIf answers the form posted to /groups/{g}/whatif: the page (or,
 // for htmx, the form) with the submitted values and the what-if of every
 // change. Nothing is saved.
-func (d *dashboard) handleWhatIf(w http.ResponseWriter, r *http.Request) {
-	v, err := d.s.live.Group(chi.URLParam(r, "group"))
+func (d *Dashboard) handleWhatIf(w http.ResponseWriter, r *http.Request) {
+	v, err := d.live.Group(chi.URLParam(r, "group"))
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -333,7 +333,7 @@ func (d *dashboard) handleWhatIf(w http.ResponseWriter, r *http.Request) {
 		form.Notice = "Nothing changed: type a new value, then ask again."
 	}
 	if isHTMX(r) {
-		render(w, r, http.StatusOK, templates.GroupFormCard(viewerOf(r).csrf(), form))
+		render(w, r, http.StatusOK, templates.GroupFormCard(d.viewer(r).CSRF, form))
 		return
 	}
 	render(w, r, http.StatusOK, templates.GroupPage(d.page(r, "Group "+v.Name, "/groups"), form))
@@ -342,8 +342,8 @@ func (d *dashboard) handleWhatIf(w http.ResponseWriter, r *http.Request) {
 // handleWhatIfField answers GET /groups/{g}/whatif?field=<key>&<key>=<value>:
 // the what-if of that one change, the partial htmx puts beside the field
 // (empty when the value is the current one).
-func (d *dashboard) handleWhatIfField(w http.ResponseWriter, r *http.Request) {
-	v, err := d.s.live.Group(chi.URLParam(r, "group"))
+func (d *Dashboard) handleWhatIfField(w http.ResponseWriter, r *http.Request) {
+	v, err := d.live.Group(chi.URLParam(r, "group"))
 	if err != nil {
 		d.fail(w, r, err)
 		return

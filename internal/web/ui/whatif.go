@@ -1,4 +1,4 @@
-package web
+package ui
 
 import (
 	"errors"
@@ -32,10 +32,10 @@ type change struct{ key, value string }
 // whatIfs answers, for group's last hour of logged requests, what each
 // change alone and (with several) all of them together would have
 // rejected, against the current settings; and says what was replayed.
-func (d *dashboard) whatIfs(group string, changes []change) (map[string]*templates.WhatIf, *templates.WhatIf, string) {
+func (d *Dashboard) whatIfs(group string, changes []change) (map[string]*templates.WhatIf, *templates.WhatIf, string) {
 	out := map[string]*templates.WhatIf{}
-	lim := d.s.lim
-	now := d.s.now()
+	lim := d.lim
+	now := d.now()
 	id, ok := lim.GroupID(group)
 	base, ok2 := insight.CurrentReplaySettings(lim, id, now)
 	if !ok || !ok2 {

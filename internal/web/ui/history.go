@@ -1,4 +1,4 @@
-package web
+package ui
 
 import (
 	"maps"
@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
 )
-
-// History returns the server's per-second history (fed by Run).
-func (s *Server) History() *insight.History { return s.history }
 
 // totals sums s: the counts over its seconds and the highest in-flight.
 func totals(s insight.Series) templates.HistoryRow {
@@ -36,16 +34,16 @@ const historyTableMinutes = 10
 
 // charts is the overview's chart section: the groups to choose from and
 // each group's totals over the last 10 minutes.
-func (d *dashboard) charts() templates.Charts {
-	since := d.s.now().Add(-historyTableMinutes * time.Minute)
+func (d *Dashboard) charts() templates.Charts {
+	since := d.now().Add(-historyTableMinutes * time.Minute)
 	c := templates.Charts{URL: "/stats/history?minutes=60", RejectionsURL: "/stats/rejections?minutes=60", Minutes: historyTableMinutes}
-	for _, name := range slices.Sorted(maps.Keys(d.s.lim.Stats())) {
+	for _, name := range slices.Sorted(maps.Keys(d.lim.Stats())) {
 		c.Groups = append(c.Groups, name)
-		r := totals(d.s.history.Series(name, since))
+		r := totals(d.history.Series(name, since))
 		r.Group = name
 		c.Rows = append(c.Rows, r)
 	}
-	c.All = totals(d.s.history.Series("", since))
+	c.All = totals(d.history.Series("", since))
 	c.All.Group = "All groups"
 	return c
 }
@@ -59,7 +57,7 @@ func minutesParam(w http.ResponseWriter, q url.Values) (int, bool) {
 	}
 	n, err := strconv.Atoi(m)
 	if err != nil || n < 1 || n > 60 {
-		writeError(w, http.StatusUnprocessableEntity, "minutes must be an integer from 1 to 60", "minutes")
+		jsonbody.WriteError(w, http.StatusUnprocessableEntity, "minutes must be an integer from 1 to 60", "minutes")
 		return 0, false
 	}
 	return n, true
@@ -68,7 +66,7 @@ func minutesParam(w http.ResponseWriter, q url.Values) (int, bool) {
 // handleHistory serves GET /stats/history?group=&minutes=: the last
 // minutes (1 to 60, default 60) of group's per-second samples as JSON
 // (insight.Series); no group means every group summed.
-func (d *dashboard) handleHistory(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleHistory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	minutes, ok := minutesParam(w, q)
 	if !ok {
@@ -76,11 +74,11 @@ func (d *dashboard) handleHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	group := q.Get("group")
 	if group != "" {
-		if _, ok := d.s.lim.Stats()[group]; !ok {
-			writeError(w, http.StatusUnprocessableEntity, "no group "+strconv.Quote(group), "group")
+		if _, ok := d.lim.Stats()[group]; !ok {
+			jsonbody.WriteError(w, http.StatusUnprocessableEntity, "no group "+strconv.Quote(group), "group")
 			return
 		}
 	}
-	since := d.s.now().Add(-time.Duration(minutes) * time.Minute)
-	writeJSON(w, http.StatusOK, d.s.history.Series(group, since))
+	since := d.now().Add(-time.Duration(minutes) * time.Minute)
+	jsonbody.Write(w, http.StatusOK, d.history.Series(group, since))
 }

@@ -1,4 +1,4 @@
-package web
+package ui
 
 import (
 	"encoding/base64"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
@@ -34,8 +35,8 @@ type peerRows struct {
 	settings map[limiter.GroupID]limiter.GroupSettings
 }
 
-func (d *dashboard) peerRows(now time.Time) *peerRows {
-	return &peerRows{lim: d.s.lim, set: d.talkerSet(now), settings: map[limiter.GroupID]limiter.GroupSettings{}}
+func (d *Dashboard) peerRows(now time.Time) *peerRows {
+	return &peerRows{lim: d.lim, set: d.talkerSet(now), settings: map[limiter.GroupID]limiter.GroupSettings{}}
 }
 
 func (p *peerRows) groupSettings(g limiter.GroupID) *limiter.GroupSettings {
@@ -68,9 +69,9 @@ func (p *peerRows) row(v *limiter.EntryView) templates.PeerRow {
 	return r
 }
 
-func (d *dashboard) groupNames() []string {
+func (d *Dashboard) groupNames() []string {
 	var out []string
-	for _, g := range d.s.live.Groups() {
+	for _, g := range d.live.Groups() {
 		out = append(out, g.Name)
 	}
 	return out
@@ -105,9 +106,9 @@ func peerSorts() []string {
 	return append([]string{sortRequestRate, sortRejectionRate}, insight.SortOrders()...)
 }
 
-func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 	in := r.URL.Query()
-	now := d.s.now()
+	now := d.now()
 	data := templates.Peers{
 		Q: in.Get("q"), Group: in.Get("group"), Sort: in.Get("sort"), Groups: d.groupNames(), Sorts: peerSorts(),
 		SortURL: map[string]string{}, RateWindow: windowText(d.talkerSet(now).Seconds()),
@@ -129,12 +130,12 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := insight.ParsePeerQuery(parse)
 	if err == nil && q.Group != "" {
-		if _, ok := d.s.lim.GroupID(q.Group); !ok {
+		if _, ok := d.lim.GroupID(q.Group); !ok {
 			err = &live.FieldError{Field: "group", Problem: fmt.Sprintf("there is no group %q", q.Group)}
 		}
 	}
 	if err != nil {
-		status, field := statusOf(err)
+		status, field := d.opts.Status(err)
 		if status != http.StatusUnprocessableEntity {
 			d.fail(w, r, err)
 			return
@@ -149,7 +150,7 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 	if byRate {
 		page, total = d.peersByRate(now, rows, q, data.Sort)
 	} else {
-		pg := d.s.peers.Query(q)
+		pg := d.peers.Query(q)
 		total = pg.Total
 		if pg.Indexed {
 			data.IndexAsOf, data.DirectKeys = stamp(pg.AsOf), insight.DirectKeys
@@ -172,14 +173,14 @@ func (d *dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 // peersByRate is the page of q ordered by the rates over the last minutes
 // (requests or rejections): the top talkers, each with its entry's state
 // when the limiter still holds it.
-func (d *dashboard) peersByRate(now time.Time, rows *peerRows, q insight.PeerQuery, order string) ([]templates.PeerRow, int) {
+func (d *Dashboard) peersByRate(now time.Time, rows *peerRows, q insight.PeerQuery, order string) ([]templates.PeerRow, int) {
 	by := insight.ByRequests
 	if order == sortRejectionRate {
 		by = insight.ByRejections
 	}
 	var gid limiter.GroupID
 	if q.Group != "" {
-		gid, _ = d.s.lim.GroupID(q.Group)
+		gid, _ = d.lim.GroupID(q.Group)
 	}
 	var match []insight.Talker
 	for _, t := range rows.set.Top(by, insight.IndexTop, gid) {
@@ -192,11 +193,11 @@ func (d *dashboard) peersByRate(now time.Time, rows *peerRows, q insight.PeerQue
 	}
 	var out []templates.PeerRow
 	for _, t := range match[min(q.Offset, len(match)):min(q.Offset+q.Limit, len(match))] {
-		if v, ok := d.s.lim.Entry(now, t.Peer, t.Group); ok {
+		if v, ok := d.lim.Entry(now, t.Peer, t.Group); ok {
 			out = append(out, rows.row(&v))
 			continue
 		}
-		r := templates.PeerRow{Peer: t.Peer.String(), Group: d.s.lim.GroupName(t.Group), Untracked: true}
+		r := templates.PeerRow{Peer: t.Peer.String(), Group: d.lim.GroupName(t.Group), Untracked: true}
 		r.RequestRate, r.RejectRate = rate(t.RequestRate()), rate(t.RejectRate())
 		out = append(out, r)
 	}
@@ -205,12 +206,12 @@ func (d *dashboard) peersByRate(now time.Time, rows *peerRows, q insight.PeerQue
 
 // peerKey reads a peer as the pages name it: an address (keyed by the
 // configured prefix) or a key as listed ("2001:db8::/64", "opaque:…").
-func (d *dashboard) peerKey(s string) (peer.Key, error) {
+func (d *Dashboard) peerKey(s string) (peer.Key, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return peer.Key{}, &live.FieldError{Field: "key", Problem: "missing"}
 	}
-	if p, err := d.s.lim.ParsePeer(s); err == nil {
+	if p, err := d.lim.ParsePeer(s); err == nil {
 		return p.Key, nil
 	}
 	k, err := peer.ParseKey(s)
@@ -220,7 +221,7 @@ func (d *dashboard) peerKey(s string) (peer.Key, error) {
 	return k, nil
 }
 
-func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 	k, err := d.peerKey(r.URL.Query().Get("key"))
 	if err != nil {
 		d.fail(w, r, err)
@@ -230,10 +231,10 @@ func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 	if p, ok := k.Prefix(); ok {
 		data.Prefix = peer.FormatPrefix(p)
 	}
-	now := d.s.now()
+	now := d.now()
 	rows := d.peerRows(now)
 	data.RateWindow = windowText(rows.set.Seconds())
-	views := d.s.lim.Peer(now, k)
+	views := d.lim.Peer(now, k)
 	for i := range views {
 		v := &views[i]
 		st := templates.PeerState{
@@ -244,7 +245,7 @@ func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 		st.RequestRate, st.RejectRate = rows.rates(v.Peer, v.GroupID)
 		data.Rows = append(data.Rows, st)
 	}
-	if st := d.s.opts.Offenses; st != nil {
+	if st := d.opts.Offenses; st != nil {
 		data.OffensesKept = true
 		offs, err := st.Offenses(r.Context(), now, k)
 		if err != nil {
@@ -261,8 +262,8 @@ func (d *dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 			data.Groups = append(data.Groups, g)
 		}
 	}
-	wasKept := d.s.peerHist.Watch(now, k, views)
-	data.History = peerHistoryView(k, d.s.peerHist.Series(k, now.Add(-time.Hour)), !wasKept)
+	wasKept := d.peerHist.Watch(now, k, views)
+	data.History = peerHistoryView(k, d.peerHist.Series(k, now.Add(-time.Hour)), !wasKept)
 	data.Audit, data.AuditScanned, err = d.peerAudit(r, k)
 	if err != nil {
 		d.fail(w, r, err)
@@ -324,20 +325,20 @@ func minutesText(d time.Duration) string {
 // minutes (1 to 60, default 60) of the peer's history as JSON
 // (insight.PeerSeries). Fetching it counts as viewing the peer's page: the peer
 // is recorded for insight.PeerHistoryWatch more.
-func (d *dashboard) handlePeerHistory(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handlePeerHistory(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	k, err := d.peerKey(q.Get("key"))
 	if err != nil {
-		writeError(w, http.StatusUnprocessableEntity, d.message(r, err), "key")
+		jsonbody.WriteError(w, http.StatusUnprocessableEntity, d.message(r, err), "key")
 		return
 	}
 	minutes, ok := minutesParam(w, q)
 	if !ok {
 		return
 	}
-	now := d.s.now()
-	d.s.peerHist.Watch(now, k, d.s.lim.Peer(now, k))
-	writeJSON(w, http.StatusOK, d.s.peerHist.Series(k, now.Add(-time.Duration(minutes)*time.Minute)))
+	now := d.now()
+	d.peerHist.Watch(now, k, d.lim.Peer(now, k))
+	jsonbody.Write(w, http.StatusOK, d.peerHist.Series(k, now.Add(-time.Duration(minutes)*time.Minute)))
 }
 
 // Sizes of a peer page's audit list.
@@ -351,8 +352,8 @@ const (
 
 // peerAudit returns the audit entries about k among the newest
 // peerAuditScan, newest first, at most peerAuditShow.
-func (d *dashboard) peerAudit(r *http.Request, k peer.Key) ([]templates.AuditRow, int, error) {
-	entries, err := d.s.live.Audit(r.Context(), peerAuditScan, 0)
+func (d *Dashboard) peerAudit(r *http.Request, k peer.Key) ([]templates.AuditRow, int, error) {
+	entries, err := d.live.Audit(r.Context(), peerAuditScan, 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -396,34 +397,34 @@ func auditConcerns(a live.AuditEntry, key string, p netip.Prefix, hasPrefix bool
 	return a.Target == key
 }
 
-func (d *dashboard) handleReducePeer(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleReducePeer(w http.ResponseWriter, r *http.Request) {
 	k, err := d.peerKey(r.PostFormValue("key"))
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	name := r.PostFormValue("group")
-	g, ok := d.s.lim.GroupID(name)
+	g, ok := d.lim.GroupID(name)
 	if !ok || g == limiter.LocalPeers {
 		d.fail(w, r, &live.FieldError{Field: "group", Problem: fmt.Sprintf("no group %q", name)})
 		return
 	}
-	res := d.s.lim.Reduce(d.s.now(), k, g)
-	if err := d.s.live.Record(r.Context(), viewerOf(r).actor(), "peer.reduce", k.String()+" "+name, nil, res.String()); err != nil {
+	res := d.lim.Reduce(d.now(), k, g)
+	if err := d.live.Record(r.Context(), d.viewer(r).Actor, "peer.reduce", k.String()+" "+name, nil, res.String()); err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	redirect(w, r, templates.PeerURL(k.String())+"&result="+res.String())
 }
 
-func (d *dashboard) handleForgetPeer(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleForgetPeer(w http.ResponseWriter, r *http.Request) {
 	k, err := d.peerKey(r.PostFormValue("key"))
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	n := d.s.lim.Forget(k)
-	if err := d.s.live.Record(r.Context(), viewerOf(r).actor(), "peer.forget", k.String(), n, nil); err != nil {
+	n := d.lim.Forget(k)
+	if err := d.live.Record(r.Context(), d.viewer(r).Actor, "peer.forget", k.String(), n, nil); err != nil {
 		d.fail(w, r, err)
 		return
 	}

@@ -1,4 +1,4 @@
-package web
+package ui
 
 import "github.com/limiterd/limiterd/internal/web/ui/templates"
 

@@ -1,4 +1,4 @@
-package web
+package ui
 
 import (
 	"net/http"
@@ -9,8 +9,8 @@ import (
 // outboundKeys is how many (peer, type) keys the outbound page shows.
 const outboundKeys = 100
 
-func (d *dashboard) outbound() templates.Outbound {
-	th := d.s.opts.Throttle
+func (d *Dashboard) outbound() templates.Outbound {
+	th := d.opts.Throttle
 	if th == nil {
 		return templates.Outbound{}
 	}
@@ -26,7 +26,7 @@ func (d *dashboard) outbound() templates.Outbound {
 	for _, n := range ad.Refused {
 		o.Adaptive.Refused += n
 	}
-	for _, v := range th.AdaptiveViews(d.s.now(), outboundKeys) {
+	for _, v := range th.AdaptiveViews(d.now(), outboundKeys) {
 		row := templates.OutboundQuota{Peer: v.Peer, Group: v.Group, Known: v.Known, Incompatible: v.Incompatible,
 			Total: v.Total, Remaining: v.Remaining, ResetAmount: v.ResetAmount, Waiting: v.Waiting}
 		if v.RefillIn > 0 {
@@ -34,7 +34,7 @@ func (d *dashboard) outbound() templates.Outbound {
 		}
 		o.Adaptive.Rows = append(o.Adaptive.Rows, row)
 	}
-	for _, k := range th.Keys(d.s.now(), outboundKeys) {
+	for _, k := range th.Keys(d.now(), outboundKeys) {
 		v := templates.OutboundKey{Peer: k.Peer, Type: k.Type, Count: k.Count, Capacity: k.Capacity, Waiters: k.Waiters, EarliestIn: "now"}
 		if k.EarliestIn > 0 {
 			v.EarliestIn = k.EarliestIn.String()
@@ -44,10 +44,10 @@ func (d *dashboard) outbound() templates.Outbound {
 	return o
 }
 
-func (d *dashboard) handleOutbound(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleOutbound(w http.ResponseWriter, r *http.Request) {
 	render(w, r, http.StatusOK, templates.OutboundPage(d.page(r, "Outbound throttle", "/outbound"), d.outbound()))
 }
 
-func (d *dashboard) handleOutboundStats(w http.ResponseWriter, r *http.Request) {
+func (d *Dashboard) handleOutboundStats(w http.ResponseWriter, r *http.Request) {
 	render(w, r, http.StatusOK, templates.OutboundStats(d.outbound()))
 }
