@@ -1,4 +1,4 @@
-package web_test
+package api_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/webtest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 )
@@ -36,11 +37,11 @@ func newFuzzAdmin(tb testing.TB) *fuzzAdmin {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	lv, err := live.New(context.Background(), lim, web.OpenTestStore(tb), cfg, clock)
+	lv, err := live.New(context.Background(), lim, webtest.OpenStore(tb), cfg, clock)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := web.MustNewServer(tb, lim, lv, web.Options{Token: dashToken, Now: clock, Recorder: rec,
+	s := webtest.MustNewServer(tb, lim, lv, web.Options{Token: webtest.Token, Now: clock, Recorder: rec,
 		DataPlane: proxy.New(lim, proxy.Options{Now: clock})})
 	a := &fuzzAdmin{h: s.AdminHandler(), initial: map[string][]byte{}}
 	for _, g := range fuzzGroups {
@@ -57,7 +58,7 @@ var fuzzGroups = []string{"general", "chunk", "data_sync_record", "nosuch"}
 // call sends one authorized admin API request.
 func (a *fuzzAdmin) call(method, path, body string) (int, []byte) {
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
-	r.Header.Set("Authorization", "Bearer "+dashToken)
+	r.Header.Set("Authorization", "Bearer "+webtest.Token)
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	a.h.ServeHTTP(w, r)

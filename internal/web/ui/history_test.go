@@ -1,4 +1,4 @@
-package web_test
+package ui_test
 
 import (
 	"encoding/json"
@@ -7,31 +7,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/web/webtest"
 	"github.com/limiterd/limiterd/limiter/peer"
 	"golang.org/x/net/html"
 )
 
 func TestDashboardHistory(t *testing.T) {
-	d, s := newDashServer(t, nil)
-	sample := func() { s.History().Sample(d.clock.Now(), d.lim.Stats()) }
+	d, s := webtest.NewDashServer(t, nil)
+	sample := func() { s.History().Sample(d.Clock.Now(), d.Lim.Stats()) }
 	sample()
 	// Five requests from one peer in general (leaky_limit 3): 3 admitted,
 	// 2 rejected by the rate limit, in the second after the baseline.
-	d.clock.Add(time.Second)
-	g, _ := d.lim.GroupID("general")
-	a := mustAddr(t, "203.0.113.7")
+	d.Clock.Add(time.Second)
+	g, _ := d.Lim.GroupID("general")
+	a := webtest.MustAddr(t, "203.0.113.7")
 	p := peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}
 	for range 5 {
-		dec := d.lim.Decide(d.clock.Now(), p, g)
+		dec := d.Lim.Decide(d.Clock.Now(), p, g)
 		dec.Release()
 	}
 	sample()
-	d.clock.Add(time.Second)
+	d.Clock.Add(time.Second)
 	sample()
 
 	get := func(path string, hdr ...string) (int, map[string]any) {
 		t.Helper()
-		resp := d.do("GET", path, nil, hdr...)
+		resp := d.Do("GET", path, nil, hdr...)
 		defer resp.Body.Close()
 		var v map[string]any
 		if ct := resp.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/json") {
@@ -41,14 +42,14 @@ func TestDashboardHistory(t *testing.T) {
 		}
 		return resp.StatusCode, v
 	}
-	bearer := []string{"Authorization", "Bearer " + dashToken}
+	bearer := []string{"Authorization", "Bearer " + webtest.Token}
 	for _, path := range []string{"/stats/history", "/stats/history?group=general&minutes=60", "/stats/history?minutes=1"} {
 		code, v := get(path, bearer...)
 		if code != 200 {
 			t.Fatalf("%s: %d %v", path, code, v)
 		}
 		ts := v["t"].([]any)
-		if len(ts) != 3 || ts[0].(float64) != float64(d.clock.Now().Unix()-2) {
+		if len(ts) != 3 || ts[0].(float64) != float64(d.Clock.Now().Unix()-2) {
 			t.Fatalf("%s: t = %v", path, ts)
 		}
 		for key, want := range map[string][]float64{
@@ -79,15 +80,15 @@ func TestDashboardHistory(t *testing.T) {
 		}
 	}
 	// No session, no token: sent to log in; a wrong token: 401.
-	if resp := d.do("GET", "/stats/history", nil); resp.StatusCode != http.StatusSeeOther {
+	if resp := d.Do("GET", "/stats/history", nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("anonymous: %d", resp.StatusCode)
 	}
-	if resp := d.do("GET", "/stats/history", nil, "Authorization", "Bearer wrong"); resp.StatusCode != http.StatusUnauthorized {
+	if resp := d.Do("GET", "/stats/history", nil, "Authorization", "Bearer wrong"); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %d", resp.StatusCode)
 	}
 	// A session works too, with the dashboard's headers.
-	cookie, csrf := d.login()
-	resp := d.do("GET", "/stats/history?group=general", nil, "Cookie", cookie)
+	cookie, csrf := d.Login()
+	resp := d.Do("GET", "/stats/history?group=general", nil, "Cookie", cookie)
 	if resp.StatusCode != 200 || resp.Header.Get("Cache-Control") != "no-store" ||
 		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
 		t.Fatalf("session: %d %v", resp.StatusCode, resp.Header)
@@ -95,20 +96,20 @@ func TestDashboardHistory(t *testing.T) {
 
 	// The overview: the chart's div and, for no JavaScript, the table of
 	// the last 10 minutes' totals.
-	doc := d.page("/", cookie)
-	checkPage(t, "/", doc, csrf)
-	div := find(doc, func(n *html.Node) bool { return attr(n, "id") == "history-charts" })
-	if len(div) != 1 || attr(div[0], "data-history-url") != "/stats/history?minutes=60" {
+	doc := d.Page("/", cookie)
+	webtest.CheckPage(t, "/", doc, csrf)
+	div := webtest.Find(doc, func(n *html.Node) bool { return webtest.Attr(n, "id") == "history-charts" })
+	if len(div) != 1 || webtest.Attr(div[0], "data-history-url") != "/stats/history?minutes=60" {
 		t.Fatalf("chart div: %v", div)
 	}
 	row := func(group string) map[string]string {
-		rows := find(doc, func(n *html.Node) bool { return n.Data == "tr" && attr(n, "data-history-group") == group })
+		rows := webtest.Find(doc, func(n *html.Node) bool { return n.Data == "tr" && webtest.Attr(n, "data-history-group") == group })
 		if len(rows) != 1 {
 			t.Fatalf("%d history rows for %q", len(rows), group)
 		}
 		out := map[string]string{}
-		for _, td := range find(rows[0], byTag("td")) {
-			out[attr(td, "data-col")] = text(td)
+		for _, td := range webtest.Find(rows[0], webtest.ByTag("td")) {
+			out[webtest.Attr(td, "data-col")] = webtest.Text(td)
 		}
 		return out
 	}
@@ -120,14 +121,14 @@ func TestDashboardHistory(t *testing.T) {
 	if r := row("chunk"); r["requests"] != "0" {
 		t.Fatalf("chunk: %v", r)
 	}
-	opts := find(doc, func(n *html.Node) bool {
-		return n.Data == "option" && n.Parent != nil && attr(n.Parent, "id") == "history-group"
+	opts := webtest.Find(doc, func(n *html.Node) bool {
+		return n.Data == "option" && n.Parent != nil && webtest.Attr(n.Parent, "id") == "history-group"
 	})
-	if len(opts) != len(d.lim.Stats())+1 {
+	if len(opts) != len(d.Lim.Stats())+1 {
 		t.Fatalf("%d group options", len(opts))
 	}
 	// Ten minutes later the table has forgotten them; the hour has not.
-	d.clock.Add(11 * time.Minute)
+	d.Clock.Add(11 * time.Minute)
 	sample()
 	if r := row2(t, d, cookie, "general"); r != "0" {
 		t.Fatalf("after 11 minutes: %q", r)
@@ -138,13 +139,13 @@ func TestDashboardHistory(t *testing.T) {
 }
 
 // row2 is the requests cell of group's line in the overview's history table.
-func row2(t *testing.T, d *dash, cookie, group string) string {
+func row2(t *testing.T, d *webtest.Dash, cookie, group string) string {
 	t.Helper()
-	doc := d.page("/", cookie)
-	for _, td := range find(doc, func(n *html.Node) bool {
-		return n.Data == "td" && attr(n, "data-col") == "requests" && n.Parent != nil && attr(n.Parent, "data-history-group") == group
+	doc := d.Page("/", cookie)
+	for _, td := range webtest.Find(doc, func(n *html.Node) bool {
+		return n.Data == "td" && webtest.Attr(n, "data-col") == "requests" && n.Parent != nil && webtest.Attr(n.Parent, "data-history-group") == group
 	}) {
-		return text(td)
+		return webtest.Text(td)
 	}
 	t.Fatalf("no history row for %s", group)
 	return ""

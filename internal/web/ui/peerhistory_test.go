@@ -1,4 +1,4 @@
-package web_test
+package ui_test
 
 import (
 	"context"
@@ -14,40 +14,22 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/web/webtest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
-// send makes n requests of ip in group general.
-func (d *dash) send(ip string, n int) {
-	d.t.Helper()
-	g, _ := d.lim.GroupID("general")
-	a := mustAddr(d.t, ip)
-	for range n {
-		dec := d.lim.Decide(d.clock.Now(), peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}, g)
-		dec.Release()
-	}
-}
-
-func byID(doc *html.Node, id string) *html.Node {
-	n := find(doc, func(n *html.Node) bool { return attr(n, "id") == id })
-	if len(n) != 1 {
-		return nil
-	}
-	return n[0]
-}
-
 // historyRows are the peer history table's rows: data-from → column → text.
 func historyRows(doc *html.Node) []map[string]string {
 	var out []map[string]string
-	tbl := byID(doc, "peer-history-table")
+	tbl := webtest.ByID(doc, "peer-history-table")
 	if tbl == nil {
 		return nil
 	}
-	for _, tr := range find(tbl, func(n *html.Node) bool { return n.Data == "tr" && hasAttr(n, "data-from") }) {
-		row := map[string]string{"from": attr(tr, "data-from")}
-		for _, td := range find(tr, byTag("td")) {
-			row[attr(td, "data-col")] = text(td)
+	for _, tr := range webtest.Find(tbl, func(n *html.Node) bool { return n.Data == "tr" && webtest.HasAttr(n, "data-from") }) {
+		row := map[string]string{"from": webtest.Attr(tr, "data-from")}
+		for _, td := range webtest.Find(tr, webtest.ByTag("td")) {
+			row[webtest.Attr(td, "data-col")] = webtest.Text(td)
 		}
 		out = append(out, row)
 	}
@@ -55,44 +37,44 @@ func historyRows(doc *html.Node) []map[string]string {
 }
 
 func TestDashboardPeerHistory(t *testing.T) {
-	d, s := newDashServer(t, nil)
-	cookie, csrf := d.login()
+	d, s := webtest.NewDashServer(t, nil)
+	cookie, csrf := d.Login()
 	// 5 requests (3 admitted, 2 rejected) before anyone looks.
-	d.send("203.0.113.7", 5)
-	doc := d.page("/peer?key=203.0.113.7", cookie)
-	checkPage(t, "/peer", doc, csrf)
+	d.Send("203.0.113.7", 5)
+	doc := d.Page("/peer?key=203.0.113.7", cookie)
+	webtest.CheckPage(t, "/peer", doc, csrf)
 	// Never kept: the page says so; the chart's div and the table are there.
-	if n := byID(doc, "peer-history-new"); n == nil || !strings.Contains(text(n), "recorded from now on") {
+	if n := webtest.ByID(doc, "peer-history-new"); n == nil || !strings.Contains(webtest.Text(n), "recorded from now on") {
 		t.Fatal("no notice that the history starts now")
 	}
-	if byID(doc, "peer-history-since") != nil {
+	if webtest.ByID(doc, "peer-history-since") != nil {
 		t.Fatal("a 'recorded since' line for a peer never recorded")
 	}
-	div := byID(doc, "peer-history-charts")
-	if div == nil || attr(div, "data-peer-history-url") != "/peer/history?key=203.0.113.7" {
+	div := webtest.ByID(doc, "peer-history-charts")
+	if div == nil || webtest.Attr(div, "data-peer-history-url") != "/peer/history?key=203.0.113.7" {
 		t.Fatalf("chart div: %v", div)
 	}
-	if byID(doc, "peer-history-empty") == nil || len(historyRows(doc)) != 0 {
+	if webtest.ByID(doc, "peer-history-empty") == nil || len(historyRows(doc)) != 0 {
 		t.Fatal("points for a peer just chosen")
 	}
 	// Within the next 10 s: 3 more requests in general (rejected) and one
 	// in chunk, held in flight across the sample.
-	d.clock.Add(4 * time.Second)
-	d.send("203.0.113.7", 3)
-	g, _ := d.lim.GroupID("chunk")
-	a := mustAddr(t, "203.0.113.7")
-	held := d.lim.Decide(d.clock.Now(), peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}, g)
-	d.clock.Add(6 * time.Second)
+	d.Clock.Add(4 * time.Second)
+	d.Send("203.0.113.7", 3)
+	g, _ := d.Lim.GroupID("chunk")
+	a := webtest.MustAddr(t, "203.0.113.7")
+	held := d.Lim.Decide(d.Clock.Now(), peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}, g)
+	d.Clock.Add(6 * time.Second)
 	s.SamplePeerHistory()
 	held.Release()
 
-	doc = d.page("/peer?key=203.0.113.7", cookie)
-	checkPage(t, "/peer (kept)", doc, csrf)
-	if byID(doc, "peer-history-new") != nil {
+	doc = d.Page("/peer?key=203.0.113.7", cookie)
+	webtest.CheckPage(t, "/peer (kept)", doc, csrf)
+	if webtest.ByID(doc, "peer-history-new") != nil {
 		t.Fatal("still 'new' on the second view")
 	}
-	if n := byID(doc, "peer-history-since"); n == nil || !strings.Contains(text(n), "2023-11-14 22:13:20 UTC") ||
-		attr(find(n, byTag("time"))[0], "datetime") != "2023-11-14T22:13:20Z" {
+	if n := webtest.ByID(doc, "peer-history-since"); n == nil || !strings.Contains(webtest.Text(n), "2023-11-14 22:13:20 UTC") ||
+		webtest.Attr(webtest.Find(n, webtest.ByTag("time"))[0], "datetime") != "2023-11-14T22:13:20Z" {
 		t.Fatalf("since: %v", n)
 	}
 	rows := historyRows(doc)
@@ -104,7 +86,7 @@ func TestDashboardPeerHistory(t *testing.T) {
 	// The JSON the chart draws: session or bearer, like every page.
 	get := func(path string, hdr ...string) (int, map[string]any) {
 		t.Helper()
-		resp := d.do("GET", path, nil, hdr...)
+		resp := d.Do("GET", path, nil, hdr...)
 		defer resp.Body.Close()
 		var v map[string]any
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
@@ -132,15 +114,15 @@ func TestDashboardPeerHistory(t *testing.T) {
 		"/peer/history?key=203.0.113.7&minutes=0":       "minutes",
 		"/peer/history?key=203.0.113.7&minutes=61":      "minutes",
 	} {
-		if code, v := get(path, "Authorization", "Bearer "+dashToken); code != 422 || v["field"] != field {
+		if code, v := get(path, "Authorization", "Bearer "+webtest.Token); code != 422 || v["field"] != field {
 			t.Errorf("%s: %d %v", path, code, v)
 		}
 	}
-	if resp := d.do("GET", "/peer/history?key=203.0.113.7", nil); resp.StatusCode != http.StatusSeeOther {
+	if resp := d.Do("GET", "/peer/history?key=203.0.113.7", nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("anonymous: %d", resp.StatusCode)
 	}
 	// Fetching a peer's history starts recording it, like a view.
-	if s.PeerHistory().Kept(peer.KeyFromAddr(mustAddr(t, "203.0.113.99"), 64)) {
+	if s.PeerHistory().Kept(peer.KeyFromAddr(webtest.MustAddr(t, "203.0.113.99"), 64)) {
 		t.Fatal("kept before any view")
 	}
 	if code, v := get("/peer/history?key=203.0.113.99", "Cookie", cookie); code != 200 || v["kept"] != true || len(v["t"].([]any)) != 0 {
@@ -149,10 +131,10 @@ func TestDashboardPeerHistory(t *testing.T) {
 
 	// A busy peer nobody viewed is recorded from the top lists: its first
 	// sample is the baseline, the next one a point.
-	d.send("198.51.100.1", 2)
+	d.Send("198.51.100.1", 2)
 	s.SamplePeerHistory()
-	d.clock.Add(10 * time.Second)
-	d.send("198.51.100.1", 6)
+	d.Clock.Add(10 * time.Second)
+	d.Send("198.51.100.1", 6)
 	s.SamplePeerHistory()
 	code, v = get("/peer/history?key=198.51.100.1", "Cookie", cookie)
 	if code != 200 || v["kept"] != true || !slices.Equal(v["requests"].([]any), []any{float64(6)}) {
@@ -161,13 +143,13 @@ func TestDashboardPeerHistory(t *testing.T) {
 }
 
 func TestDashboardPeerAudit(t *testing.T) {
-	d, _ := newDashServer(t, nil)
-	cookie, csrf := d.login()
-	d.send("203.0.113.7", 5)
+	d, _ := webtest.NewDashServer(t, nil)
+	cookie, csrf := d.Login()
+	d.Send("203.0.113.7", 5)
 	post := func(path string, form url.Values) {
 		t.Helper()
 		form.Set("csrf", csrf)
-		if resp := d.do("POST", path, form, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther {
+		if resp := d.Do("POST", path, form, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther {
 			t.Fatalf("%s %v: %d", path, form, resp.StatusCode)
 		}
 	}
@@ -182,53 +164,53 @@ func TestDashboardPeerAudit(t *testing.T) {
 	post("/peer/reduce", url.Values{"key": {"203.0.113.70"}, "group": {"general"}})
 	post("/groups/general", url.Values{"leaky_limit": {"9"}})
 
-	doc := d.page("/peer?key=203.0.113.7", cookie)
-	checkPage(t, "/peer", doc, csrf)
-	tbl := byID(doc, "peer-audit")
+	doc := d.Page("/peer?key=203.0.113.7", cookie)
+	webtest.CheckPage(t, "/peer", doc, csrf)
+	tbl := webtest.ByID(doc, "peer-audit")
 	if tbl == nil {
 		t.Fatal("no audit table")
 	}
 	var got []string
-	for _, tr := range find(tbl, func(n *html.Node) bool { return n.Data == "tr" && n.Parent.Data == "tbody" }) {
-		cells := find(tr, byTag("td"))
-		got = append(got, text(cells[3])+" "+text(cells[4]))
+	for _, tr := range webtest.Find(tbl, func(n *html.Node) bool { return n.Data == "tr" && n.Parent.Data == "tbody" }) {
+		cells := webtest.Find(tr, webtest.ByTag("td"))
+		got = append(got, webtest.Text(cells[3])+" "+webtest.Text(cells[4]))
 	}
 	want := []string{"exemption.remove exempt_peer", "exemption.add exempt_peer", "peer.reduce 203.0.113.7 general"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("audit rows %q, want %q", got, want)
 	}
 	// A peer with none says so.
-	doc = d.page("/peer?key=192.0.2.200", cookie)
-	if byID(doc, "peer-audit") != nil || byID(doc, "peer-audit-none") == nil {
+	doc = d.Page("/peer?key=192.0.2.200", cookie)
+	if webtest.ByID(doc, "peer-audit") != nil || webtest.ByID(doc, "peer-audit-none") == nil {
 		t.Fatal("audit rows for a peer nobody touched")
 	}
 	// An IPv6 /64 peer is concerned by a denial of one address inside it.
 	post("/exemptions", url.Values{"kind": {"deny_peer"}, "value": {"2001:db8::1"}})
-	doc = d.page("/peer?key="+url.QueryEscape("2001:db8::/64"), cookie)
-	if tbl := byID(doc, "peer-audit"); tbl == nil || !strings.Contains(text(tbl), "2001:db8::1") {
+	doc = d.Page("/peer?key="+url.QueryEscape("2001:db8::/64"), cookie)
+	if tbl := webtest.ByID(doc, "peer-audit"); tbl == nil || !strings.Contains(webtest.Text(tbl), "2001:db8::1") {
 		t.Fatal("the denial inside the /64 is not listed")
 	}
 }
 
 func TestDashboardExemptionLists(t *testing.T) {
-	d, _ := newDashServer(t, func(c *limiter.Config) {
+	d, _ := webtest.NewDashServer(t, func(c *limiter.Config) {
 		c.Exempt = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 		c.ExemptPaths = []string{"/health"}
 		c.Deny = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
 	})
-	cookie, csrf := d.login()
+	cookie, csrf := d.Login()
 	for _, e := range []live.Exemption{
 		{Kind: live.ExemptPeer, Value: "203.0.113.5", Note: "monitoring"},
 		{Kind: live.ExemptPath, Value: "/metrics"},
 		{Kind: live.DenyPeer, Value: "198.51.100.0/24", Note: "abuse"},
 	} {
-		if _, err := d.live.AddExemption(context.Background(), "test", e); err != nil {
+		if _, err := d.Live.AddExemption(context.Background(), "test", e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	doc := d.page("/exemptions", cookie)
-	checkPage(t, "/exemptions", doc, csrf)
-	if byID(doc, "file-note") == nil {
+	doc := d.Page("/exemptions", cookie)
+	webtest.CheckPage(t, "/exemptions", doc, csrf)
+	if webtest.ByID(doc, "file-note") == nil {
 		t.Fatal("no note on the file's entries")
 	}
 	for id, want := range map[string][][2]string{
@@ -236,20 +218,20 @@ func TestDashboardExemptionLists(t *testing.T) {
 		"list-exempt_path": {{"file", "/health"}, {"live", "/metrics"}},
 		"list-deny_peer":   {{"file", "192.0.2.0/24"}, {"live", "198.51.100.0/24"}},
 	} {
-		tbl := byID(doc, id)
+		tbl := webtest.ByID(doc, id)
 		if tbl == nil {
 			t.Fatalf("no table %s", id)
 		}
 		var got [][2]string
-		for _, tr := range find(tbl, func(n *html.Node) bool { return n.Data == "tr" && hasAttr(n, "data-source") }) {
-			src := attr(tr, "data-source")
-			got = append(got, [2]string{src, text(find(tr, byTag("code"))[0])})
-			forms := find(tr, byTag("form"))
+		for _, tr := range webtest.Find(tbl, func(n *html.Node) bool { return n.Data == "tr" && webtest.HasAttr(n, "data-source") }) {
+			src := webtest.Attr(tr, "data-source")
+			got = append(got, [2]string{src, webtest.Text(webtest.Find(tr, webtest.ByTag("code"))[0])})
+			forms := webtest.Find(tr, webtest.ByTag("form"))
 			// File entries are read-only; live ones have their remove form.
 			switch {
 			case src == "file" && len(forms) != 0:
 				t.Errorf("%s: a file entry can be removed", id)
-			case src == "live" && (len(forms) != 1 || attr(forms[0], "action") != "/exemptions/delete"):
+			case src == "live" && (len(forms) != 1 || webtest.Attr(forms[0], "action") != "/exemptions/delete"):
 				t.Errorf("%s: a live entry without its remove form", id)
 			}
 		}
@@ -258,24 +240,24 @@ func TestDashboardExemptionLists(t *testing.T) {
 		}
 	}
 	// Removing a live deny entry works; a file entry is not live.
-	resp := d.do("POST", "/exemptions/delete", url.Values{"csrf": {csrf}, "kind": {"deny_peer"}, "value": {"198.51.100.0/24"}}, "Cookie", cookie)
+	resp := d.Do("POST", "/exemptions/delete", url.Values{"csrf": {csrf}, "kind": {"deny_peer"}, "value": {"198.51.100.0/24"}}, "Cookie", cookie)
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("remove: %d", resp.StatusCode)
 	}
-	resp = d.do("POST", "/exemptions/delete", url.Values{"csrf": {csrf}, "kind": {"deny_peer"}, "value": {"192.0.2.0/24"}}, "Cookie", cookie)
+	resp = d.Do("POST", "/exemptions/delete", url.Values{"csrf": {csrf}, "kind": {"deny_peer"}, "value": {"192.0.2.0/24"}}, "Cookie", cookie)
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("remove a file entry: %d", resp.StatusCode)
 	}
-	doc = d.page("/exemptions", cookie)
-	if rows := find(byID(doc, "list-deny_peer"), func(n *html.Node) bool { return n.Data == "tr" && hasAttr(n, "data-source") }); len(rows) != 1 || attr(rows[0], "data-source") != "file" {
+	doc = d.Page("/exemptions", cookie)
+	if rows := webtest.Find(webtest.ByID(doc, "list-deny_peer"), func(n *html.Node) bool { return n.Data == "tr" && webtest.HasAttr(n, "data-source") }); len(rows) != 1 || webtest.Attr(rows[0], "data-source") != "file" {
 		t.Fatalf("deny list after removal: %d rows", len(rows))
 	}
 	// With nothing anywhere, every list says so.
-	d, _ = newDashServer(t, nil)
-	cookie, csrf = d.login()
-	doc = d.page("/exemptions", cookie)
-	checkPage(t, "/exemptions (empty)", doc, csrf)
-	if n := find(doc, func(n *html.Node) bool { return hasAttr(n, "data-empty") }); len(n) != 3 {
+	d, _ = webtest.NewDashServer(t, nil)
+	cookie, csrf = d.Login()
+	doc = d.Page("/exemptions", cookie)
+	webtest.CheckPage(t, "/exemptions (empty)", doc, csrf)
+	if n := webtest.Find(doc, func(n *html.Node) bool { return webtest.HasAttr(n, "data-empty") }); len(n) != 3 {
 		t.Fatalf("%d empty lists", len(n))
 	}
 }
