@@ -9,7 +9,8 @@ import (
 )
 
 // TestAPIErrorMapping: every kind of error the admin API meets answers
-// its status with the JSON body of SPEC §7, naming the field at fault.
+// its status with the JSON error body (docs/api.md, "Errors"), naming the
+// field at fault.
 func TestAPIErrorMapping(t *testing.T) {
 	d := webtest.NewDash(t)
 	for _, c := range []struct {

@@ -17,7 +17,7 @@ import (
 
 // statusOf maps an error to the status the admin API and the dashboard
 // answer it with, and the request field at fault when one is named: the
-// one place that does (SPEC §7). An error it does not know is a 500.
+// one place that does (docs/api.md, "Errors"). An error it does not know is a 500.
 func statusOf(err error) (status int, field string) {
 	var fe *live.FieldError
 	var uf *jsonbody.UnknownFieldError

@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// Scope is what a bearer token may do on the admin listener (SPEC §8).
-// The order matters only for display; Allows says what a scope permits.
+// Scope is what a bearer token may do on the admin listener (docs/api.md,
+// "Authentication and scopes"; decision 106). The order matters only for
+// display; Allows says what a scope permits.
 type Scope uint8
 
 // The scopes.
@@ -268,7 +269,7 @@ func withActor(r *http.Request, actor string) *http.Request {
 
 // requireToken admits requests carrying a token whose scope allows them:
 // 401 without a known token, 403 outside its scope. Wrong tokens are not
-// throttled by address (see docs/decisions.md): the callers of the check
+// throttled by address (decision 22): the callers of the check
 // and throttle APIs share their address with whatever else runs there,
 // and a block would deny them with the right token.
 func (s *Server) requireToken(next http.Handler) http.Handler {

@@ -22,7 +22,7 @@ import (
 	"github.com/limiterd/limiterd/limiter/memory"
 )
 
-// scopeOf is SPEC §8's scope table, written out on its own (not read from
+// scopeOf is docs/api.md's scope table, written out on its own (not read from
 // the code it checks): the data calls, the GETs a read token may make,
 // everything else admin.
 func scopeOf(method, path string) string {

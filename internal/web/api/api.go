@@ -1,4 +1,4 @@
-// Package api is the admin listener's JSON API (SPEC §7): the groups and
+// Package api is the admin listener's JSON API (docs/api.md): the groups and
 // their live limits, the peers, the exemptions and the deny list, the
 // global switch, the audit log, snapshots and backups, the daemon's
 // state, and the outbound throttle's calls. The admin listener (package

@@ -65,7 +65,7 @@ func (a *fuzzAdmin) call(method, path, body string) (int, []byte) {
 	return w.Code, w.Body.Bytes()
 }
 
-// answer checks the SPEC §7 shape of an answer: a JSON object; for an
+// answer checks the shape of an answer (docs/api.md, "Errors"): a JSON object; for an
 // error, a 4xx of the API's with a non-empty "error". It returns the
 // object.
 func answer(t *testing.T, what string, status int, b []byte) map[string]any {
@@ -91,7 +91,7 @@ func answer(t *testing.T, what string, status int, b []byte) map[string]any {
 // validation, the store): PATCH of a group's limits, DELETE of its
 // overrides, POST and DELETE of exemptions and deny entries, the data
 // plane's check and release. Whatever the body, the answer is never a
-// 5xx and has SPEC §7's shape; an edit that succeeds is what a GET then
+// 5xx and has the API's error shape; an edit that succeeds is what a GET then
 // reads, and undoing it (DELETE overrides, DELETE the exemption) returns
 // the state before it; a check's HTTP status is the one its body states,
 // and its lease releases once.

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Build is what the binary knows of its build (SPEC §2: from the Go build
+// Build is what the binary knows of its build (decision 123: from the Go build
 // information, overridable with -ldflags -X).
 type Build struct {
 	// Version is the module version: a release tag, a pseudo-version, or

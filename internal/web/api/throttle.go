@@ -12,7 +12,7 @@ import (
 	"github.com/limiterd/limiterd/internal/throttle"
 )
 
-// Throttle serves the outbound throttle (SPEC §10) over HTTP: POST
+// Throttle serves the outbound throttle (docs/throttle.md) over HTTP: POST
 // /api/v1/throttle blocks until the call may go, GET answers at once,
 // POST /api/v1/throttle/observe reports a reply to the adaptive mode. The caller mounts HandleWait,
 // HandleCheck and HandleObserve behind a token of scope data. A Throttle

@@ -75,7 +75,7 @@ type observeResponse struct {
 }
 
 // HandleObserve serves POST /api/v1/throttle/observe
-// {"peer","path","status","headers":{…}} (SPEC §10): the adaptive
+// {"peer","path","status","headers":{…}} (docs/throttle.md, "Adaptive mode"): the adaptive
 // throttle learns the peer's quota from the reply's ratelimit-* fields.
 // It answers 200 {"mode","outcome","reason","header","group"}: outcome
 // "learned", "skipped" (tx/*), "incompatible" (a field missing: the peer is

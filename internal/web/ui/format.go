@@ -9,7 +9,7 @@ import (
 )
 
 // One time convention everywhere: UTC, with the browser's local time on
-// hover (docs/decisions.md).
+// hover (decision 127).
 
 // stamp is t as the pages show it; the zero time shows as "—".
 func stamp(t time.Time) templates.Stamp {

@@ -47,7 +47,7 @@ func TestDashboardPagesStructure(t *testing.T) {
 	}
 	webtest.CheckPage(t, "/login", webtest.Parse(t, resp), "")
 	// Groups: one row per group linking to its page, whose form has every
-	// key of SPEC §3, each with its help.
+	// group key (limiter.GroupKeys), each with its help.
 	doc := d.Page("/groups", cookie)
 	rows := webtest.Find(doc, func(n *html.Node) bool { return n.Data == "tr" && webtest.HasAttr(n, "data-group") })
 	if len(rows) != len(d.Live.Groups()) {

@@ -11,9 +11,9 @@ import (
 
 // usages returns v's state in its group's algorithm's own terms, used /
 // limit and what is left in words: what the peers page's columns and a
-// peer's page show. The hybrid of SPEC §6 shows its sliding window (when
-// it has one) and its leaky-bucket tokens; each algorithm of SPEC §6.2
-// one usage named after it, from its state in the EntryView (v.Algo). The
+// peer's page show. The hybrid (docs/limiting.md, "The hybrid decision")
+// shows its sliding window (when it has one) and its leaky-bucket tokens;
+// each of the "Other algorithms" one usage named after it, from its state in the EntryView (v.Algo). The
 // pages render any Usage.
 func usages(v *limiter.EntryView, s *limiter.GroupSettings) []templates.Usage {
 	if v.Algorithm != algo.Hybrid {

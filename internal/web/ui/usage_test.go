@@ -11,8 +11,8 @@ import (
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
-// TestUsagesAlgorithms: a peer's state under each algorithm of SPEC §6.2
-// as the peers pages show it: used of the limit (the bucket for the token
+// TestUsagesAlgorithms: a peer's state under each of the other algorithms
+// (docs/limiting.md) as the peers pages show it: used of the limit (the bucket for the token
 // bucket and GCRA), what is left and when more comes back, after 3
 // requests and after 10 in the same millisecond.
 func TestUsagesAlgorithms(t *testing.T) {

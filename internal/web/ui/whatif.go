@@ -13,8 +13,8 @@ import (
 )
 
 // replayable are the keys whose effect a what-if measures by replaying
-// the request log: the hybrid's window and bucket, and the algorithm of
-// SPEC §6.2 with its limits (a replay under another algorithm starts
+// the request log: the hybrid's window and bucket, and the algorithm
+// (docs/limiting.md, "Other algorithms") with its limits (a replay under another algorithm starts
 // every peer fresh, as a live switch does). concurrency_limit
 // cannot be (the log holds when requests arrived, not how long they stayed
 // in flight), nor is_manual_reduction_disabled (reductions are not

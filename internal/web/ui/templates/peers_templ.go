@@ -888,7 +888,7 @@ func usageTitle(c string) string {
 	case "tokens":
 		return "Tokens used"
 	}
-	return c + " used" // an algorithm of SPEC §6.2
+	return c + " used" // an algorithm of docs/limiting.md, "Other algorithms"
 }
 
 func sortLabel(s string) string {

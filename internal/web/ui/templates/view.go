@@ -361,7 +361,7 @@ type Outbound struct {
 	Adaptive OutboundAdaptive
 }
 
-// OutboundAdaptive is the adaptive outbound throttle's state (SPEC §10).
+// OutboundAdaptive is the adaptive outbound throttle's state (docs/throttle.md, "Adaptive mode").
 type OutboundAdaptive struct {
 	Peers, Quotas, Waiting                       int64
 	Observed, Learned, Admitted, Queued, Refused uint64

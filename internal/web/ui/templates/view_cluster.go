@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Cluster is cluster mode's state (SPEC §12) as the overview says it.
+// Cluster is cluster mode's state (docs/cluster.md) as the overview says it.
 type Cluster struct {
 	// Mode is "strict" or "local_first"; OnFailure "open", "closed" or
 	// "local".

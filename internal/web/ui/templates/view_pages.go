@@ -19,7 +19,7 @@ type Overview struct {
 	Totals []GroupRow
 	// Tracked is the number of tracked (peer, group) entries.
 	Tracked int
-	// Cluster says where the limits live (cluster mode, SPEC §12), and
+	// Cluster says where the limits live (cluster mode, docs/cluster.md), and
 	// ClusterUp whether that is as configured.
 	Cluster   string
 	ClusterUp bool
