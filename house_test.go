@@ -40,19 +40,27 @@ var arrows = map[string][]string{
 	"internal/store":      {"limiter", "internal/live", "internal/migrations"},
 	"internal/persist":    {"limiter", "internal/store", "internal/ticker"},
 	"internal/proxy":      {"limiter", "internal/insight", "internal/ticker", "internal/jsonbody"},
-	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/templates",
-		"internal/static", "internal/ticker", "internal/jsonbody"},
-	// The outbound throttle's HTTP API: the throttle and JSON bodies only
-	// (and the core's error for a field that is wrong).
-	"internal/web/throttleapi": {"limiter", "internal/throttle", "internal/jsonbody"},
+	// The admin listener: auth, bounds, errors, health, metrics; it
+	// mounts its sub-packages api and ui, which never import it.
+	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody"},
+	// The admin listener's JSON API, the outbound throttle's calls among
+	// its routes; who asks and how an error is answered come from web.
+	"internal/web/api": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/jsonbody"},
+	// The dashboard's pages and forms; who looks at them and how an error
+	// maps to a status come from web. Its templ components take plain
+	// view data; its assets are embedded files.
+	"internal/web/ui":           {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/jsonbody"},
+	"internal/web/ui/templates": {"limiter"},
+	"internal/web/ui/static":    {},
+	// The admin listener for the tests of web, api and ui, as httptest is
+	// for HTTP: a Server on the real store, with the data plane.
+	"internal/web/webtest": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/store", "internal/proxy", "internal/web"},
 	// The Prometheus collectors read the limiter, the proxy's counters
 	// (insight) and the throttle.
-	"internal/metrics":   {"limiter", "internal/insight", "internal/throttle"},
-	"internal/templates": {"limiter", "internal/insight"},
-	"internal/static":    {},
-	"internal/config":    {"", "limiter", "internal/throttle"},
-	"internal/ticker":    {},
-	"internal/jsonbody":  {"limiter"},
+	"internal/metrics":  {"limiter", "internal/insight", "internal/throttle"},
+	"internal/config":   {"", "limiter", "internal/throttle"},
+	"internal/ticker":   {},
+	"internal/jsonbody": {"limiter"},
 	// Cluster mode: a limiter.Backend on Redis.
 	"internal/cluster": {"limiter"},
 	// Tests' redis-server, as httptest is for HTTP.
@@ -72,7 +80,9 @@ var pure = []string{"limiter", "limiter/algo", "limiter/memory", "limiter/peer",
 var never = [][2]string{
 	{"internal/store", "internal/web"}, {"internal/web", "internal/store"},
 	{"internal/proxy", "internal/web"}, {"internal/web", "internal/proxy"},
-	{"internal/templates", "internal/web"},
+	{"internal/web/api", "internal/store"}, {"internal/web/api", "internal/proxy"},
+	{"internal/web/ui", "internal/store"}, {"internal/web/ui", "internal/proxy"},
+	{"internal/web/ui/templates", "internal/web"},
 }
 
 type pkg struct {

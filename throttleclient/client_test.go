@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/throttle"
-	"github.com/limiterd/limiterd/internal/web/throttleapi"
+	"github.com/limiterd/limiterd/internal/web/api"
 	"github.com/limiterd/limiterd/throttleclient"
 )
 
@@ -20,7 +20,7 @@ const token = "s3cret"
 
 // serve starts a limiterd-like admin server with the throttle API behind
 // the bearer token: one call per period per (peer, type) (rpm 2).
-func serve(t *testing.T, period, retry time.Duration) (*httptest.Server, *throttle.Throttle, *throttleapi.API) {
+func serve(t *testing.T, period, retry time.Duration) (*httptest.Server, *throttle.Throttle, *api.Throttle) {
 	t.Helper()
 	th, err := throttle.New(time.Now(), throttle.Config{
 		Period: period, RetryInterval: retry, DefaultType: "api", DefaultRPM: 2,
@@ -29,10 +29,10 @@ func serve(t *testing.T, period, retry time.Duration) (*httptest.Server, *thrott
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := throttleapi.New(th, nil, nil)
+	tapi := api.NewThrottle(th, nil, nil)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v1/throttle", api.HandleWait)
-	mux.HandleFunc("GET /api/v1/throttle", api.HandleCheck)
+	mux.HandleFunc("POST /api/v1/throttle", tapi.HandleWait)
+	mux.HandleFunc("GET /api/v1/throttle", tapi.HandleCheck)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			w.Header().Set("Content-Type", "application/json")
@@ -42,8 +42,8 @@ func serve(t *testing.T, period, retry time.Duration) (*httptest.Server, *thrott
 		}
 		mux.ServeHTTP(w, r)
 	}))
-	t.Cleanup(func() { api.Close(); srv.Close() })
-	return srv, th, api
+	t.Cleanup(func() { tapi.Close(); srv.Close() })
+	return srv, th, tapi
 }
 
 func TestThrottleBlocksUntilAllowed(t *testing.T) {
@@ -142,13 +142,13 @@ func TestUnreachableMeansNotRunning(t *testing.T) {
 // refused).
 func TestLimiterdGoesAwayWhileWaiting(t *testing.T) {
 	t.Run("shutdown", func(t *testing.T) {
-		srv, th, api := serve(t, time.Hour, 50*time.Millisecond)
+		srv, th, tapi := serve(t, time.Hour, 50*time.Millisecond)
 		c := throttleclient.New(srv.URL, token)
 		c.Throttle(context.Background(), "p", "/x")
 		done := make(chan error, 1)
 		go func() { done <- c.Throttle(context.Background(), "p", "/x") }()
 		waitFor(t, func() bool { return th.Stats().Waiters == 1 })
-		api.Close()
+		tapi.Close()
 		if err := <-done; err != nil {
 			t.Errorf("Throttle = %v, want nil", err)
 		}

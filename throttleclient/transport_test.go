@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/throttle"
-	"github.com/limiterd/limiterd/internal/web/throttleapi"
+	"github.com/limiterd/limiterd/internal/web/api"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/throttleclient"
 )
@@ -26,12 +26,12 @@ func serveAdaptive(t *testing.T) (*httptest.Server, *throttle.Throttle) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := throttleapi.New(th, nil, nil)
+	tapi := api.NewThrottle(th, nil, nil)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v1/throttle", api.HandleWait)
-	mux.HandleFunc("POST /api/v1/throttle/observe", api.HandleObserve)
+	mux.HandleFunc("POST /api/v1/throttle", tapi.HandleWait)
+	mux.HandleFunc("POST /api/v1/throttle/observe", tapi.HandleObserve)
 	srv := httptest.NewServer(mux)
-	t.Cleanup(func() { api.Close(); srv.Close() })
+	t.Cleanup(func() { tapi.Close(); srv.Close() })
 	return srv, th
 }
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/api"
 )
 
 // run runs limiterd's Main in-process with args and returns the exit code,
@@ -51,15 +51,15 @@ func TestVersionFromBuildInfo(t *testing.T) {
 	tagged := &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}
 	for _, tc := range []struct {
 		name  string
-		stamp web.Build
+		stamp api.Build
 		bi    *debug.BuildInfo
-		want  web.Build
+		want  api.Build
 	}{
-		{"checkout", web.Build{GoVersion: "go1.26.8"}, vcs, web.Build{Version: "(devel)", Revision: "46993c4546a1eb4a5de25543633b4f0d164062cf", CommitTime: "2026-11-23T21:39:47Z", Modified: true, GoVersion: "go1.26.8"}},
-		{"go install @commit", web.Build{}, pseudo, web.Build{Version: "v0.0.0-20261123213947-46993c4546a1", Revision: "46993c4546a1", CommitTime: "2026-11-23T21:39:47Z"}},
-		{"go install @v1.4.0", web.Build{}, tagged, web.Build{Version: "v1.4.0"}},
-		{"stamped", web.Build{Version: "v2.0.0", Revision: "abc", BuildTime: "2026-11-24T08:00:00Z"}, vcs, web.Build{Version: "v2.0.0", Revision: "abc", CommitTime: "2026-11-23T21:39:47Z", Modified: true, BuildTime: "2026-11-24T08:00:00Z"}},
-		{"nothing", web.Build{}, nil, web.Build{Version: "(devel)"}},
+		{"checkout", api.Build{GoVersion: "go1.26.8"}, vcs, api.Build{Version: "(devel)", Revision: "46993c4546a1eb4a5de25543633b4f0d164062cf", CommitTime: "2026-11-23T21:39:47Z", Modified: true, GoVersion: "go1.26.8"}},
+		{"go install @commit", api.Build{}, pseudo, api.Build{Version: "v0.0.0-20261123213947-46993c4546a1", Revision: "46993c4546a1", CommitTime: "2026-11-23T21:39:47Z"}},
+		{"go install @v1.4.0", api.Build{}, tagged, api.Build{Version: "v1.4.0"}},
+		{"stamped", api.Build{Version: "v2.0.0", Revision: "abc", BuildTime: "2026-11-24T08:00:00Z"}, vcs, api.Build{Version: "v2.0.0", Revision: "abc", CommitTime: "2026-11-23T21:39:47Z", Modified: true, BuildTime: "2026-11-24T08:00:00Z"}},
+		{"nothing", api.Build{}, nil, api.Build{Version: "(devel)"}},
 	} {
 		if got := buildFrom(tc.stamp, tc.bi, tc.bi != nil); got != tc.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)

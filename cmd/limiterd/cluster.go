@@ -15,8 +15,8 @@ import (
 	"github.com/limiterd/limiterd/internal/cluster"
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/live"
-	"github.com/limiterd/limiterd/internal/templates"
-	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/ui"
+	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 )
@@ -123,9 +123,9 @@ func (c clusterStatus) ClusterState() templates.Cluster {
 	}
 }
 
-// webCluster returns b as the dashboard's web.ClusterStatus (nil for the
+// webCluster returns b as the dashboard's ui.ClusterStatus (nil for the
 // local backend).
-func webCluster(b *cluster.Backend) web.ClusterStatus {
+func webCluster(b *cluster.Backend) ui.ClusterStatus {
 	if b == nil {
 		return nil
 	}
@@ -189,11 +189,11 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 
 // clusterConditions returns the dashboard's banner while Redis is not in
 // use (nil for the local backend).
-func clusterConditions(b *cluster.Backend) func() []web.Condition {
+func clusterConditions(b *cluster.Backend) func() []ui.Condition {
 	if b == nil {
 		return nil
 	}
-	return func() []web.Condition {
+	return func() []ui.Condition {
 		st := b.Status()
 		if st.Up {
 			return nil
@@ -203,6 +203,6 @@ func clusterConditions(b *cluster.Backend) func() []web.Condition {
 			cluster.FailClosed: "— requests are answered 503 (on_failure = closed).",
 			cluster.FailLocal:  "— requests are decided on this instance's own state (on_failure = local).",
 		}[st.OnFailure]
-		return []web.Condition{{Kind: "down", Title: "cluster: Redis down", Text: doing}}
+		return []ui.Condition{{Kind: "down", Title: "cluster: Redis down", Text: doing}}
 	}
 }

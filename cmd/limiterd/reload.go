@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/live"
-	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/api"
 	"github.com/limiterd/limiterd/limiter"
 )
 
@@ -18,10 +18,10 @@ import (
 // use (its own lock: a scrape never waits for a reload).
 type daemonState struct {
 	mu   sync.Mutex
-	info web.DaemonInfo
+	info api.DaemonInfo
 }
 
-func (d *daemonState) get() web.DaemonInfo {
+func (d *daemonState) get() api.DaemonInfo {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.info

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/api"
 )
 
 // Version, Revision and BuildTime override what the Go build information
@@ -34,14 +34,14 @@ var pseudoVersion = regexp.MustCompile(`(\d{14})-([0-9a-f]{12})(\+.*)?$`)
 
 // buildInfo returns what this binary knows of its build, from the -X
 // stamps over the Go build information.
-func buildInfo() web.Build {
+func buildInfo() api.Build {
 	bi, ok := debug.ReadBuildInfo()
-	return buildFrom(web.Build{Version: Version, Revision: Revision, BuildTime: BuildTime, GoVersion: runtime.Version()}, bi, ok)
+	return buildFrom(api.Build{Version: Version, Revision: Revision, BuildTime: BuildTime, GoVersion: runtime.Version()}, bi, ok)
 }
 
 // buildFrom fills what the stamps b leave empty from the build
 // information bi (ok false: none).
-func buildFrom(b web.Build, bi *debug.BuildInfo, ok bool) web.Build {
+func buildFrom(b api.Build, bi *debug.BuildInfo, ok bool) api.Build {
 	if ok {
 		if b.Version == "" {
 			b.Version = bi.Main.Version
@@ -78,7 +78,7 @@ func buildFrom(b web.Build, bi *debug.BuildInfo, ok bool) web.Build {
 // printVersion writes `limiterd version`: the version on the first line
 // (for scripts), then the revision, the times and the toolchain, each
 // saying how to get it when the build did not record it.
-func printVersion(w io.Writer, b web.Build) {
+func printVersion(w io.Writer, b api.Build) {
 	fmt.Fprintln(w, "limiterd", b.Version)
 	rev := b.Revision
 	switch {
@@ -100,7 +100,7 @@ func printVersion(w io.Writer, b web.Build) {
 }
 
 // versionLine is the build in one line, for the start-up log.
-func versionLine(b web.Build) string {
+func versionLine(b api.Build) string {
 	parts := []string{b.Version}
 	if b.Revision != "" {
 		r := b.Revision

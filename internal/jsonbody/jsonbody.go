@@ -94,6 +94,17 @@ func StatusOf(err error) (status int, field string, ok bool) {
 	return 0, "", false
 }
 
+// BodyField is the name a request gives a field an error names: a
+// group's setting by its key ("leaky_limit" of
+// "http_api.limiter.general.leaky_limit"), as a live edit's body does;
+// any other field as it is.
+func BodyField(field string) string {
+	if _, key, ok := limiter.SplitGroupField(field); ok {
+		return key
+	}
+	return field
+}
+
 // Fail answers the error of a request that cannot be taken as StatusOf
 // says, 400 for an error it does not know: for the handlers whose only
 // errors are their request's.

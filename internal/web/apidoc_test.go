@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/limiterd/limiterd/internal/web/webtest"
 )
 
 // apiDoc is the admin API's reference.
@@ -59,10 +60,10 @@ func TestAPIDocMatchesRoutes(t *testing.T) {
 		t.Fatalf("%d endpoint headings in %s", len(headings), apiDoc)
 	}
 
-	o := newOps(t)
+	o := webtest.NewOps(t)
 	type route struct{ method, pattern string }
 	var routes []route
-	err = chi.Walk(o.h.(chi.Routes), func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err = chi.Walk(o.H.(chi.Routes), func(method, pattern string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		if strings.HasPrefix(pattern, "/api/") || strings.HasPrefix(pattern, "/debug/pprof/") || slices.Contains([]string{"/healthz", "/readyz", "/metrics"}, pattern) {
 			routes = append(routes, route{method, pattern})
 		}

@@ -14,10 +14,11 @@ const (
 	maxAuthClients = 10000
 )
 
-// authFails counts failed logins per client IP in fixed windows (SPEC §8:
-// failed logins are themselves rate limited). It blocks the login form
-// only: bearer tokens are for machines, whose address a block would take
-// from the data plane too (see docs/decisions.md). Safe for concurrent use.
+// authFails counts failed logins per client IP in fixed windows: failed
+// logins are themselves rate limited (docs/api.md, "Authentication and
+// scopes"). It blocks the login form only: bearer tokens are for machines,
+// whose address a block would take from the data plane too (decision 22).
+// Safe for concurrent use.
 type authFails struct {
 	mu  sync.Mutex
 	now func() time.Time

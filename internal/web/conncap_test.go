@@ -14,6 +14,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/metrics"
 	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/webtest"
 )
 
 // admin.max_conns on a real listener: at the cap a new connection takes
@@ -21,7 +22,7 @@ import (
 // with every connection in a request it is answered 503 and closed; the
 // counts come back to 0 once the clients leave.
 func TestAdminMaxConns(t *testing.T) {
-	_, s := newDashWith(t, nil, func(o *web.Options) { o.MaxConns = 2 })
+	_, s := webtest.NewDashWith(t, nil, func(o *web.Options) { o.MaxConns = 2 })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +31,7 @@ func TestAdminMaxConns(t *testing.T) {
 	go hs.Serve(s.Listener(ln))
 	defer hs.Close()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(metrics.NewCollector(newOps(t).lim, nil, nil, s.DaemonMetrics))
+	reg.MustRegister(metrics.NewCollector(webtest.NewOps(t).Lim, nil, nil, s.DaemonMetrics))
 	counts := func(open, refused, idleClosed string) {
 		t.Helper()
 		want := `# HELP limiterd_admin_connections Connections open to the admin listener (at most admin.max_conns).

@@ -1,4 +1,4 @@
-package web
+package web_test
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/throttle"
+	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/webtest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
@@ -61,15 +63,15 @@ var benchPages = []struct{ name, path string }{
 // (insight.PeerHistoryMax peers, an hour each), 5000 audit entries, live and file
 // exemptions and an outbound throttle with 2000 keys. It serves the admin
 // handler on loopback and returns the base URL and a session cookie.
-func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time) {
-	lim, t0 := bigLimiter(b, 1_000_000)
+func benchDashboard(b *testing.B) (s *web.Server, base, cookie string, t0 time.Time) {
+	lim, t0 := webtest.BigLimiter(b, 1_000_000)
 	now := func() time.Time { return t0 }
 	ctx := context.Background()
 	cfg := lim.Config()
 	cfg.Exempt = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8")}
 	cfg.ExemptPaths = []string{"/health"}
 	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
-	db := OpenTestStore(b)
+	db := webtest.OpenStore(b)
 	lv, err := live.New(ctx, lim, db, cfg, now)
 	if err != nil {
 		b.Fatal(err)
@@ -85,18 +87,18 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 			b.Fatal(err)
 		}
 	}
-	th, err := throttle.New(t0, ArweaveThrottle())
+	th, err := throttle.New(t0, webtest.ArweaveThrottle())
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := range 2000 {
 		th.Try(t0, fmt.Sprintf("node-%d.example:1984", i), "/info")
 	}
-	s = MustNewServer(b, lim, lv, Options{Token: "bench-token", Now: now, Throttle: th, Offenses: db})
-	fillActivity(b, s, t0)
+	s = webtest.MustNewServer(b, lim, lv, web.Options{Token: "bench-token", Now: now, Throttle: th, Offenses: db})
+	fillActivity(b, s, lim, db, t0)
 
 	// What Run builds in the background.
-	s.peers.Refresh()
+	s.RefreshPeerIndex()
 	stats := lim.Stats()
 	for i := range insight.HistorySeconds {
 		for g, st := range stats {
@@ -105,21 +107,21 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 			st.RejectedRateLimit += uint64(i * 2)
 			stats[g] = st
 		}
-		s.history.Sample(t0.Add(time.Duration(i-insight.HistorySeconds+1)*time.Second), stats)
+		s.History().Sample(t0.Add(time.Duration(i-insight.HistorySeconds+1)*time.Second), stats)
 	}
-	keys := append(s.historyTop(), peer.KeyFromAddr(netip.MustParseAddr("11.3.16.7"), 64))
+	keys := append(s.HistoryTop(), peer.KeyFromAddr(netip.MustParseAddr("11.3.16.7"), 64))
 	for i := 0; len(keys) < insight.PeerHistoryMax; i++ {
 		keys = append(keys, peer.KeyFromAddr(netip.AddrFrom4([4]byte{11, 3, byte(i >> 8), byte(i)}), 64))
 	}
 	for i := range insight.PeerHistoryPoints + 1 {
 		at := t0.Add(time.Duration(i-insight.PeerHistoryPoints) * insight.PeerHistoryStep)
 		n := uint64(i)
-		s.peerHist.Sample(at, keys, func(k peer.Key) []limiter.EntryView {
+		s.PeerHistory().Sample(at, keys, func(k peer.Key) []limiter.EntryView {
 			return []limiter.EntryView{{GroupID: 1, Requests: n * 9, RejectedRateLimit: n * 3, Inflight: int64(n % 4)}}
 		})
 	}
-	if s.peerHist.Len() != insight.PeerHistoryMax {
-		b.Fatalf("peer history holds %d peers", s.peerHist.Len())
+	if s.PeerHistory().Len() != insight.PeerHistoryMax {
+		b.Fatalf("peer history holds %d peers", s.PeerHistory().Len())
 	}
 
 	srv := httptest.NewServer(s.AdminHandler())
@@ -131,7 +133,7 @@ func benchDashboard(b *testing.B) (s *Server, base, cookie string, t0 time.Time)
 	}
 	resp.Body.Close()
 	for _, ck := range resp.Cookies() {
-		if ck.Name == sessionCookie {
+		if ck.Name == "limiterd_session" {
 			cookie = ck.Name + "=" + ck.Value
 		}
 	}
@@ -150,13 +152,14 @@ const (
 	benchHeavyPeers = 50
 )
 
-// fillActivity gives s what an hour of busy traffic leaves in its record
-// of decisions: the request log full (1 048 576 requests of general over
+// fillActivity gives s (over lim, its offenders kept in kept) what an
+// hour of busy traffic leaves in its record of decisions: the request log
+// full (1 048 576 requests of general over
 // the last hour, half from 50 heavy peers), 5 minutes of top talkers
 // (5000 peers, 20 000 decisions every 10 s) and the record of offenders
 // full.
-func fillActivity(b *testing.B, s *Server, t0 time.Time) {
-	g, _ := s.lim.GroupID(limiter.GroupGeneral)
+func fillActivity(b *testing.B, s *web.Server, lim *limiter.Limiter, kept web.OffenseStore, t0 time.Time) {
+	g, _ := lim.GroupID(limiter.GroupGeneral)
 	peer := func(i int) peer.Key {
 		return peer.KeyFromAddr(netip.AddrFrom4([4]byte{11, 3, byte(i >> 8), byte(i)}), 64)
 	}
@@ -170,12 +173,12 @@ func fillActivity(b *testing.B, s *Server, t0 time.Time) {
 		}
 		as = append(as, insight.Arrival{MS: from + int64(i)*time.Hour.Milliseconds()/benchLogged, Peer: peer(p), Group: g, Tag: uint32(p) * 2654435761, InSample: true})
 		if len(as) == cap(as) {
-			s.dash.activity.Log().Add(as)
+			s.Activity().Log().Add(as)
 			as = as[:0]
 		}
 	}
-	s.dash.activity.Log().Add(as)
-	tk := s.dash.activity.Talkers()
+	s.Activity().Log().Add(as)
+	tk := s.Activity().Talkers()
 	for bucket := range 31 {
 		at := t0.Add(time.Duration(bucket-30) * insight.TalkersBucket)
 		as = as[:0]
@@ -194,7 +197,7 @@ func fillActivity(b *testing.B, s *Server, t0 time.Time) {
 		at := t0.Add(-time.Duration(i) * time.Second)
 		offs = append(offs, live.Offense{Peer: peer(i), Group: limiter.GroupGeneral, Rejections: uint64(i%97 + 1), First: at, Last: at})
 	}
-	if err := s.opts.Offenses.AddOffenses(context.Background(), t0, offs); err != nil {
+	if err := kept.AddOffenses(context.Background(), t0, offs); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -300,7 +303,7 @@ func BenchmarkDashboardPages1M(b *testing.B) {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			s.peers.Refresh()
+			s.RefreshPeerIndex()
 			s.SamplePeerHistory()
 		}
 	}()

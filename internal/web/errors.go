@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"strings"
 
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
-	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/internal/web/api"
 )
-
-// errBadRequest marks a request the admin listener cannot read at all.
-var errBadRequest = errors.New("bad request")
 
 // statusOf maps an error to the status the admin API and the dashboard
 // answer it with, and the request field at fault when one is named: the
@@ -22,10 +20,10 @@ var errBadRequest = errors.New("bad request")
 // know is a 500.
 func statusOf(err error) (status int, field string) {
 	if status, field, ok := jsonbody.StatusOf(err); ok {
-		return status, bodyField(field)
+		return status, jsonbody.BodyField(field)
 	}
 	switch {
-	case errors.Is(err, errBadRequest):
+	case errors.Is(err, api.ErrBadRequest):
 		return http.StatusBadRequest, ""
 	case errors.Is(err, live.ErrNotFound):
 		return http.StatusNotFound, ""
@@ -58,12 +56,26 @@ func (s *Server) recoverPanic(next http.Handler) http.Handler {
 	})
 }
 
-// bodyField is the name a request gives a field the error names: a
-// group's setting by its key ("leaky_limit" of
-// "http_api.limiter.general.leaky_limit"), as a live edit's body does.
-func bodyField(field string) string {
-	if _, key, ok := limiter.SplitGroupField(field); ok {
-		return key
+// wantsHTML reports whether r is a browser's: its Accept names text/html.
+func wantsHTML(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+// notFound answers an unknown address: an HTML page in the layout for a
+// browser (outside /api/), the JSON error for everyone else.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if wantsHTML(r) && !strings.HasPrefix(r.URL.Path, "/api/") {
+		s.ui.NotFound(w, r)
+		return
 	}
-	return field
+	writeError(w, http.StatusNotFound, "no such endpoint", "")
+}
+
+// methodNotAllowed is notFound's twin for a known address.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	if wantsHTML(r) && !strings.HasPrefix(r.URL.Path, "/api/") {
+		s.ui.MethodNotAllowed(w, r)
+		return
+	}
+	writeError(w, http.StatusMethodNotAllowed, "method not allowed", "")
 }

@@ -8,12 +8,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/limiterd/limiterd/internal/metrics"
+	"github.com/limiterd/limiterd/internal/web/webtest"
 )
 
 func TestDaemonMetrics(t *testing.T) {
-	o := newOps(t)
+	o := webtest.NewOps(t)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(metrics.NewCollector(o.lim, nil, nil, o.s.DaemonMetrics))
+	reg.MustRegister(metrics.NewCollector(o.Lim, nil, nil, o.S.DaemonMetrics))
 	want := func(enabled string) string {
 		return `# HELP limiterd_build_info Always 1; the labels say which limiterd runs.
 # TYPE limiterd_build_info gauge
@@ -45,7 +46,7 @@ limiterd_dashboard_record_max_bytes{record="request_log"} 1.6777216e+07
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(records), "limiterd_dashboard_record_bytes", "limiterd_dashboard_record_max_bytes"); err != nil {
 		t.Error(err)
 	}
-	o.call(dashToken, "POST", "/api/v1/limiter/off", "")
+	o.Call(webtest.Token, "POST", "/api/v1/limiter/off", "")
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want("0")), names...); err != nil {
 		t.Error(err)
 	}

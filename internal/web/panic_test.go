@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/internal/web"
+	"github.com/limiterd/limiterd/internal/web/webtest"
 )
 
 // lockedBuffer is a log sink safe for the server's goroutines.
@@ -38,7 +39,7 @@ func (l *lockedBuffer) String() string {
 func TestAdminPanicLogged(t *testing.T) {
 	var logs lockedBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	_, s := newDashWith(t, nil, func(o *web.Options) {
+	_, s := webtest.NewDashWith(t, nil, func(o *web.Options) {
 		o.Logger = log
 		o.Snapshot = func(context.Context) error { panic("a bug in the snapshot") }
 	})
@@ -49,7 +50,7 @@ func TestAdminPanicLogged(t *testing.T) {
 	defer srv.Close()
 
 	req, _ := http.NewRequest("POST", srv.URL+"/api/v1/snapshot", nil)
-	req.Header.Set("Authorization", "Bearer "+dashToken)
+	req.Header.Set("Authorization", "Bearer "+webtest.Token)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusInternalServerError {

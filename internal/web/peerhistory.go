@@ -9,6 +9,10 @@ import (
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
+// RefreshPeerIndex rebuilds the peer index now (Run does it in the
+// background, insight.PeerIndex.Run).
+func (s *Server) RefreshPeerIndex() { s.peers.Refresh() }
+
 // PeerHistory returns the server's per-peer history (fed by Run).
 func (s *Server) PeerHistory() *insight.PeerHistory { return s.peerHist }
 

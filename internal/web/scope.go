@@ -11,8 +11,9 @@ import (
 	"strings"
 )
 
-// Scope is what a bearer token may do on the admin listener (SPEC §8).
-// The order matters only for display; Allows says what a scope permits.
+// Scope is what a bearer token may do on the admin listener (docs/api.md,
+// "Authentication and scopes"; decision 106). The order matters only for
+// display; Allows says what a scope permits.
 type Scope uint8
 
 // The scopes.
@@ -242,6 +243,14 @@ func (s *Server) bearer(r *http.Request) (tok Token, present, ok bool) {
 	return tok, true, ok
 }
 
+// tokenOfRequest returns the name of the token of r's Authorization
+// header ("" for the main admin token) and its scope, for the API's answer
+// of who is asking.
+func (s *Server) tokenOfRequest(r *http.Request) (name, scope string) {
+	tok, _, _ := s.bearer(r)
+	return tok.Name, tok.Scope.String()
+}
+
 type actorKey struct{}
 
 // requestActor is the audit actor of r: its token's, or the session's on
@@ -260,7 +269,7 @@ func withActor(r *http.Request, actor string) *http.Request {
 
 // requireToken admits requests carrying a token whose scope allows them:
 // 401 without a known token, 403 outside its scope. Wrong tokens are not
-// throttled by address (see docs/decisions.md): the callers of the check
+// throttled by address (decision 22): the callers of the check
 // and throttle APIs share their address with whatever else runs there,
 // and a block would deny them with the right token.
 func (s *Server) requireToken(next http.Handler) http.Handler {
@@ -283,7 +292,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 // token (or its session) sees every page and may log out, but changes
 // nothing; a data token sees nothing. It answers 403 itself and returns
 // false when the request is refused.
-func (d *dashboard) allowed(w http.ResponseWriter, r *http.Request, v viewer) bool {
+func (s *Server) allowed(w http.ResponseWriter, r *http.Request, v viewer) bool {
 	sc := v.scope()
 	switch {
 	case sc == ScopeAdmin:
@@ -291,9 +300,9 @@ func (d *dashboard) allowed(w http.ResponseWriter, r *http.Request, v viewer) bo
 	case sc == ScopeRead && (r.Method == http.MethodGet || r.Method == http.MethodHead || r.URL.Path == "/logout"):
 		return true
 	case sc == ScopeRead:
-		d.renderError(w, r, http.StatusForbidden, "This login is read-only (a token of scope read): it may look at every page but change nothing.")
+		s.ui.Error(w, r, http.StatusForbidden, "This login is read-only (a token of scope read): it may look at every page but change nothing.")
 	default:
-		d.renderError(w, r, http.StatusForbidden, "A data token may make the data-plane calls only (check, release, check/auth, throttle), not open the dashboard.")
+		s.ui.Error(w, r, http.StatusForbidden, "A data token may make the data-plane calls only (check, release, check/auth, throttle), not open the dashboard.")
 	}
 	return false
 }

@@ -1,6 +1,11 @@
-// Package web is limiterd's HTTP side: the public listener that proxies
-// every request through the limiter to the node, and the admin listener
-// with the JSON API, the metrics and the health endpoints.
+// Package web is limiterd's admin listener: the one list of its routes
+// (AdminHandler), who may call them (bearer tokens and their scopes, the
+// dashboard's sessions and CSRF tokens, the login form's throttle), the
+// connection cap, the bounds of request bodies, the one mapping of errors
+// to statuses, the health checks, the metrics and the runtime's profiles.
+// It keeps the records the dashboard reads (Run) and mounts the JSON API
+// (package api) and the dashboard (package ui), which know nothing of it
+// but what it gives them.
 package web
 
 import (
@@ -24,7 +29,8 @@ import (
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/internal/ticker"
-	"github.com/limiterd/limiterd/internal/web/throttleapi"
+	"github.com/limiterd/limiterd/internal/web/api"
+	"github.com/limiterd/limiterd/internal/web/ui"
 	"github.com/limiterd/limiterd/limiter"
 )
 
@@ -72,13 +78,13 @@ type Options struct {
 	Sessions SessionStore
 	// Build is the binary's version, shown by GET /api/v1/limiter and
 	// limiterd_build_info.
-	Build Build
+	Build api.Build
 	// Daemon reports the config in use and its reloads (GET
 	// /api/v1/limiter, the reload metrics); nil reports nothing.
-	Daemon func() DaemonInfo
+	Daemon func() api.DaemonInfo
 	// Backup writes a consistent copy of the database (GET
 	// /api/v1/backup); nil leaves the route answering 501.
-	Backup Backup
+	Backup api.Backup
 	// Offenses keeps the record of offenders (who the limiter rejected in
 	// the last 24 hours); nil keeps none.
 	Offenses OffenseStore
@@ -91,35 +97,42 @@ type Options struct {
 	KeyHelp map[string]string
 	// Conditions reports states every dashboard page shows as a banner
 	// (cluster mode: its store unreachable); nil reports none.
-	Conditions func() []Condition
+	Conditions func() []ui.Condition
 	// Cluster reports cluster mode's state for the overview's line on
 	// where the limits live; nil when they are this instance's own.
-	Cluster ClusterStatus
+	Cluster ui.ClusterStatus
 }
 
 // Server serves the admin listener: the JSON API, the dashboard, the
 // metrics and the health endpoints. It is safe for concurrent use; Run
 // owns its background work (sampling the history and the peer history,
-// refreshing the peer index); Close ends what NewServer started.
+// refreshing the peer index, draining the record of decisions and saving
+// its offenders); Close ends what NewServer started.
 type Server struct {
 	lim  *limiter.Limiter
 	live *live.Live
 	opts Options
 	log  *slog.Logger
 	now  func() time.Time
-	// dash serves the dashboard; its sessions are loaded by NewServer.
-	dash *dashboard
+	// api serves the JSON API.
+	api *api.API
+	// ui serves the dashboard.
+	ui *ui.Dashboard
+	// sess are the dashboard's logins, loaded by NewServer.
+	sess *sessions
 	// fails counts failed logins per client address.
 	fails *authFails
 	// history is the per-second history of the counters, fed by Run.
 	history *insight.History
-	// Throttle serves the outbound throttle; nil without Options.Throttle.
-	Throttle *throttleapi.API
-	// peers answers the dashboard's peer queries on large tables.
+	// peers answers the peer queries on large tables, rebuilt by Run.
 	peers *insight.PeerIndex
 	// peerHist is the history of the busiest and the viewed peers, fed by
 	// Run.
 	peerHist *insight.PeerHistory
+	// activity follows the limiter's record of decisions for the
+	// dashboard: top talkers, the request log of the what-if, the offenses
+	// to save (drained by Run).
+	activity *insight.Activity
 
 	// conns caps the admin listener's connections (Listener).
 	conns *connCap
@@ -153,21 +166,29 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 	s.peers = insight.NewPeerIndex(lim, s.now)
 	s.history = insight.NewHistory()
 	s.peerHist = insight.NewPeerHistory()
+	s.activity = insight.NewActivity(lim, s.recorder(), s.now)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	sess, err := newSessions(ctx, s.now, opts.Sessions, s.log, fingerprint(opts.Token))
-	if err != nil {
+	var err error
+	if s.sess, err = newSessions(ctx, s.now, opts.Sessions, s.log, fingerprint(opts.Token)); err != nil {
 		return nil, fmt.Errorf("dashboard sessions: %w", err)
 	}
-	s.dash = newDashboard(s, sess)
-	if opts.Throttle != nil {
-		s.Throttle = throttleapi.New(opts.Throttle, s.now, nil)
-		// The global switch turns the throttle off and on too
-		// (ar_rate_limiter's off/on: new outbound calls pass at once;
-		// callers already waiting keep waiting).
-		if lv != nil {
-			lv.Follow(opts.Throttle)
-		}
+	s.ui = ui.New(lim, lv, ui.Options{
+		History: s.history, Peers: s.peers, PeerHistory: s.peerHist, Activity: s.activity,
+		Offenses: opts.Offenses, Throttle: opts.Throttle, KeyHelp: opts.KeyHelp, Conditions: opts.Conditions,
+		Cluster: opts.Cluster, Logger: s.log, Now: s.now,
+		Viewer: uiViewer, LoggedIn: s.sessionViewer, Status: statusOf,
+	})
+	s.api = api.New(lim, lv, api.Options{
+		Peers: s.peers, Snapshot: opts.Snapshot, Backup: opts.Backup, Build: opts.Build, Daemon: opts.Daemon,
+		Throttle: opts.Throttle, Logger: s.log, Now: s.now,
+		Actor: requestActor, Token: s.tokenOfRequest, Fail: s.fail,
+	})
+	// The global switch turns the throttle off and on too
+	// (ar_rate_limiter's off/on: new outbound calls pass at once; callers
+	// already waiting keep waiting).
+	if opts.Throttle != nil && lv != nil {
+		lv.Follow(opts.Throttle)
 	}
 	return s, nil
 }
@@ -175,11 +196,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 // Close ends what NewServer started: outbound callers still waiting are
 // told limiterd is going away (the client then goes on, as when limiterd
 // is not running). Call it once the listener stops taking requests.
-func (s *Server) Close() {
-	if s.Throttle != nil {
-		s.Throttle.Close()
-	}
-}
+func (s *Server) Close() { s.api.Close() }
 
 // Run samples the counters into the history once a second, and the chosen peers' counters into the peer history
 // every insight.PeerHistoryStep, drains the limiter's record of decisions
@@ -189,14 +206,18 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(3)
 	go func() { defer wg.Done(); s.peers.Run(ctx) }()
 	go func() { defer wg.Done(); s.runPeerHistory(ctx) }()
-	go func() { defer wg.Done(); s.dash.run(ctx) }()
+	go func() { defer wg.Done(); s.runActivity(ctx) }()
 	defer wg.Wait()
 	s.history.Sample(s.now(), s.lim.Stats()) // the counters' baseline
 	ticker.Every(ctx, time.Second, func() { s.history.Sample(s.now(), s.lim.Stats()) })
 	return nil
 }
 
-// AdminHandler serves health, metrics and the admin API.
+// History returns the server's per-second history (fed by Run).
+func (s *Server) History() *insight.History { return s.history }
+
+// AdminHandler serves the admin listener: health, metrics, the dashboard,
+// the JSON API, the data plane's calls and the runtime's profiles.
 func (s *Server) AdminHandler() http.Handler {
 	r := chi.NewRouter()
 	// A handler's panic is logged at ERROR; a body over a route's bound
@@ -207,37 +228,31 @@ func (s *Server) AdminHandler() http.Handler {
 	if s.opts.Gatherer != nil {
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	}
-	s.dash.mount(r)
+	// The dashboard: its assets and the login form for anyone, its pages
+	// for a session or a token; every form bounded, every answer with the
+	// dashboard's security headers.
+	r.Group(func(r chi.Router) {
+		r.Use(ui.SecurityHeaders, s.limitForm)
+		ui.StaticRoutes(r)
+		r.Get("/login", s.handleLoginForm)
+		r.Post("/login", s.handleLogin)
+		r.Group(func(r chi.Router) {
+			r.Use(s.requireViewer)
+			r.Post("/logout", s.handleLogout)
+			s.ui.Routes(r)
+		})
+	})
+	// The JSON API, the data plane's calls and the runtime's profiles, each
+	// for the tokens whose scope allows it.
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken)
-		r.Get("/api/v1/groups", s.handleGroups)
-		r.Get("/api/v1/groups/{group}", s.handleGroup)
-		r.Patch("/api/v1/groups/{group}", s.handlePatchGroup)
-		r.Delete("/api/v1/groups/{group}/overrides", s.handleDeleteOverrides)
-		r.Get("/api/v1/peers", s.handlePeers)
-		r.Get("/api/v1/peers/*", s.handlePeer)
-		r.Delete("/api/v1/peers/*", s.handleForgetPeer)
-		r.Post("/api/v1/peers/*", s.handlePeerAction)
-		r.Get("/api/v1/exemptions", s.handleExemptions)
-		r.Post("/api/v1/exemptions", s.handleAddExemption)
-		r.Delete("/api/v1/exemptions", s.handleRemoveExemption)
-		r.Post("/api/v1/limiter/off", s.handleSwitch(false))
-		r.Post("/api/v1/limiter/on", s.handleSwitch(true))
+		s.api.Routes(r)
 		if dp := s.opts.DataPlane; dp != nil {
 			r.Post("/api/v1/check", dp.HandleCheck)
 			r.Get("/api/v1/check/auth", dp.HandleAuthRequest)
 			r.Post("/api/v1/release", dp.HandleRelease)
 		}
-		r.Get("/api/v1/audit", s.handleAudit)
-		r.Post("/api/v1/snapshot", s.handleSnapshot)
-		r.Get("/api/v1/limiter", s.handleLimiter)
-		r.Get("/api/v1/backup", s.handleBackup)
 		r.Get(pprofPrefix+"*", s.handlePprof)
-		if s.Throttle != nil {
-			r.Post("/api/v1/throttle", s.Throttle.HandleWait)
-			r.Get("/api/v1/throttle", s.Throttle.HandleCheck)
-			r.Post("/api/v1/throttle/observe", s.Throttle.HandleObserve)
-		}
 	})
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/limiterd/limiterd/internal/web/webtest"
 )
 
 // memSessions is a SessionStore in a map, as the database would keep it.
@@ -51,8 +53,8 @@ func (s *memSessions) len() int {
 // at start, and the store never holds the session id itself.
 func TestSessionsSurviveRestart(t *testing.T) {
 	store := &memSessions{m: map[string][]byte{}}
-	first := newDash(t).restart(store)
-	cookie, csrf := first.login()
+	first := webtest.NewDash(t).Restart(store)
+	cookie, csrf := first.Login()
 	if store.len() != 1 {
 		t.Fatalf("%d sessions stored after a login, want 1", store.len())
 	}
@@ -63,32 +65,32 @@ func TestSessionsSurviveRestart(t *testing.T) {
 		}
 	}
 
-	second := first.restart(store)
-	second.page("/", cookie)
-	resp := second.do("POST", "/switch", url.Values{"on": {"false"}, "csrf": {csrf}}, "Cookie", cookie)
+	second := first.Restart(store)
+	second.Page("/", cookie)
+	resp := second.Do("POST", "/switch", url.Values{"on": {"false"}, "csrf": {csrf}}, "Cookie", cookie)
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("a form with the CSRF token from before the restart: %d", resp.StatusCode)
 	}
-	if second.lim.Enabled() {
+	if second.Lim.Enabled() {
 		t.Fatal("the switch did not change")
 	}
 
 	// Logout deletes it from the store: the next start does not know it.
-	second.do("POST", "/logout", url.Values{"csrf": {csrf}}, "Cookie", cookie)
+	second.Do("POST", "/logout", url.Values{"csrf": {csrf}}, "Cookie", cookie)
 	if store.len() != 0 {
 		t.Fatalf("%d sessions stored after logout", store.len())
 	}
-	if resp := second.restart(store).do("GET", "/", nil, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther {
+	if resp := second.Restart(store).Do("GET", "/", nil, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("a logged-out session after a restart: %d, want a redirect to /login", resp.StatusCode)
 	}
 
 	// Expired while the daemon was down, or undecodable: dropped at start.
-	third := second.restart(store)
-	cookie, _ = third.login()
+	third := second.Restart(store)
+	cookie, _ = third.Login()
 	store.PutSession(context.Background(), []byte("not a sha-256 key"), []byte("{"))
-	third.clock.Add(13 * time.Hour)
-	fourth := third.restart(store)
-	if resp := fourth.do("GET", "/", nil, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther {
+	third.Clock.Add(13 * time.Hour)
+	fourth := third.Restart(store)
+	if resp := fourth.Do("GET", "/", nil, "Cookie", cookie); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("an expired session after a restart: %d, want a redirect to /login", resp.StatusCode)
 	}
 	if store.len() != 0 {

@@ -1,9 +1,0 @@
-package web
-
-import "github.com/limiterd/limiterd/internal/templates"
-
-// ClusterStatus reports the state of cluster mode (SPEC §12) for the
-// overview. Implementations must be safe for concurrent use.
-type ClusterStatus interface {
-	ClusterState() templates.Cluster
-}

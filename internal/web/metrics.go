@@ -1,0 +1,68 @@
+package web
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/web/api"
+)
+
+var (
+	descBuildInfo = prometheus.NewDesc("limiterd_build_info",
+		"Always 1; the labels say which limiterd runs.", []string{"version", "revision", "goversion"}, nil)
+	descEnabled = prometheus.NewDesc("limiterd_limiter_enabled",
+		"1 while the global switch is on, 0 while the limiter is switched off (POST /api/v1/limiter/off).", nil, nil)
+	descReloadOK = prometheus.NewDesc("limiterd_config_last_reload_success",
+		"1 if the last configuration load (the start, or the last SIGHUP) succeeded, 0 if a reload was refused.", nil, nil)
+	descReloadTime = prometheus.NewDesc("limiterd_config_last_reload_success_timestamp_seconds",
+		"When the configuration in force was loaded (Unix time): at start or by the last successful reload.", nil, nil)
+	descRecordBytes = prometheus.NewDesc("limiterd_dashboard_record_bytes",
+		"Memory held by the dashboard's bounded records (record: request_log, the what-if's last hour of requests; peer_history, the busiest and viewed peers' last hour). They fill over their first hour and stay at most limiterd_dashboard_record_max_bytes.", []string{"record"}, nil)
+	descRecordMax = prometheus.NewDesc("limiterd_dashboard_record_max_bytes",
+		"The most memory each of the dashboard's bounded records can hold (see limiterd_dashboard_record_bytes).", []string{"record"}, nil)
+	descAdminConns = prometheus.NewDesc("limiterd_admin_connections",
+		"Connections open to the admin listener (at most admin.max_conns).", nil, nil)
+	descAdminRefused = prometheus.NewDesc("limiterd_admin_connections_refused_total",
+		"Connections to the admin listener answered 503 and closed: admin.max_conns were open and none idle.", nil, nil)
+	descAdminIdleClosed = prometheus.NewDesc("limiterd_admin_idle_connections_closed_total",
+		"Idle keep-alive connections to the admin listener closed to make room for a new one at admin.max_conns.", nil, nil)
+)
+
+// DaemonMetrics sends the daemon's own gauges (an extra of metrics.NewCollector):
+// limiterd_build_info, limiterd_limiter_enabled and the reload gauges.
+func (s *Server) DaemonMetrics(ch chan<- prometheus.Metric) {
+	b := s.opts.Build
+	ch <- prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, b.Version, b.Revision, b.GoVersion)
+	on := 0.0
+	if s.lim.Enabled() {
+		on = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descEnabled, prometheus.GaugeValue, on)
+	var info api.DaemonInfo
+	if s.opts.Daemon != nil {
+		info = s.opts.Daemon()
+	}
+	ok := 1.0
+	if info.LastReloadError != "" {
+		ok = 0
+	}
+	ch <- prometheus.MustNewConstMetric(descReloadOK, prometheus.GaugeValue, ok)
+	loaded := 0.0
+	if !info.ConfigLoadedAt.IsZero() {
+		loaded = float64(info.ConfigLoadedAt.UnixNano()) / 1e9
+	}
+	ch <- prometheus.MustNewConstMetric(descReloadTime, prometheus.GaugeValue, loaded)
+	ch <- prometheus.MustNewConstMetric(descAdminConns, prometheus.GaugeValue, float64(s.conns.Open()))
+	ch <- prometheus.MustNewConstMetric(descAdminRefused, prometheus.CounterValue, float64(s.conns.Refused()))
+	ch <- prometheus.MustNewConstMetric(descAdminIdleClosed, prometheus.CounterValue, float64(s.conns.IdleClosed()))
+	for _, r := range []struct {
+		name     string
+		now, max int64
+	}{
+		{"request_log", s.activity.Log().Bytes(), insight.RequestLogMaxBytes},
+		{"peer_history", s.peerHist.Bytes(), insight.PeerHistoryMaxBytes},
+	} {
+		ch <- prometheus.MustNewConstMetric(descRecordBytes, prometheus.GaugeValue, float64(r.now), r.name)
+		ch <- prometheus.MustNewConstMetric(descRecordMax, prometheus.GaugeValue, float64(r.max), r.name)
+	}
+}
