@@ -109,7 +109,7 @@ func TestEvictionExhaustFloodStillLimited(t *testing.T) {
 
 // TestEvictionPrefersLight: a light entry goes before one that carries
 // state even when it is newer; among entries that carry state, the one
-// idle longest goes; a sweep grades a lapsed state light again.
+// idle longest goes; after a sweep, a lapsed state is graded light again.
 func TestEvictionPrefersLight(t *testing.T) {
 	cfg := testConfig(settings(2, 60_000, 0, 3_600_000, 1, 10)) // 2 a minute
 	cfg.MaxTracked = 3

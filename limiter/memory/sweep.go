@@ -12,9 +12,12 @@ const tickBatch = 256
 // Sweep applies the ticks due at ms to every entry (expires the other
 // algorithms' state: expireAlgo), interleaving the shards (see scan), and
 // deletes the empty ones, those of groups gt no longer defines and those
-// of another algorithm than their group's; the others' pressure (evictKey)
-// is graded again at ms.
+// of another algorithm than their group's. The eviction candidates of
+// every shard are dropped after it: their grades were made before time
+// lapsed some restrictions, so the next eviction surveys afresh.
 func (b *Backend) Sweep(ms int64, gt *limiter.GroupTable) {
+	b.table.Store(gt)
+	defer b.dropCandidates()
 	b.scan(func(sh *shard, slot uint32, e *entry) {
 		g := e.key.group()
 		if gr, ok := gt.Lookup(g); ok {
@@ -35,6 +38,17 @@ func (b *Backend) Sweep(ms int64, gt *limiter.GroupTable) {
 		sh.remove(slot, sh.posOf(slot, uint32(b.hash.sum(&e.key))))
 		b.total.Add(-1)
 	}, nil, true)
+}
+
+// dropCandidates empties every shard's eviction candidates (see evictOne).
+func (b *Backend) dropCandidates() {
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		sh.victims = sh.victims[:0]
+		sh.cand.Store(candEmpty)
+		sh.mu.Unlock()
+	}
 }
 
 // scan calls visit with every live entry of every shard, tickBatch slots
