@@ -3,7 +3,7 @@ package config
 import "time"
 
 // The minimums of the durations that drive a loop (docs/config.md, "Loop
-// intervals"; why each, docs/decisions.md): a smaller value is refused at
+// intervals"; why each, decision 161): a smaller value is refused at
 // load, and so on reload, with the key and the minimum named. None of
 // these keys is live-editable.
 const (

@@ -12,7 +12,7 @@ import (
 	"github.com/limiterd/limiterd/limiter/memory"
 )
 
-// The metrics of groups on the algorithms of SPEC §6.2: the Arweave
+// The metrics of groups on the other algorithms (docs/limiting.md): the Arweave
 // counters as for the hybrid, limiterd's gauges of the algorithms' state.
 func TestCollectorAlgorithms(t *testing.T) {
 	groups := limiter.ArweaveGroups()

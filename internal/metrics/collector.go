@@ -1,5 +1,5 @@
 // Package metrics is limiterd's Prometheus collectors: the Arweave
-// limiter's metrics of SPEC §9 and limiterd's own (NewCollector), the
+// limiter's metrics (docs/metrics.md) and limiterd's own (NewCollector), the
 // public listener's exchange durations (NewExchangeCollector) and the
 // outbound throttle's (ThrottleMetrics). Each reads its source at scrape
 // time: nothing is counted through Prometheus on the request path.
@@ -55,7 +55,7 @@ type metricsCollector struct {
 }
 
 // NewCollector returns a prometheus.Collector that reads src, lat and pc
-// at scrape time: the Arweave metrics of SPEC §9, labelled limiter_id with
+// at scrape time: the Arweave metrics (docs/metrics.md), labelled limiter_id with
 // the group name, and limiterd's own, prefixed limiterd_. Nothing is
 // counted through Prometheus on the request path. lat and pc may be nil;
 // their metrics are then left out. Each extra func is called on every
@@ -122,7 +122,7 @@ func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCoun
 			[]string{"cap"}, nil),
 
 		algorithm: prometheus.NewDesc("limiterd_algorithm_info",
-			"The algorithm each group decides with (SPEC §6.2): 1 for the group's, labelled by its name.",
+			"The algorithm each group decides with: 1 for the group's, labelled by its name.",
 			[]string{labelGroup, labelAlgorithm}, nil),
 		groupEntries: prometheus.NewDesc("limiterd_group_entries",
 			"(peer, group) entries the limiter tracks now, per group, whatever the algorithm.", group, nil),

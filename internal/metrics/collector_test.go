@@ -399,7 +399,7 @@ func TestCollectorAllGroups(t *testing.T) {
 	})
 }
 
-// TestCollectorLint lets through only the problems of the names SPEC §9
+// TestCollectorLint lets through only the problems of the names docs/metrics.md
 // takes from the Arweave node.
 func TestCollectorLint(t *testing.T) {
 	lim := newLimiter(t)
