@@ -54,7 +54,7 @@ var arrows = map[string][]string{
 	"internal/web/ui/static":    {},
 	// The admin listener for the tests of web, api and ui, as httptest is
 	// for HTTP: a Server on the real store, with the data plane.
-	"internal/web/webtest": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/store", "internal/proxy", "internal/web"},
+	"internal/web/webtest": {"limiter", "internal/limitertest", "internal/throttle", "internal/live", "internal/insight", "internal/store", "internal/proxy", "internal/web"},
 	// The Prometheus collectors read the limiter, the proxy's counters
 	// (insight) and the throttle.
 	"internal/metrics":  {"limiter", "internal/insight", "internal/throttle"},
@@ -63,6 +63,9 @@ var arrows = map[string][]string{
 	"internal/jsonbody": {"limiter"},
 	// Cluster mode: a limiter.Backend on Redis.
 	"internal/cluster": {"limiter"},
+	// What the tests share to drive a limiter: a fake clock, configs,
+	// peers, a Limiter on the memory backend; for tests only.
+	"internal/limitertest": {"limiter"},
 	// Tests' redis-server, as httptest is for HTTP.
 	"internal/redistest": {},
 	// The reliability suite's drivers run the built binary and Redis, and

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/memory"
@@ -18,7 +19,7 @@ import (
 // algoSettings returns a group of algorithm k with limit L per period P ms
 // and burst B, concurrency c (the hybrid keys as Arweave's general).
 func algoSettings(k algo.Kind, limit, period, burst, c int64) limiter.GroupSettings {
-	s := settings(0, 1000, 450, 30000, 450, c)
+	s := limitertest.Hybrid{WindowMS: 1000, Leaky: 450, TickMS: 30000, Reduction: 450, Concurrency: c}.Settings()
 	s.Algorithm, s.Limit, s.Period, s.Burst = k, limit, period, burst
 	return s
 }
@@ -52,7 +53,7 @@ func arun(t *testing.T, l *limiter.Limiter, group string, steps []astep) {
 	for i, s := range steps {
 		switch s.op {
 		case "", "req":
-			d := l.Decide(at(s.at), peerAt(A), g)
+			d := l.Decide(at(s.at), limitertest.Peer(A), g)
 			got := "ok"
 			switch {
 			case d.WouldReject:
@@ -76,7 +77,7 @@ func arun(t *testing.T, l *limiter.Limiter, group string, steps []astep) {
 		case "release":
 			held[s.ref].Release()
 		case "reduce":
-			if got := l.Reduce(at(s.at), peerAt(A).Key, g).String(); got != s.want {
+			if got := l.Reduce(at(s.at), limitertest.Peer(A).Key, g).String(); got != s.want {
 				t.Fatalf("step %d (t=%d): reduce %s, want %s", i, s.at, got, s.want)
 			}
 		case "tick":
@@ -153,7 +154,7 @@ func TestAlgorithmScenarios(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			arun(t, newLimiter(t, testConfig(tc.group)), "test", tc.steps)
+			arun(t, limitertest.New(t, testConfig(tc.group)), "test", tc.steps)
 		})
 	}
 }
@@ -173,7 +174,7 @@ func limitedMs(limit, period, curr, prev, now int64) int64 {
 func TestAlgorithmDryRun(t *testing.T) {
 	g := algoSettings(algo.FixedWindow, 1, 1000, 0, 100)
 	g.Mode = limiter.ModeDryRun
-	l := newLimiter(t, testConfig(g))
+	l := limitertest.New(t, testConfig(g))
 	arun(t, l, "test", []astep{areq(0, "ok"), areq(0, "would_reject").q(0, 1000), areq(1000, "ok")})
 	if st := l.Stats()["test"]; st.WouldReject != 1 || st.AllowedAlgorithm != 2 || st.RejectedRateLimit != 0 {
 		t.Fatalf("stats %+v", st)
@@ -185,7 +186,7 @@ func TestAlgorithmDryRun(t *testing.T) {
 func TestAlgorithmsRace(t *testing.T) {
 	for _, k := range []algo.Kind{algo.TokenBucket, algo.GCRA, algo.FixedWindow, algo.SlidingLog, algo.SlidingWindow} {
 		t.Run(k.String(), func(t *testing.T) {
-			l := newLimiter(t, testConfig(algoSettings(k, 450, 60_000, 0, 5000)))
+			l := limitertest.New(t, testConfig(algoSettings(k, 450, 60_000, 0, 5000)))
 			g, _ := l.GroupID("test")
 			var admitted atomic.Int64
 			var wg sync.WaitGroup
@@ -197,7 +198,7 @@ func TestAlgorithmsRace(t *testing.T) {
 					<-start
 					// The same ms for all, but for a few a ms apart: still
 					// one period.
-					d := l.Decide(at(int64(i%3)), peerAt(A), g)
+					d := l.Decide(at(int64(i%3)), limitertest.Peer(A), g)
 					defer d.Release()
 					if d.Allowed {
 						admitted.Add(1)
@@ -224,7 +225,7 @@ func TestSlidingLogAgainstList(t *testing.T) {
 	for trial := range 200 {
 		limit := int64(1 + r.IntN(20))
 		period := []int64{1, 10, 1000, 60_000}[r.IntN(4)]
-		l := newLimiter(t, testConfig(algoSettings(algo.SlidingLog, limit, period, 0, 1<<20)))
+		l := limitertest.New(t, testConfig(algoSettings(algo.SlidingLog, limit, period, 0, 1<<20)))
 		g, _ := l.GroupID("test")
 		var list []int64
 		now := int64(0)
@@ -239,7 +240,7 @@ func TestSlidingLogAgainstList(t *testing.T) {
 				if n := len(list); n > 0 && list[n-1] > now-period {
 					list, want = list[:n-1], "reduced"
 				}
-				if got := l.Reduce(at(now), peerAt(A).Key, g).String(); got != want {
+				if got := l.Reduce(at(now), limitertest.Peer(A).Key, g).String(); got != want {
 					t.Fatalf("trial %d op %d: reduce %s, want %s", trial, i, got, want)
 				}
 				continue
@@ -251,7 +252,7 @@ func TestSlidingLogAgainstList(t *testing.T) {
 				}
 			}
 			want := int64(len(counted))+1 <= limit
-			d := l.Decide(at(now), peerAt(A), g)
+			d := l.Decide(at(now), limitertest.Peer(A), g)
 			d.Release()
 			if d.Allowed != want {
 				t.Fatalf("trial %d op %d (L %d P %d t %d, %d counted): admitted %v", trial, i, limit, period, now, len(counted), d.Allowed)
@@ -273,16 +274,16 @@ func TestSlidingLogAgainstList(t *testing.T) {
 // burst keeps them, converted.
 func TestAlgorithmChange(t *testing.T) {
 	cfg := testConfig(algoSettings(algo.TokenBucket, 10, 1000, 0, 100))
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	for i := range 5 {
-		p := peerAt(fmt.Sprintf("198.51.100.%d", i))
+		p := limitertest.Peer(fmt.Sprintf("198.51.100.%d", i))
 		for range 8 {
 			decideRelease(l, at(0), p, g)
 		}
 	}
 	other, _ := l.GroupID(limiter.GroupGeneral)
-	decideRelease(l, at(0), peerAt(A), other)
+	decideRelease(l, at(0), limitertest.Peer(A), other)
 	if l.Tracked() != 6 {
 		t.Fatalf("tracked %d", l.Tracked())
 	}
@@ -292,11 +293,11 @@ func TestAlgorithmChange(t *testing.T) {
 	if err != nil || len(dropped) != 0 || l.Tracked() != 6 {
 		t.Fatalf("param change: dropped %v, %v, tracked %d", dropped, err, l.Tracked())
 	}
-	v, _ := l.Entry(at(0), peerAt("198.51.100.0").Key, g)
+	v, _ := l.Entry(at(0), limitertest.Peer("198.51.100.0").Key, g)
 	if v.Algo.Tokens != 2 || v.Algo.Remaining != 2 {
 		t.Fatalf("after the change: %+v", v.Algo)
 	}
-	if v, _ = l.Entry(at(200), peerAt("198.51.100.0").Key, g); v.Algo.Tokens != 3 {
+	if v, _ = l.Entry(at(200), limitertest.Peer("198.51.100.0").Key, g); v.Algo.Tokens != 3 {
 		t.Fatalf("200 ms later at 10 per 2 s: %v tokens, want 3", v.Algo.Tokens)
 	}
 	// To GCRA: the test group's five entries go; general's stays.
@@ -308,13 +309,13 @@ func TestAlgorithmChange(t *testing.T) {
 	if st := l.Stats()["test"]; st.StateDrops != 5 || st.Entries != 0 {
 		t.Fatalf("stats after the drop %+v", st)
 	}
-	d := l.Decide(at(0), peerAt("198.51.100.0"), g)
+	d := l.Decide(at(0), limitertest.Peer("198.51.100.0"), g)
 	if q := d.Quota(); !d.Allowed || q.Algorithm != algo.GCRA || q.BucketRemaining != 9 {
 		t.Fatalf("a fresh GCRA state: %+v %+v", d, q)
 	}
 	d.Release()
 	// Back to the hybrid: the GCRA entry goes.
-	cfg.Groups["test"] = settings(0, 1000, 450, 30000, 450, 100)
+	cfg.Groups["test"] = limitertest.Hybrid{WindowMS: 1000, Leaky: 450, TickMS: 30000, Reduction: 450, Concurrency: 100}.Settings()
 	if dropped, _ := l.Apply(at(0), cfg); dropped["test"] != 1 {
 		t.Fatalf("to the hybrid: dropped %v", dropped)
 	}
@@ -325,12 +326,12 @@ func TestAlgorithmChange(t *testing.T) {
 func TestAlgorithmSweepAndViews(t *testing.T) {
 	for _, k := range []algo.Kind{algo.TokenBucket, algo.GCRA, algo.FixedWindow, algo.SlidingLog, algo.SlidingWindow} {
 		t.Run(k.String(), func(t *testing.T) {
-			l := newLimiter(t, testConfig(algoSettings(k, 4, 1000, 0, 100)))
+			l := limitertest.New(t, testConfig(algoSettings(k, 4, 1000, 0, 100)))
 			g, _ := l.GroupID("test")
 			for range 3 {
-				decideRelease(l, at(10), peerAt(A), g)
+				decideRelease(l, at(10), limitertest.Peer(A), g)
 			}
-			v, ok := l.Entry(at(10), peerAt(A).Key, g)
+			v, ok := l.Entry(at(10), limitertest.Peer(A).Key, g)
 			if !ok || v.Algorithm != k || v.Algo.Remaining != 1 {
 				t.Fatalf("view %+v", v)
 			}
@@ -368,15 +369,15 @@ func TestAlgorithmSweepAndViews(t *testing.T) {
 func TestAlgorithmMaxTracked(t *testing.T) {
 	cfg := testConfig(algoSettings(algo.SlidingLog, 5, 60_000, 0, 100))
 	cfg.MaxTracked = 3
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	for i := range 5 {
-		decideRelease(l, at(int64(i)*1000), peerAt(fmt.Sprintf("198.51.100.%d", i)), g)
+		decideRelease(l, at(int64(i)*1000), limitertest.Peer(fmt.Sprintf("198.51.100.%d", i)), g)
 	}
 	if l.Tracked() != 3 || evictions(l) != 2 {
 		t.Fatalf("tracked %d, evictions %d", l.Tracked(), evictions(l))
 	}
-	if _, ok := l.Entry(at(5000), peerAt("198.51.100.0").Key, g); ok {
+	if _, ok := l.Entry(at(5000), limitertest.Peer("198.51.100.0").Key, g); ok {
 		t.Fatal("the oldest was kept")
 	}
 	if st := l.Stats()["test"]; st.LogItems != 3 || st.Entries != 3 {
@@ -429,7 +430,7 @@ func decideRelease(l *limiter.Limiter, now time.Time, p peer.Peer, g limiter.Gro
 // is dropped with the old limit).
 func TestSlidingLogLimitChange(t *testing.T) {
 	cfg := testConfig(algoSettings(algo.SlidingLog, 3, 60_000, 0, 100))
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	arun(t, l, "test", []astep{areq(0, "ok"), areq(1, "ok"), areq(2, "ok"), areq(3, "rate_limit").q(0, 59_997)})
 	cfg.Groups["test"] = algoSettings(algo.SlidingLog, 5, 60_000, 0, 100)
 	if _, err := l.Apply(at(4), cfg); err != nil {
@@ -447,7 +448,7 @@ func TestSlidingLogLimitChange(t *testing.T) {
 // TestSlidingLogFullExpires: a sliding log at its limit (its rejections'
 // shortcut set) still goes in the sweep once every timestamp expired.
 func TestSlidingLogFullExpires(t *testing.T) {
-	l := newLimiter(t, testConfig(algoSettings(algo.SlidingLog, 2, 1000, 0, 100)))
+	l := limitertest.New(t, testConfig(algoSettings(algo.SlidingLog, 2, 1000, 0, 100)))
 	arun(t, l, "test", []astep{areq(0, "ok"), areq(1, "ok"), areq(2, "rate_limit")})
 	l.Tick(at(500))
 	if l.Tracked() != 1 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 )
@@ -43,19 +44,19 @@ func TestAlgorithmRestoreAcrossGap(t *testing.T) {
 		{algo.SlidingWindow, 1400, 2}, // half into it: 4 − 3·0.5 = 2.5 → 2
 	} {
 		cfg := testConfig(algoSettings(tc.k, 4, 1000, 0, 100))
-		l := newLimiter(t, cfg)
+		l := limitertest.New(t, cfg)
 		g, _ := l.GroupID("test")
 		for range 3 {
-			decideRelease(l, at(0), peerAt(A), g)
+			decideRelease(l, at(0), limitertest.Peer(A), g)
 		}
 		back := roundTrip(t, l.Snapshot(at(100)))
-		l2 := newLimiter(t, cfg)
+		l2 := limitertest.New(t, cfg)
 		rep, err := l2.Restore(at(100+tc.gap), back)
 		if err != nil || rep.Loaded+rep.Expired != 1 {
 			t.Fatalf("%v: %+v %v", tc.k, rep, err)
 		}
 		g2, _ := l2.GroupID("test")
-		v, ok := l2.Entry(at(100+tc.gap), peerAt(A).Key, g2)
+		v, ok := l2.Entry(at(100+tc.gap), limitertest.Peer(A).Key, g2)
 		left := int64(4)
 		if ok {
 			left = v.Algo.Remaining
@@ -71,27 +72,27 @@ func TestAlgorithmRestoreAcrossGap(t *testing.T) {
 // the store by the next delta).
 func TestAlgorithmRestoreChanges(t *testing.T) {
 	cfg := testConfig(algoSettings(algo.TokenBucket, 4, 1000, 0, 100))
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	for range 3 {
-		decideRelease(l, at(0), peerAt(A), g)
+		decideRelease(l, at(0), limitertest.Peer(A), g)
 	}
 	back := roundTrip(t, l.Snapshot(at(0)))
 
 	// The period doubled while down: the token left is still one token.
 	cfg.Groups["test"] = algoSettings(algo.TokenBucket, 4, 2000, 0, 100)
-	l2 := newLimiter(t, cfg)
+	l2 := limitertest.New(t, cfg)
 	if rep, err := l2.Restore(at(0), back); err != nil || rep.Loaded != 1 {
 		t.Fatalf("%+v %v", rep, err)
 	}
 	g2, _ := l2.GroupID("test")
-	if v, _ := l2.Entry(at(0), peerAt(A).Key, g2); v.Algo.Tokens != 1 {
+	if v, _ := l2.Entry(at(0), limitertest.Peer(A).Key, g2); v.Algo.Tokens != 1 {
 		t.Fatalf("tokens %v after a period change, want 1", v.Algo.Tokens)
 	}
 
 	// Now a fixed window: the token bucket's state is dropped.
 	cfg.Groups["test"] = algoSettings(algo.FixedWindow, 4, 1000, 0, 100)
-	l3 := newLimiter(t, cfg)
+	l3 := limitertest.New(t, cfg)
 	rep, err := l3.Restore(at(0), back)
 	if err != nil || rep.Dropped != 1 || rep.Loaded != 0 || l3.Tracked() != 0 {
 		t.Fatalf("%+v %v", rep, err)
@@ -106,10 +107,10 @@ func TestAlgorithmRestoreChanges(t *testing.T) {
 // saved, the deleted ones reported.
 func TestAlgorithmSnapshotDelta(t *testing.T) {
 	cfg := testConfig(algoSettings(algo.SlidingLog, 4, 1000, 0, 100))
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
-	decideRelease(l, at(0), peerAt(A), g)
-	decideRelease(l, at(5), peerAt(A), g)
+	decideRelease(l, at(0), limitertest.Peer(A), g)
+	decideRelease(l, at(5), limitertest.Peer(A), g)
 	d := l.SnapshotDelta(at(10), true)
 	if len(d.Changed) != 1 || d.Changed[0].Algorithm != algo.SlidingLog || len(d.Changed[0].Window) != 2 || d.Changed[0].CleanupTick != 0 {
 		t.Fatalf("full delta %+v", d.Changed)

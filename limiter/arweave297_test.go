@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"testing"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
@@ -48,7 +49,7 @@ func checkShards(t *testing.T, what string, c *limiter.ShardCounters, want ...in
 // Retry-After 1 and is counted; with scope "peer" the same sequence admits
 // where the peer's own count is under the limit.
 func TestShardConcurrency(t *testing.T) {
-	base := settings(0, 1000, 1000, 30000, 1000, 2)
+	base := limitertest.Hybrid{WindowMS: 1000, Leaky: 1000, TickMS: 30000, Reduction: 1000, Concurrency: 2}.Settings()
 	steps := func(third string) []step {
 		return []step{
 			req(1, S1a, "leaky").state(1, 0, 1), // 0
@@ -69,7 +70,7 @@ func TestShardConcurrency(t *testing.T) {
 		req(11, S2, "concurrency").retryAfter(1).state(2, 0, 2),
 		req(12, S1b, "leaky").state(2, 0, 1))
 
-	l := newLimiter(t, testConfig(sharded(base, 5)))
+	l := limitertest.New(t, testConfig(sharded(base, 5)))
 	g, _ := l.GroupID("test")
 	run(t, l, "test", shard)
 	checkShards(t, "after the run", limiter.ShardCountersOf(l, g), 0, 0, 0, 0, 0)
@@ -78,7 +79,7 @@ func TestShardConcurrency(t *testing.T) {
 		t.Errorf("stats: %d rejected by concurrency, %d requests, %d leaky; want 2, 8, 6", st.RejectedConcurrency, st.Requests, st.AllowedLeaky)
 	}
 
-	peerScope := newLimiter(t, testConfig(base))
+	peerScope := limitertest.New(t, testConfig(base))
 	if limiter.ShardCountersOf(peerScope, g) != nil {
 		t.Error("scope peer has shard counters")
 	}
@@ -89,11 +90,11 @@ func TestShardConcurrency(t *testing.T) {
 // concurrency form and IETF fields saying nothing is left for a second;
 // in dry_run it is let through, holds no slot, and is counted as such.
 func TestShardRejectionFields(t *testing.T) {
-	s := sharded(settings(3, 2000, 450, 30000, 450, 1), 5)
-	l := newLimiter(t, testConfig(s))
+	s := sharded(limitertest.Hybrid{Window: 3, WindowMS: 2000, Leaky: 450, TickMS: 30000, Reduction: 450, Concurrency: 1}.Settings(), 5)
+	l := limitertest.New(t, testConfig(s))
 	g, _ := l.GroupID("test")
-	held := l.Decide(at(1), peerAt(S1a), g)
-	d := l.Decide(at(2), peerAt(S1b), g)
+	held := l.Decide(at(1), limitertest.Peer(S1a), g)
+	d := l.Decide(at(2), limitertest.Peer(S1b), g)
 	if d.Allowed || d.Reason != limiter.ReasonConcurrency || d.RetryAfter != 1 || !d.Limited || d.Holds() {
 		t.Fatalf("shard full: %+v", d)
 	}
@@ -110,7 +111,7 @@ func TestShardRejectionFields(t *testing.T) {
 	if _, err := l.Apply(at(3), testConfig(s)); err != nil {
 		t.Fatal(err)
 	}
-	d = l.Decide(at(4), peerAt(S1b), g)
+	d = l.Decide(at(4), limitertest.Peer(S1b), g)
 	if !d.Allowed || !d.WouldReject || d.Reason != limiter.ReasonConcurrency || d.Holds() {
 		t.Fatalf("dry_run: %+v", d)
 	}
@@ -126,23 +127,23 @@ func TestShardRejectionFields(t *testing.T) {
 // TestShardReleaseAfterForget: a slot is given back by Release exactly
 // once, even after the peer's entry was forgotten.
 func TestShardReleaseAfterForget(t *testing.T) {
-	l := newLimiter(t, testConfig(sharded(settings(0, 1000, 1000, 30000, 1000, 1), 5)))
+	l := limitertest.New(t, testConfig(sharded(limitertest.Hybrid{WindowMS: 1000, Leaky: 1000, TickMS: 30000, Reduction: 1000, Concurrency: 1}.Settings(), 5)))
 	g, _ := l.GroupID("test")
 	c := limiter.ShardCountersOf(l, g)
-	d := l.Decide(at(1), peerAt(S1a), g)
+	d := l.Decide(at(1), limitertest.Peer(S1a), g)
 	if !d.Allowed {
 		t.Fatalf("%+v", d)
 	}
-	if n := l.Forget(peerAt(S1a).Key); n != 1 {
+	if n := l.Forget(limitertest.Peer(S1a).Key); n != 1 {
 		t.Fatalf("forgot %d entries", n)
 	}
-	if o := l.Decide(at(2), peerAt(S1b), g); o.Reason != limiter.ReasonConcurrency {
+	if o := l.Decide(at(2), limitertest.Peer(S1b), g); o.Reason != limiter.ReasonConcurrency {
 		t.Fatalf("the forgotten request's slot is free: %+v", o)
 	}
 	d.Release()
 	d.Release()
 	checkShards(t, "released twice", c, 0, 0, 0, 0, 0)
-	o := l.Decide(at(3), peerAt(S1b), g)
+	o := l.Decide(at(3), limitertest.Peer(S1b), g)
 	if !o.Allowed {
 		t.Fatalf("after release: %+v", o)
 	}
@@ -154,11 +155,11 @@ func TestShardReleaseAfterForget(t *testing.T) {
 // and the requests already in flight give their slot back to the old
 // ones, so that no count goes negative or stays held.
 func TestShardWorkersLiveEdit(t *testing.T) {
-	s := sharded(settings(0, 1000, 1000, 30000, 1000, 1), 5)
-	l := newLimiter(t, testConfig(s))
+	s := sharded(limitertest.Hybrid{WindowMS: 1000, Leaky: 1000, TickMS: 30000, Reduction: 1000, Concurrency: 1}.Settings(), 5)
+	l := limitertest.New(t, testConfig(s))
 	g, _ := l.GroupID("test")
 	old := limiter.ShardCountersOf(l, g)
-	d1 := l.Decide(at(1), peerAt(S1a), g)
+	d1 := l.Decide(at(1), limitertest.Peer(S1a), g)
 
 	s.LeakyLimit = 900 // the same shards: the count stays
 	if _, err := l.Apply(at(2), testConfig(s)); err != nil {
@@ -167,7 +168,7 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 	if c := limiter.ShardCountersOf(l, g); c != old {
 		t.Fatal("an edit of leaky_limit replaced the shard counters")
 	}
-	if d := l.Decide(at(3), peerAt(S1b), g); d.Reason != limiter.ReasonConcurrency {
+	if d := l.Decide(at(3), limitertest.Peer(S1b), g); d.Reason != limiter.ReasonConcurrency {
 		t.Fatalf("after an unrelated edit: %+v", d)
 	}
 
@@ -176,12 +177,12 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := limiter.ShardCountersOf(l, g)
-	d2 := l.Decide(at(5), peerAt(S1b), g) // shard 0 of 3
-	d3 := l.Decide(at(6), peerAt(S1a), g) // shard 1 of 3: its old request is not counted here
+	d2 := l.Decide(at(5), limitertest.Peer(S1b), g) // shard 0 of 3
+	d3 := l.Decide(at(6), limitertest.Peer(S1a), g) // shard 1 of 3: its old request is not counted here
 	if !d2.Allowed || !d3.Allowed {
 		t.Fatalf("3 workers: %+v %+v", d2, d3)
 	}
-	if d := l.Decide(at(7), peerAt("192.0.2.4"), g); d.Reason != limiter.ReasonConcurrency { // 4 mod 3 = 1
+	if d := l.Decide(at(7), limitertest.Peer("192.0.2.4"), g); d.Reason != limiter.ReasonConcurrency { // 4 mod 3 = 1
 		t.Fatalf("shard 1 of 3 full: %+v", d)
 	}
 	checkShards(t, "old, before release", old, 0, 1, 0, 0, 0)
@@ -196,7 +197,7 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 	if limiter.ShardCountersOf(l, g) != nil {
 		t.Fatal("scope peer kept shard counters")
 	}
-	d4 := l.Decide(at(9), peerAt(S2), g)
+	d4 := l.Decide(at(9), limitertest.Peer(S2), g)
 	d2.Release()
 	d3.Release()
 	checkShards(t, "new, released under scope peer", next, 0, 0, 0)
@@ -210,9 +211,9 @@ func TestShardWorkersLiveEdit(t *testing.T) {
 
 // TestShardDecideDoesNotAllocate: the shard count costs no allocation.
 func TestShardDecideDoesNotAllocate(t *testing.T) {
-	l := newLimiter(t, testConfig(sharded(settings(0, 1000, 1_000_000, 30000, 1, 2), 5)))
+	l := limitertest.New(t, testConfig(sharded(limitertest.Hybrid{WindowMS: 1000, Leaky: 1_000_000, TickMS: 30000, Reduction: 1, Concurrency: 2}.Settings(), 5)))
 	g, _ := l.GroupID("test")
-	p := peerAt(S1a)
+	p := limitertest.Peer(S1a)
 	if n := testing.AllocsPerRun(200, func() {
 		d := l.Decide(at(2), p, g)
 		d.Release()
@@ -238,7 +239,7 @@ func TestShardByte(t *testing.T) {
 		{"2001:db8:0:12ab:ffff::1", 60, 0xa0},
 		{"2001:db8::17", 128, 0x17},
 	} {
-		k := peer.KeyFromAddr(peerAt(c.addr).Addr, c.prefix)
+		k := peer.KeyFromAddr(limitertest.Peer(c.addr).Addr, c.prefix)
 		if got := k.ShardByte(); got != c.want {
 			t.Errorf("%s/%d: %#x, want %#x", c.addr, c.prefix, got, c.want)
 		}
@@ -252,7 +253,7 @@ func TestShardByte(t *testing.T) {
 // sliding_window_duration ≤ the tick (there is no separate expiry);
 // 2.9.6 keeps them until they are older than the expiry (120000 here).
 func TestCleanup297(t *testing.T) {
-	s := settings(2, 1000, 0, 30000, 1, 10)
+	s := limitertest.Hybrid{Window: 2, WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings()
 	s.CleanupInterval = 5000 // ticks at 5000, 10000, …
 	steps := func(v limiter.ArweaveVersion) []step {
 		kept := check(5000, S1a, 0, 1, 0)
@@ -273,22 +274,22 @@ func TestCleanup297(t *testing.T) {
 		t.Run(v.String(), func(t *testing.T) {
 			cfg := testConfig(s)
 			cfg.ArweaveVersion = v
-			run(t, newLimiter(t, cfg), "test", steps(v))
+			run(t, limitertest.New(t, cfg), "test", steps(v))
 		})
 	}
 	// The group suite's peer_cleanup (window 1/1000, leaky 1, concurrency
 	// 2), its manual ticks placed on the schedule: leaky ticks every 5000,
 	// a cleanup tick at 20000 that leaves nothing.
-	pc := settings(1, 1000, 1, 5000, 1, 2)
+	pc := limitertest.Hybrid{Window: 1, WindowMS: 1000, Leaky: 1, TickMS: 5000, Reduction: 1, Concurrency: 2}.Settings()
 	pc.CleanupInterval = 20000
-	run(t, newLimiter(t, config297(pc)), "test", []step{
+	run(t, limitertest.New(t, config297(pc)), "test", []step{
 		req(1, S1a, "sliding"), req(20, S1a, "leaky").state(1, 1, 2), req(300, S1a, "concurrency").retryAfter(1),
 		release(400, 0), release(400, 1),
 		tick(5000), tick(10000), check(10000, S1a, 0, 1, 0),
 		tick(20000), gone(20000, S1a),
 	})
 	// The same tick applied lazily, by the peer's next decision.
-	l := newLimiter(t, config297(s))
+	l := limitertest.New(t, config297(s))
 	run(t, l, "test", []step{
 		req(4000, S1a, "sliding"), release(4000, 0), req(4500, S1a, "sliding"), release(4500, 2),
 		req(5000, S1a, "sliding").state(0, 2, 1), // 4000 dropped by the tick at 5000, 4500 kept
@@ -326,12 +327,12 @@ func TestReduce297(t *testing.T) {
 	}
 	for _, v := range []limiter.ArweaveVersion{limiter.Arweave296, limiter.Arweave297} {
 		t.Run(v.String(), func(t *testing.T) {
-			cfg := testConfig(settings(0, 1000, 5, 100000, 1, 10))
+			cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 5, TickMS: 100000, Reduction: 1, Concurrency: 10}.Settings())
 			cfg.ArweaveVersion = v
-			run(t, newLimiter(t, cfg), "test", leaky)
-			cfg = testConfig(settings(5, 1000, 0, 100000, 1, 9))
+			run(t, limitertest.New(t, cfg), "test", leaky)
+			cfg = testConfig(limitertest.Hybrid{Window: 5, WindowMS: 1000, Leaky: 0, TickMS: 100000, Reduction: 1, Concurrency: 9}.Settings())
 			cfg.ArweaveVersion = v
-			run(t, newLimiter(t, cfg), "test", sliding(v))
+			run(t, limitertest.New(t, cfg), "test", sliding(v))
 		})
 	}
 }
@@ -340,7 +341,7 @@ func TestReduce297(t *testing.T) {
 // one already out of the window (only cleanup ticks prune them): then the
 // reduction changes no decision. Before it expires, it frees a place.
 func TestReduce297OldestStored(t *testing.T) {
-	s := settings(2, 1000, 0, 30000, 1, 10)
+	s := limitertest.Hybrid{Window: 2, WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings()
 	for _, c := range []struct {
 		name  string
 		v     limiter.ArweaveVersion
@@ -368,7 +369,7 @@ func TestReduce297OldestStored(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig(s)
 			cfg.ArweaveVersion = c.v
-			run(t, newLimiter(t, cfg), "test", append([]step{
+			run(t, limitertest.New(t, cfg), "test", append([]step{
 				req(1, S1a, "sliding"), release(1, 0), req(500, S1a, "sliding"), release(500, 2),
 			}, c.steps...))
 		})

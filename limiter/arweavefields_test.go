@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"testing"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/ratelimit"
@@ -23,24 +24,24 @@ func TestArweaveFieldsThroughDecide(t *testing.T) {
 		group limiter.GroupSettings
 		calls []call
 	}{
-		{"peer_cleanup", settings(1, 1000, 1, 100000, 1, 2), []call{
+		{"peer_cleanup", limitertest.Hybrid{Window: 1, WindowMS: 1000, Leaky: 1, TickMS: 100000, Reduction: 1, Concurrency: 2}.Settings(), []call{
 			{1, false, [4]int64{2, 1, 0, 1}},
 			{20, false, [4]int64{2, 0, 1, 1}},
 			{300, false, [4]int64{2, 0, 1, 2}}, // concurrency
 		}},
-		{"leaky_manual_reduction_disabled", settings(0, 1000, 5, 100000, 1, 10), []call{
+		{"leaky_manual_reduction_disabled", limitertest.Hybrid{WindowMS: 1000, Leaky: 5, TickMS: 100000, Reduction: 1, Concurrency: 10}.Settings(), []call{
 			{1, false, [4]int64{5, 4, 99, 1}},
 			{20, false, [4]int64{5, 3, 99, 1}},
 			{4001, false, [4]int64{5, 2, 95, 1}},
 			{10001, false, [4]int64{5, 1, 89, 1}},
 		}},
-		{"sliding_manual_reduction_disabled", settings(5, 1000, 0, 100000, 1, 10), []call{
+		{"sliding_manual_reduction_disabled", limitertest.Hybrid{Window: 5, WindowMS: 1000, Leaky: 0, TickMS: 100000, Reduction: 1, Concurrency: 10}.Settings(), []call{
 			{1, false, [4]int64{5, 4, 0, 1}},
 			{20, false, [4]int64{5, 3, 1, 2}},
 			{41, false, [4]int64{5, 2, 1, 3}},
 			{101, false, [4]int64{5, 1, 1, 4}},
 		}},
-		{"integration: window 3/2000, leaky 45000", settings(3, 2000, 45000, 3600000, 1, 500000), []call{
+		{"integration: window 3/2000, leaky 45000", limitertest.Hybrid{Window: 3, WindowMS: 2000, Leaky: 45000, TickMS: 3600000, Reduction: 1, Concurrency: 500000}.Settings(), []call{
 			{0, true, [4]int64{45003, 45002, 0, 1}},
 			{1, true, [4]int64{45003, 45001, 1, 2}},
 			{2, true, [4]int64{45003, 45000, 1, 3}},
@@ -49,10 +50,10 @@ func TestArweaveFieldsThroughDecide(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newLimiter(t, testConfig(tc.group))
+			l := limitertest.New(t, testConfig(tc.group))
 			g, _ := l.GroupID("test")
 			for i, c := range tc.calls {
-				d := l.Decide(at(c.at), peerAt(A), g)
+				d := l.Decide(at(c.at), limitertest.Peer(A), g)
 				f, ok := d.Arweave()
 				if !ok {
 					t.Fatalf("call %d: no fields", i+1)
@@ -73,13 +74,13 @@ func TestArweaveFieldsThroughDecide(t *testing.T) {
 
 // TestArweaveFieldsAbsent: replies that are not limited carry no field.
 func TestArweaveFieldsAbsent(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 1, 30000, 1, 5))
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 1, TickMS: 30000, Reduction: 1, Concurrency: 5}.Settings())
 	off := cfg.Groups["general"]
 	off.Mode = limiter.ModeOff
 	cfg.Groups["general"] = off
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("general")
-	if d := l.Decide(at(0), peerAt(A), g); d.Allowed {
+	if d := l.Decide(at(0), limitertest.Peer(A), g); d.Allowed {
 		if _, ok := d.Arweave(); ok {
 			t.Error("a mode off group's decision has fields")
 		}
@@ -89,12 +90,12 @@ func TestArweaveFieldsAbsent(t *testing.T) {
 		t.Error("the zero decision has fields")
 	}
 	// A dry_run would-be rejection gets the rejection's fields.
-	dry := settings(0, 1000, 1, 30000, 1, 5)
+	dry := limitertest.Hybrid{WindowMS: 1000, Leaky: 1, TickMS: 30000, Reduction: 1, Concurrency: 5}.Settings()
 	dry.Mode = limiter.ModeDryRun
-	l = newLimiter(t, testConfig(dry))
+	l = limitertest.New(t, testConfig(dry))
 	tg, _ := l.GroupID("test")
-	l.Decide(at(0), peerAt(A), tg)
-	d := l.Decide(at(1), peerAt(A), tg)
+	l.Decide(at(0), limitertest.Peer(A), tg)
+	d := l.Decide(at(1), limitertest.Peer(A), tg)
 	f, ok := d.Arweave()
 	if !d.WouldReject || !ok || f.Remaining != 0 || f.Reset != 29 {
 		t.Errorf("dry_run would-reject: %+v %v %+v", d, ok, f)
@@ -180,10 +181,10 @@ func TestArweaveFieldsAlgorithms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := limiter.ArweaveGroups()[limiter.GroupGeneral]
 			s.Algorithm, s.Limit, s.Period, s.ConcurrencyLimit, s.Mode = tc.k, tc.limit, tc.period, tc.conc, tc.mode
-			l := newLimiter(t, testConfig(s))
+			l := limitertest.New(t, testConfig(s))
 			g, _ := l.GroupID("test")
 			for i, c := range tc.calls {
-				d := l.Decide(at(c.at), peerAt(A), g)
+				d := l.Decide(at(c.at), limitertest.Peer(A), g)
 				f, ok := d.Arweave()
 				if !ok {
 					t.Fatalf("call %d: no fields", i+1)

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
@@ -73,14 +74,14 @@ func newFake(t *testing.T, cfg limiter.Config, out limiter.Outcome) (*limiter.Li
 // RateLimit fields, in enforce and in dry_run alike (dry_run lets through
 // what the limits reject, and no limit was evaluated), and counts it.
 func TestBackendUnavailable(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 10, 30000, 10, 10))
-	dry := settings(0, 1000, 10, 30000, 10, 10)
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings())
+	dry := limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings()
 	dry.Mode = limiter.ModeDryRun
 	cfg.Groups["dry"] = dry
 	l, f := newFake(t, cfg, limiter.Outcome{Reason: limiter.ReasonUnavailable, RetryAfter: 2})
 	for _, group := range []string{"test", "dry"} {
 		g, _ := l.GroupID(group)
-		d := l.Decide(at(0), peerAt(A), g)
+		d := l.Decide(at(0), limitertest.Peer(A), g)
 		if d.Allowed || d.WouldReject || d.Reason != limiter.ReasonUnavailable || d.Limited || d.Group != g || d.RetryAfter != 2 {
 			t.Fatalf("%s: %+v", group, d)
 		}
@@ -108,9 +109,9 @@ func TestBackendUnavailable(t *testing.T) {
 // and the zero Handle; Decide admits without limits (no RateLimit fields)
 // and hands the Handle back on Release.
 func TestBackendFailOpen(t *testing.T) {
-	l, f := newFake(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)), limiter.Outcome{Via: limiter.ViaUnlimited})
+	l, f := newFake(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings()), limiter.Outcome{Via: limiter.ViaUnlimited})
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(0), peerAt(A), g)
+	d := l.Decide(at(0), limitertest.Peer(A), g)
 	if !d.Allowed || d.Via != limiter.ViaUnlimited || d.Limited || d.WouldReject || d.Reason != limiter.ReasonNone {
 		t.Fatalf("%+v", d)
 	}
@@ -135,7 +136,7 @@ func TestMemoryBackend(t *testing.T) {
 			t.Fatal("the memory backend lacks an optional interface")
 		}
 	}
-	cfg := testConfig(settings(1, 1000, 1, 30000, 1, 10))
+	cfg := testConfig(limitertest.Hybrid{Window: 1, WindowMS: 1000, Leaky: 1, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings())
 	own, err := limiter.New(memory.New(), t0, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +147,7 @@ func TestMemoryBackend(t *testing.T) {
 	}
 	g, _ := own.GroupID("test")
 	for i := range 4 {
-		a, c := own.Decide(at(int64(i)), peerAt(A), g), sep.Decide(at(int64(i)), peerAt(A), g)
+		a, c := own.Decide(at(int64(i)), limitertest.Peer(A), g), sep.Decide(at(int64(i)), limitertest.Peer(A), g)
 		if a.Allowed != c.Allowed || a.Via != c.Via || a.Reason != c.Reason || a.Quota() != c.Quota() {
 			t.Fatalf("decision %d: own %+v, separate %+v", i, a, c)
 		}
@@ -159,10 +160,10 @@ func TestMemoryBackend(t *testing.T) {
 // handle goes back to the backend that made it exactly once, and a dry_run
 // group lets the backend's rejections through.
 func TestBackendSeam(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 10, 30000, 10, 10))
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings())
 	cfg.Exempt = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
-	off := settings(0, 1000, 10, 30000, 10, 10)
+	off := limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings()
 	off.Mode = limiter.ModeOff
 	cfg.Groups["off"] = off
 	l, f := newFake(t, cfg, limiter.Outcome{Via: limiter.ViaLeaky})
@@ -170,17 +171,17 @@ func TestBackendSeam(t *testing.T) {
 	gOff, _ := l.GroupID("off")
 
 	// Denied, exempt, mode off, switch off: the backend is never asked.
-	if d := l.Decide(at(0), peerAt("203.0.113.9"), g); d.Allowed || d.Reason != limiter.ReasonDenied {
+	if d := l.Decide(at(0), limitertest.Peer("203.0.113.9"), g); d.Allowed || d.Reason != limiter.ReasonDenied {
 		t.Fatalf("denied: %+v", d)
 	}
-	if d := l.Decide(at(0), peerAt("10.1.2.3"), g); !d.Allowed || d.Via != limiter.ViaUnlimited || d.Group != limiter.LocalPeers {
+	if d := l.Decide(at(0), limitertest.Peer("10.1.2.3"), g); !d.Allowed || d.Via != limiter.ViaUnlimited || d.Group != limiter.LocalPeers {
 		t.Fatalf("exempt: %+v", d)
 	}
-	if d := l.Decide(at(0), peerAt(A), gOff); !d.Allowed || d.Via != limiter.ViaUnlimited {
+	if d := l.Decide(at(0), limitertest.Peer(A), gOff); !d.Allowed || d.Via != limiter.ViaUnlimited {
 		t.Fatalf("off: %+v", d)
 	}
 	l.SetEnabled(false)
-	if d := l.Decide(at(0), peerAt(A), g); !d.Allowed || d.Via != limiter.ViaUnlimited {
+	if d := l.Decide(at(0), limitertest.Peer(A), g); !d.Allowed || d.Via != limiter.ViaUnlimited {
 		t.Fatalf("switch off: %+v", d)
 	}
 	l.SetEnabled(true)
@@ -188,11 +189,11 @@ func TestBackendSeam(t *testing.T) {
 		t.Fatalf("the backend was asked %d times before any limited decision", f.admits)
 	}
 
-	d := l.Decide(at(5), peerAt(A), g)
+	d := l.Decide(at(5), limitertest.Peer(A), g)
 	if !d.Allowed || d.Via != limiter.ViaLeaky || !d.Limited || f.admits != 1 {
 		t.Fatalf("%+v, admits %d", d, f.admits)
 	}
-	if f.keys[0] != peerAt(A).Key || f.groups[0] != "test" {
+	if f.keys[0] != limitertest.Peer(A).Key || f.groups[0] != "test" {
 		t.Fatalf("asked for %v in %q", f.keys[0], f.groups[0])
 	}
 	if q := d.Quota(); q.BucketRemaining != 3 || q.BucketReset != 1000 || q.BucketLimit != 10 {
@@ -205,27 +206,27 @@ func TestBackendSeam(t *testing.T) {
 	}
 
 	// Reduce: the policy answers for local_peers and a disabled group.
-	if r := l.Reduce(at(6), peerAt(A).Key, g); r != limiter.Reduced || f.reduces != 1 {
+	if r := l.Reduce(at(6), limitertest.Peer(A).Key, g); r != limiter.Reduced || f.reduces != 1 {
 		t.Fatalf("reduce %v, backend asked %d times", r, f.reduces)
 	}
-	if r := l.Reduce(at(6), peerAt(A).Key, limiter.LocalPeers); r != limiter.ReduceNoop || f.reduces != 1 {
+	if r := l.Reduce(at(6), limitertest.Peer(A).Key, limiter.LocalPeers); r != limiter.ReduceNoop || f.reduces != 1 {
 		t.Fatalf("reduce local_peers %v", r)
 	}
 	// Forget asks once per limited group.
 	groups := len(l.Groups()) - 1
-	if n := l.Forget(peerAt(A).Key); n != groups || f.forgets != groups {
+	if n := l.Forget(limitertest.Peer(A).Key); n != groups || f.forgets != groups {
 		t.Fatalf("forget %d, backend asked %d times, %d groups", n, f.forgets, groups)
 	}
 
 	// dry_run: the backend's rejection is let through, holding no slot.
 	f.out = limiter.Outcome{Reason: limiter.ReasonConcurrency, RetryAfter: 1}
-	dry := settings(0, 1000, 10, 30000, 10, 10)
+	dry := limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings()
 	dry.Mode = limiter.ModeDryRun
 	cfg.Groups["test"] = dry
 	if _, err := l.Apply(at(7), cfg); err != nil {
 		t.Fatal(err)
 	}
-	d = l.Decide(at(8), peerAt(A), g)
+	d = l.Decide(at(8), limitertest.Peer(A), g)
 	if !d.Allowed || !d.WouldReject || d.Reason != limiter.ReasonConcurrency {
 		t.Fatalf("dry_run: %+v", d)
 	}
@@ -243,12 +244,12 @@ func TestBackendSeam(t *testing.T) {
 // TestBackendWithoutOptionalInterfaces: with a backend that offers no
 // views, snapshots, sweeps or counters, the Limiter goes without them.
 func TestBackendWithoutOptionalInterfaces(t *testing.T) {
-	l, _ := newFake(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)), limiter.Outcome{Via: limiter.ViaLeaky})
+	l, _ := newFake(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings()), limiter.Outcome{Via: limiter.ViaLeaky})
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(0), peerAt(A), g)
+	d := l.Decide(at(0), limitertest.Peer(A), g)
 	defer d.Release()
 	l.Tick(at(60000))
-	if v := l.Peer(at(1), peerAt(A).Key); v != nil {
+	if v := l.Peer(at(1), limitertest.Peer(A).Key); v != nil {
 		t.Fatalf("views %+v", v)
 	}
 	l.Each(at(1), func(limiter.EntryView) bool { t.Fatal("an entry"); return false })
@@ -272,11 +273,11 @@ func TestBackendWithoutOptionalInterfaces(t *testing.T) {
 // local backend and on another.
 func TestReleaseDoesNotAllocate(t *testing.T) {
 	const runs = 200
-	local := newLimiter(t, testConfig(settings(0, 1000, 1_000_000, 30000, 1, 1_000_000)))
-	fake, _ := newFake(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)), limiter.Outcome{Via: limiter.ViaLeaky})
+	local := limitertest.New(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 1_000_000, TickMS: 30000, Reduction: 1, Concurrency: 1_000_000}.Settings()))
+	fake, _ := newFake(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings()), limiter.Outcome{Via: limiter.ViaLeaky})
 	for name, l := range map[string]*limiter.Limiter{"local": local, "fake": fake} {
 		g, _ := l.GroupID("test")
-		p := peerAt(A)
+		p := limitertest.Peer(A)
 		held := make([]limiter.Decision, runs+1)
 		for i := range held {
 			if held[i] = l.Decide(at(1), p, g); !held[i].Allowed {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/peer"
@@ -11,7 +12,7 @@ import (
 
 // floodPeer is the i-th peer of a flood, outside 192.0.2.0/24.
 func floodPeer(i int) peer.Peer {
-	return peerAt(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
+	return limitertest.Peer(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
 }
 
 // TestEvictionExhaustFloodStillLimited is the flood scenario: a peer
@@ -33,7 +34,7 @@ func TestEvictionExhaustFloodStillLimited(t *testing.T) {
 		capacity int
 	}{
 		// Window 5 a minute, then 10 tokens that leak in an hour.
-		{"hybrid", settings(5, 60_000, 10, 3_600_000, 1, 10), big},
+		{"hybrid", limitertest.Hybrid{Window: 5, WindowMS: 60_000, Leaky: 10, TickMS: 3_600_000, Reduction: 1, Concurrency: 10}.Settings(), big},
 		{"token_bucket", algoSettings(algo.TokenBucket, 10, 3_600_000, 0, 10), 2000},
 		{"gcra", algoSettings(algo.GCRA, 10, 3_600_000, 0, 10), 2000},
 		{"fixed_window", algoSettings(algo.FixedWindow, 10, 3_600_000, 0, 10), 2000},
@@ -45,9 +46,9 @@ func TestEvictionExhaustFloodStillLimited(t *testing.T) {
 			flood := capacity * 3 / 2
 			cfg := testConfig(tc.s)
 			cfg.MaxTracked = capacity
-			l := newLimiter(t, cfg)
+			l := limitertest.New(t, cfg)
 			g, _ := l.GroupID("test")
-			abuser, polite := peerAt("192.0.2.66"), peerAt("192.0.2.7")
+			abuser, polite := limitertest.Peer("192.0.2.66"), limitertest.Peer("192.0.2.7")
 			// The abuser exhausts its limits at second 0.
 			admitted := 0
 			for {
@@ -111,11 +112,11 @@ func TestEvictionExhaustFloodStillLimited(t *testing.T) {
 // state even when it is newer; among entries that carry state, the one
 // idle longest goes; after a sweep, a lapsed state is graded light again.
 func TestEvictionPrefersLight(t *testing.T) {
-	cfg := testConfig(settings(2, 60_000, 0, 3_600_000, 1, 10)) // 2 a minute
+	cfg := testConfig(limitertest.Hybrid{Window: 2, WindowMS: 60_000, Leaky: 0, TickMS: 3_600_000, Reduction: 1, Concurrency: 10}.Settings()) // 2 a minute
 	cfg.MaxTracked = 3
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
-	a, b, c, d, e := peerAt("192.0.2.1"), peerAt("192.0.2.2"), peerAt("192.0.2.3"), peerAt("192.0.2.4"), peerAt("192.0.2.5")
+	a, b, c, d, e := limitertest.Peer("192.0.2.1"), limitertest.Peer("192.0.2.2"), limitertest.Peer("192.0.2.3"), limitertest.Peer("192.0.2.4"), limitertest.Peer("192.0.2.5")
 	decideRelease(l, at(0), a, g) // a: limited at 0 s
 	decideRelease(l, at(0), a, g)
 	decideRelease(l, at(5_000), b, g) // b: light at 5 s
@@ -153,10 +154,10 @@ func TestEvictionPrefersLight(t *testing.T) {
 // before the newcomers do.
 func TestEvictionResurveys(t *testing.T) {
 	const capacity, flood = 20_000, 10_000
-	cfg := testConfig(settings(0, 1000, 1000, 3_600_000, 1, 10))
-	cfg.Groups["strict"] = settings(1, 60_000, 0, 3_600_000, 1, 10)
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 1000, TickMS: 3_600_000, Reduction: 1, Concurrency: 10}.Settings())
+	cfg.Groups["strict"] = limitertest.Hybrid{Window: 1, WindowMS: 60_000, Leaky: 0, TickMS: 3_600_000, Reduction: 1, Concurrency: 10}.Settings()
 	cfg.MaxTracked = capacity
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	strict, _ := l.GroupID("strict")
 	for i := range capacity + 1 { // the last one evicts: a survey

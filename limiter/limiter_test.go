@@ -1,19 +1,19 @@
 package limiter_test
 
 import (
-	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // t0 is the fake timeline's origin: every group's tick 0 falls here.
-var t0 = time.UnixMilli(1_700_000_000_000)
+var t0 = limitertest.T0
 
-func at(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+// at is limitertest.At: t0 plus ms milliseconds.
+func at(ms int64) time.Time { return limitertest.At(ms) }
 
 // testConfig returns the shipped Arweave groups and routes plus a group
 // "test" with the given settings, and no exempt peers.
@@ -21,20 +21,6 @@ func testConfig(test limiter.GroupSettings) limiter.Config {
 	groups := limiter.ArweaveGroups()
 	groups["test"] = test
 	return limiter.Config{Groups: groups, Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
-}
-
-func settings(window, duration, leaky, interval, reduction, concurrency int64) limiter.GroupSettings {
-	return limiter.GroupSettings{
-		SlidingWindowLimit: window, SlidingWindowDuration: duration,
-		CleanupInterval: 120000, CleanupExpiry: 120000,
-		LeakyLimit: leaky, LeakyTickInterval: interval, LeakyTickReduction: reduction,
-		ConcurrencyLimit: concurrency,
-	}
-}
-
-func peerAt(s string) peer.Peer {
-	a := netip.MustParseAddr(s)
-	return peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}
 }
 
 // step is one event on the fake timeline. op is "req" (decide; the
@@ -123,7 +109,7 @@ func run(t *testing.T, l *limiter.Limiter, group string, steps []step) {
 		now := at(s.at)
 		var p peer.Peer
 		if s.peer != "" {
-			p = peerAt(s.peer)
+			p = limitertest.Peer(s.peer)
 		}
 		switch s.op {
 		case "req":
@@ -184,15 +170,6 @@ func run(t *testing.T, l *limiter.Limiter, group string, steps []step) {
 	}
 }
 
-func newLimiter(t testing.TB, cfg limiter.Config) *limiter.Limiter {
-	t.Helper()
-	l, err := limiter.New(memory.New(), t0, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 const A, B = "192.0.2.1", "192.0.2.2"
 
 // The scenarios of the Arweave node's limiter tests, as step tables.
@@ -205,7 +182,7 @@ func TestArweaveScenarios(t *testing.T) {
 		{
 			name: "simple sliding window",
 			// 2 per 1000 ms, no bucket: the third request in a second is refused.
-			group: settings(2, 1000, 0, 30000, 1, 10),
+			group: limitertest.Hybrid{Window: 2, WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings(),
 			steps: []step{
 				req(0, A, "sliding").state(0, 1, 1),
 				req(10, A, "sliding").state(0, 2, 2),
@@ -220,7 +197,7 @@ func TestArweaveScenarios(t *testing.T) {
 		{
 			name: "leaky bucket happy path",
 			// No window: every request takes a token; 3 tokens, 1 back per second.
-			group: settings(0, 1000, 3, 1000, 1, 10),
+			group: limitertest.Hybrid{WindowMS: 1000, Leaky: 3, TickMS: 1000, Reduction: 1, Concurrency: 10}.Settings(),
 			steps: []step{
 				req(0, A, "leaky").state(1, 0, 1),
 				req(1, A, "leaky").state(2, 0, 2),
@@ -238,7 +215,7 @@ func TestArweaveScenarios(t *testing.T) {
 		},
 		{
 			name:  "rejection by concurrency",
-			group: settings(0, 1000, 100, 30000, 100, 2),
+			group: limitertest.Hybrid{WindowMS: 1000, Leaky: 100, TickMS: 30000, Reduction: 100, Concurrency: 2}.Settings(),
 			steps: []step{
 				req(0, A, "leaky").state(1, 0, 1),
 				req(1, A, "leaky").state(2, 0, 2),
@@ -255,7 +232,7 @@ func TestArweaveScenarios(t *testing.T) {
 			name: "rejection by leaky rate",
 			// The window admits 1 per second, then 2 tokens; Retry-After is
 			// the next tick (30 s) unless the window frees up sooner.
-			group: settings(1, 1000, 2, 30000, 2, 100),
+			group: limitertest.Hybrid{Window: 1, WindowMS: 1000, Leaky: 2, TickMS: 30000, Reduction: 2, Concurrency: 100}.Settings(),
 			steps: []step{
 				req(0, A, "sliding").state(0, 1, 1),
 				req(100, A, "leaky").state(1, 1, 2),
@@ -271,7 +248,7 @@ func TestArweaveScenarios(t *testing.T) {
 			name: "window and bucket both exhausted",
 			// leaky_limit 0: a window overflow is always refused; Retry-After
 			// comes from the window alone.
-			group: settings(2, 5000, 0, 30000, 1, 100),
+			group: limitertest.Hybrid{Window: 2, WindowMS: 5000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 100}.Settings(),
 			steps: []step{
 				req(0, A, "sliding"),
 				req(1000, A, "sliding"),
@@ -282,7 +259,7 @@ func TestArweaveScenarios(t *testing.T) {
 		},
 		{
 			name:  "bucket exhausted with no window: Retry-After is the next tick",
-			group: settings(0, 1000, 2, 30000, 2, 100),
+			group: limitertest.Hybrid{WindowMS: 1000, Leaky: 2, TickMS: 30000, Reduction: 2, Concurrency: 100}.Settings(),
 			steps: []step{
 				req(0, A, "leaky"),
 				req(0, A, "leaky"),
@@ -294,7 +271,7 @@ func TestArweaveScenarios(t *testing.T) {
 		{
 			name: "peer cleanup by leaky ticks",
 			// 2 tokens, 1 back per tick: 2 ticks drain, the third deletes.
-			group: settings(0, 1000, 5, 1000, 1, 10),
+			group: limitertest.Hybrid{WindowMS: 1000, Leaky: 5, TickMS: 1000, Reduction: 1, Concurrency: 10}.Settings(),
 			steps: []step{
 				req(0, A, "leaky"), req(0, A, "leaky"),
 				release(1, 0), release(1, 1),
@@ -330,7 +307,7 @@ func TestArweaveScenarios(t *testing.T) {
 		},
 		{
 			name:  "manual reduction",
-			group: settings(0, 1000, 3, 30000, 3, 10),
+			group: limitertest.Hybrid{WindowMS: 1000, Leaky: 3, TickMS: 30000, Reduction: 3, Concurrency: 10}.Settings(),
 			steps: []step{
 				reduce(0, A, "noop"), // never creates an entry
 				gone(0, A),
@@ -345,7 +322,7 @@ func TestArweaveScenarios(t *testing.T) {
 		{
 			name: "manual reduction disabled",
 			group: func() limiter.GroupSettings {
-				s := settings(0, 1000, 3, 30000, 3, 10)
+				s := limitertest.Hybrid{WindowMS: 1000, Leaky: 3, TickMS: 30000, Reduction: 3, Concurrency: 10}.Settings()
 				s.ManualReductionDisabled = true
 				return s
 			}(),
@@ -357,7 +334,7 @@ func TestArweaveScenarios(t *testing.T) {
 		{
 			name: "dry run decides like enforce but lets rejections through",
 			group: func() limiter.GroupSettings {
-				s := settings(0, 1000, 1, 30000, 1, 10)
+				s := limitertest.Hybrid{WindowMS: 1000, Leaky: 1, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings()
 				s.Mode = limiter.ModeDryRun
 				return s
 			}(),
@@ -371,7 +348,7 @@ func TestArweaveScenarios(t *testing.T) {
 		{
 			name: "mode off admits everything and tracks nothing",
 			group: func() limiter.GroupSettings {
-				s := settings(0, 1000, 0, 30000, 1, 1)
+				s := limitertest.Hybrid{WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 1}.Settings()
 				s.Mode = limiter.ModeOff
 				return s
 			}(),
@@ -382,7 +359,7 @@ func TestArweaveScenarios(t *testing.T) {
 		},
 		{
 			name:  "zero limits never mean unlimited",
-			group: settings(0, 1000, 0, 30000, 1, 10),
+			group: limitertest.Hybrid{WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings(),
 			steps: []step{
 				req(0, A, "rate_limit"),
 				gone(0, A),
@@ -390,7 +367,7 @@ func TestArweaveScenarios(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newLimiter(t, testConfig(tc.group))
+			l := limitertest.New(t, testConfig(tc.group))
 			run(t, l, "test", tc.steps)
 		})
 	}
@@ -403,26 +380,26 @@ func TestWindowExpiryBoundary(t *testing.T) {
 		now    int64
 		active int64
 	}{{1100, 2}, {1499, 2}, {1500, 1}, {1501, 0}} {
-		l := newLimiter(t, testConfig(settings(3, 1000, 0, 30000, 1, 10)))
+		l := limitertest.New(t, testConfig(limitertest.Hybrid{Window: 3, WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings()))
 		g, _ := l.GroupID("test")
 		for _, ts := range []int64{1, 500, 501} {
-			d := l.Decide(at(ts), peerAt(A), g)
+			d := l.Decide(at(ts), limitertest.Peer(A), g)
 			if d.Via != limiter.ViaSliding {
 				t.Fatalf("admission at %d: %+v", ts, d)
 			}
 			d.Release()
 		}
-		v := l.Peer(at(tc.now), peerAt(A).Key)
+		v := l.Peer(at(tc.now), limitertest.Peer(A).Key)
 		if len(v) != 1 || v[0].WindowActive != tc.active {
 			t.Fatalf("now=%d: %+v, want %d active", tc.now, v, tc.active)
 		}
 		// And the decision agrees: with limit 3, room for 3-active.
 		for i := int64(0); i < 3-tc.active; i++ {
-			if d := l.Decide(at(tc.now), peerAt(A), g); d.Via != limiter.ViaSliding {
+			if d := l.Decide(at(tc.now), limitertest.Peer(A), g); d.Via != limiter.ViaSliding {
 				t.Fatalf("now=%d request %d: %+v", tc.now, i, d)
 			}
 		}
-		if d := l.Decide(at(tc.now), peerAt(A), g); d.Allowed {
+		if d := l.Decide(at(tc.now), limitertest.Peer(A), g); d.Allowed {
 			t.Fatalf("now=%d: window should be full", tc.now)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 )
@@ -26,7 +27,7 @@ func (o *observations) Observe(x *limiter.Observation) {
 // group; a request on an exempt path is observed only when its peer is
 // denied.
 func TestObserver(t *testing.T) {
-	cfg := testConfig(settings(1, 1000, 1, 30000, 1, 1))
+	cfg := testConfig(limitertest.Hybrid{Window: 1, WindowMS: 1000, Leaky: 1, TickMS: 30000, Reduction: 1, Concurrency: 1}.Settings())
 	cfg.Routes = append([]limiter.RouteRule{{Group: "test", Paths: []string{"/test/**"}}}, cfg.Routes...)
 	cfg.ExemptPaths = []string{"/free/**"}
 	cfg.Exempt = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
@@ -37,7 +38,7 @@ func TestObserver(t *testing.T) {
 		t.Fatal(err)
 	}
 	test, _ := l.GroupID("test")
-	a, denied, exempt := peerAt("203.0.113.1"), peerAt("192.0.2.66"), peerAt("10.1.2.3")
+	a, denied, exempt := limitertest.Peer("203.0.113.1"), limitertest.Peer("192.0.2.66"), limitertest.Peer("10.1.2.3")
 	check := func(ms int64, path string, p limiter.Request) limiter.Decision {
 		p.Method, p.Path = "GET", path
 		return l.Check(at(ms), p)
@@ -71,7 +72,7 @@ func TestObserver(t *testing.T) {
 // path is classified into its group and decided there, and the route's
 // reduce_on_status is reported by RefundsOn.
 func TestCheckPolicy(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 1, 30000, 1, 10))
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 1, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings())
 	cfg.Routes = append([]limiter.RouteRule{{Group: "test", Paths: []string{"/tx"}, Methods: []string{"POST"}, ReduceOnStatus: []int{200}}}, cfg.Routes...)
 	cfg.ExemptPaths = []string{"/free/**"}
 	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("192.0.2.66/32")}
@@ -81,12 +82,12 @@ func TestCheckPolicy(t *testing.T) {
 	}
 	test, _ := l.GroupID("test")
 	general, _ := l.GroupID(limiter.GroupGeneral)
-	a := peerAt("203.0.113.1")
+	a := limitertest.Peer("203.0.113.1")
 	free := l.Check(at(1), limiter.Request{Method: "GET", Path: "/free/x", Peer: a})
 	if !free.Allowed || !free.OnExemptPath() || free.Limited || free.Holds() {
 		t.Fatalf("exempt path: %+v", free)
 	}
-	if d := l.Check(at(2), limiter.Request{Method: "GET", Path: "/free/x", Peer: peerAt("192.0.2.66")}); d.Allowed || d.Reason != limiter.ReasonDenied || !d.OnExemptPath() {
+	if d := l.Check(at(2), limiter.Request{Method: "GET", Path: "/free/x", Peer: limitertest.Peer("192.0.2.66")}); d.Allowed || d.Reason != limiter.ReasonDenied || !d.OnExemptPath() {
 		t.Fatalf("denied on an exempt path: %+v", d)
 	}
 	tx := l.Check(at(3), limiter.Request{Method: "POST", Path: "/tx", Peer: a})

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
@@ -38,7 +39,7 @@ func TestPure(t *testing.T) {
 // TestConcurrentOnePeer: 2000 goroutines on one peer with leaky_limit 450
 // get exactly 450 admissions.
 func TestConcurrentOnePeer(t *testing.T) {
-	l := newLimiter(t, testConfig(settings(0, 1000, 450, 30000, 450, 150)))
+	l := limitertest.New(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 450, TickMS: 30000, Reduction: 450, Concurrency: 150}.Settings()))
 	g, _ := l.GroupID(limiter.GroupGeneral)
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -48,7 +49,7 @@ func TestConcurrentOnePeer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			d := l.Decide(at(5), peerAt(A), g)
+			d := l.Decide(at(5), limitertest.Peer(A), g)
 			defer d.Release()
 			if d.Allowed {
 				admitted.Add(1)
@@ -71,7 +72,7 @@ func TestConcurrentOnePeer(t *testing.T) {
 
 // TestConcurrentManyPeers: 150 peers × 600 calls → 450 × 150 admitted.
 func TestConcurrentManyPeers(t *testing.T) {
-	l := newLimiter(t, testConfig(settings(0, 1000, 450, 30000, 450, 150)))
+	l := limitertest.New(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 450, TickMS: 30000, Reduction: 450, Concurrency: 150}.Settings()))
 	g, _ := l.GroupID(limiter.GroupGeneral)
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -80,7 +81,7 @@ func TestConcurrentManyPeers(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pr := peerAt(fmt.Sprintf("198.51.100.%d", p))
+				pr := limitertest.Peer(fmt.Sprintf("198.51.100.%d", p))
 				for i := 0; i < 150; i++ {
 					d := l.Decide(at(5), pr, g)
 					if d.Allowed {
@@ -101,18 +102,18 @@ func TestConcurrentManyPeers(t *testing.T) {
 }
 
 func TestExemptDenySwitch(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 1, 30000, 1, 10))
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 1, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings())
 	cfg.Exempt = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 	cfg.Deny = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	for i := 0; i < 5; i++ {
-		d := l.Decide(at(0), peerAt("10.1.2.3"), g)
+		d := l.Decide(at(0), limitertest.Peer("10.1.2.3"), g)
 		if !d.Allowed || d.Via != limiter.ViaUnlimited || d.Group != limiter.LocalPeers || d.Limited {
 			t.Fatalf("exempt peer: %+v", d)
 		}
 	}
-	if d := l.Decide(at(0), peerAt("203.0.113.9"), g); d.Allowed || d.Reason != limiter.ReasonDenied {
+	if d := l.Decide(at(0), limitertest.Peer("203.0.113.9"), g); d.Allowed || d.Reason != limiter.ReasonDenied {
 		t.Fatalf("denied peer: %+v", d)
 	}
 	if l.Tracked() != 0 {
@@ -124,45 +125,45 @@ func TestExemptDenySwitch(t *testing.T) {
 	}
 
 	// The global switch: off admits with no state change, on restores limits.
-	if d := l.Decide(at(1), peerAt(A), g); d.Via != limiter.ViaLeaky {
+	if d := l.Decide(at(1), limitertest.Peer(A), g); d.Via != limiter.ViaLeaky {
 		t.Fatalf("%+v", d)
 	}
 	l.SetEnabled(false)
 	for i := 0; i < 3; i++ {
-		if d := l.Decide(at(2), peerAt(A), g); d.Via != limiter.ViaUnlimited {
+		if d := l.Decide(at(2), limitertest.Peer(A), g); d.Via != limiter.ViaUnlimited {
 			t.Fatalf("switch off: %+v", d)
 		}
 	}
-	if d := l.Decide(at(2), peerAt("203.0.113.9"), g); d.Reason != limiter.ReasonDenied {
+	if d := l.Decide(at(2), limitertest.Peer("203.0.113.9"), g); d.Reason != limiter.ReasonDenied {
 		t.Fatalf("deny applies with the switch off: %+v", d)
 	}
 	l.SetEnabled(true)
-	if d := l.Decide(at(3), peerAt(A), g); d.Reason != limiter.ReasonRateLimit {
+	if d := l.Decide(at(3), limitertest.Peer(A), g); d.Reason != limiter.ReasonRateLimit {
 		t.Fatalf("switch on again: %+v", d)
 	}
 }
 
 func TestMaxTrackedEvictsLongestIdle(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 10, 30000, 10, 10))
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings())
 	cfg.MaxTracked = 3
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	// Peers seen at 0 s, 1 s, 2 s; then the first is seen again at 3 s.
 	for i, p := range []string{"192.0.2.10", "192.0.2.11", "192.0.2.12", "192.0.2.10"} {
-		d := l.Decide(at(int64(i)*1000), peerAt(p), g)
+		d := l.Decide(at(int64(i)*1000), limitertest.Peer(p), g)
 		d.Release()
 	}
 	// A fourth peer evicts .11, idle longest.
-	d := l.Decide(at(4000), peerAt("192.0.2.13"), g)
+	d := l.Decide(at(4000), limitertest.Peer("192.0.2.13"), g)
 	d.Release()
 	if l.Tracked() != 3 {
 		t.Fatalf("tracked %d, want 3", l.Tracked())
 	}
-	if v := l.Peer(at(4000), peerAt("192.0.2.11").Key); len(v) != 0 {
+	if v := l.Peer(at(4000), limitertest.Peer("192.0.2.11").Key); len(v) != 0 {
 		t.Fatalf(".11 should have been evicted: %+v", v)
 	}
 	for _, p := range []string{"192.0.2.10", "192.0.2.12", "192.0.2.13"} {
-		if v := l.Peer(at(4000), peerAt(p).Key); len(v) != 1 {
+		if v := l.Peer(at(4000), limitertest.Peer(p).Key); len(v) != 1 {
 			t.Fatalf("%s should be tracked", p)
 		}
 	}
@@ -174,79 +175,79 @@ func TestMaxTrackedEvictsLongestIdle(t *testing.T) {
 // TestMaxTrackedClosedGroup: a new peer in a closed group is rejected and
 // keeps nothing, so it evicts nobody.
 func TestMaxTrackedClosedGroup(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 10, 30000, 10, 10))
-	cfg.Groups["closed"] = settings(0, 1000, 0, 30000, 1, 10)
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings())
+	cfg.Groups["closed"] = limitertest.Hybrid{WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings()
 	cfg.MaxTracked = 1
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	closed, _ := l.GroupID("closed")
-	d := l.Decide(at(0), peerAt(A), g)
+	d := l.Decide(at(0), limitertest.Peer(A), g)
 	d.Release()
-	if d := l.Decide(at(1000), peerAt(B), closed); d.Allowed || d.Reason != limiter.ReasonRateLimit {
+	if d := l.Decide(at(1000), limitertest.Peer(B), closed); d.Allowed || d.Reason != limiter.ReasonRateLimit {
 		t.Fatalf("closed group: %+v, want a rate_limit rejection", d)
 	}
-	if l.Tracked() != 1 || evictions(l) != 0 || len(l.Peer(at(1000), peerAt(A).Key)) != 1 {
+	if l.Tracked() != 1 || evictions(l) != 0 || len(l.Peer(at(1000), limitertest.Peer(A).Key)) != 1 {
 		t.Fatalf("tracked %d, evictions %d: A's entry should still be there", l.Tracked(), evictions(l))
 	}
 }
 
 func TestForgetAndStaleRelease(t *testing.T) {
-	l := newLimiter(t, testConfig(settings(0, 1000, 10, 30000, 10, 10)))
+	l := limitertest.New(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings()))
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(0), peerAt(A), g)
-	if n := l.Forget(peerAt(A).Key); n != 1 {
+	d := l.Decide(at(0), limitertest.Peer(A), g)
+	if n := l.Forget(limitertest.Peer(A).Key); n != 1 {
 		t.Fatalf("forgot %d entries", n)
 	}
-	d2 := l.Decide(at(1), peerAt(A), g) // a fresh entry, maybe in the same slot
-	d.Release()                         // stale: must not touch the new entry
-	if v := l.Peer(at(1), peerAt(A).Key); len(v) != 1 || v[0].Inflight != 1 || v[0].Tokens != 1 {
+	d2 := l.Decide(at(1), limitertest.Peer(A), g) // a fresh entry, maybe in the same slot
+	d.Release()                                   // stale: must not touch the new entry
+	if v := l.Peer(at(1), limitertest.Peer(A).Key); len(v) != 1 || v[0].Inflight != 1 || v[0].Tokens != 1 {
 		t.Fatalf("stale release changed the new entry: %+v", v)
 	}
 	d2.Release()
 }
 
 func TestQuota(t *testing.T) {
-	l := newLimiter(t, testConfig(settings(2, 1000, 5, 30000, 5, 10)))
+	l := limitertest.New(t, testConfig(limitertest.Hybrid{Window: 2, WindowMS: 1000, Leaky: 5, TickMS: 30000, Reduction: 5, Concurrency: 10}.Settings()))
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(7000), peerAt(A), g)
+	d := l.Decide(at(7000), limitertest.Peer(A), g)
 	q := d.Quota()
 	if !d.Limited || q.BucketLimit != 5 || q.BucketRemaining != 5 || q.BucketWindow != 30000 || q.BucketReset != 23000 ||
 		q.WindowLimit != 2 || q.WindowRemaining != 1 || q.WindowReset != 1000 {
 		t.Fatalf("quota %+v", q)
 	}
-	l.Decide(at(7100), peerAt(A), g)
-	d = l.Decide(at(7200), peerAt(A), g)
+	l.Decide(at(7100), limitertest.Peer(A), g)
+	d = l.Decide(at(7200), limitertest.Peer(A), g)
 	if d.Via != limiter.ViaLeaky || d.Quota().BucketRemaining != 4 || d.Quota().WindowRemaining != 0 || d.Quota().WindowReset != 800 {
 		t.Fatalf("%+v", d)
 	}
 }
 
 func TestLiveIntervalChangeKeepsPhase(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 10, 30000, 1, 100))
-	l := newLimiter(t, cfg)
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 1, Concurrency: 100}.Settings())
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	for i := 0; i < 10; i++ {
-		d := l.Decide(at(1000), peerAt(A), g)
+		d := l.Decide(at(1000), limitertest.Peer(A), g)
 		d.Release()
 	}
 	// At 20 s the interval becomes 5 s: the tick at 30 s still happens,
 	// then one every 5 s.
-	cfg.Groups["test"] = settings(0, 1000, 10, 5000, 1, 100)
+	cfg.Groups["test"] = limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 5000, Reduction: 1, Concurrency: 100}.Settings()
 	if _, err := l.Apply(at(20_000), cfg); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ at, tokens int64 }{{29_999, 10}, {30_000, 9}, {34_999, 9}, {35_000, 8}, {45_000, 6}} {
-		if v := l.Peer(at(c.at), peerAt(A).Key); v[0].Tokens != c.tokens {
+		if v := l.Peer(at(c.at), limitertest.Peer(A).Key); v[0].Tokens != c.tokens {
 			t.Fatalf("at %d: tokens %d, want %d", c.at, v[0].Tokens, c.tokens)
 		}
 	}
 }
 
 func TestStatsCountTicks(t *testing.T) {
-	l := newLimiter(t, testConfig(settings(0, 1000, 10, 1000, 3, 100)))
+	l := limitertest.New(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 1000, Reduction: 3, Concurrency: 100}.Settings()))
 	g, _ := l.GroupID("test")
 	for i := 0; i < 5; i++ {
-		d := l.Decide(at(0), peerAt(A), g)
+		d := l.Decide(at(0), limitertest.Peer(A), g)
 		d.Release()
 	}
 	l.Tick(at(10_000))
@@ -261,12 +262,12 @@ func TestStatsCountTicks(t *testing.T) {
 }
 
 func TestSettingErrors(t *testing.T) {
-	bad := settings(0, 0, 10, 1000, 3, 100)
+	bad := limitertest.Hybrid{WindowMS: 0, Leaky: 10, TickMS: 1000, Reduction: 3, Concurrency: 100}.Settings()
 	err := bad.Validate("chunk")
 	if err == nil || err.Error() != "http_api.limiter.chunk.sliding_window_duration: must be an integer > 0, got 0" {
 		t.Fatalf("%v", err)
 	}
-	bad = settings(-1, 1000, 10, 1000, 3, 100)
+	bad = limitertest.Hybrid{Window: -1, WindowMS: 1000, Leaky: 10, TickMS: 1000, Reduction: 3, Concurrency: 100}.Settings()
 	if err := bad.Validate("x"); err == nil || !strings.Contains(err.Error(), "x.sliding_window_limit") {
 		t.Fatalf("%v", err)
 	}
@@ -294,12 +295,12 @@ func TestSettingErrors(t *testing.T) {
 // chosen by an earlier survey were seen again since.
 func TestEvictionOrderAtScale(t *testing.T) {
 	const n = 5000
-	cfg := testConfig(settings(0, 1000, 1000, 3_600_000, 1, 10))
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 1000, TickMS: 3_600_000, Reduction: 1, Concurrency: 10}.Settings())
 	cfg.MaxTracked = n
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	ip := func(i int) peer.Peer {
-		return peerAt(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
+		return limitertest.Peer(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255))
 	}
 	decide := func(i int, sec int64, release bool) {
 		d := l.Decide(at(sec*1000), ip(i), g)
@@ -342,9 +343,9 @@ func TestEvictionOrderAtScale(t *testing.T) {
 // holding some requests in flight, while the sweeper runs. Run with -race.
 func TestEvictionConcurrent(t *testing.T) {
 	const capacity, workers, each = 1000, 8, 1500
-	cfg := testConfig(settings(0, 1000, 1000, 3_600_000, 1, 10))
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 1000, TickMS: 3_600_000, Reduction: 1, Concurrency: 10}.Settings())
 	cfg.MaxTracked = capacity
-	l := newLimiter(t, cfg)
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	var wg sync.WaitGroup
 	var rejected atomic.Int64
@@ -354,7 +355,7 @@ func TestEvictionConcurrent(t *testing.T) {
 			defer wg.Done()
 			var held []limiter.Decision
 			for i := range each {
-				p := peerAt(fmt.Sprintf("10.%d.%d.%d", w, i>>8, i&255))
+				p := limitertest.Peer(fmt.Sprintf("10.%d.%d.%d", w, i>>8, i&255))
 				d := l.Decide(at(int64(i)), p, g)
 				if !d.Allowed {
 					rejected.Add(1)
@@ -407,7 +408,7 @@ func TestEvictionConcurrent(t *testing.T) {
 // admitN decides (and releases) n requests of peer p in group g at ms.
 func admitN(l *limiter.Limiter, ms int64, p string, g limiter.GroupID, n int) {
 	for range n {
-		d := l.Decide(at(ms), peerAt(p), g)
+		d := l.Decide(at(ms), limitertest.Peer(p), g)
 		d.Release()
 	}
 }
@@ -416,20 +417,20 @@ func admitN(l *limiter.Limiter, ms int64, p string, g limiter.GroupID, n int) {
 // applied with the settings in force when it fell, as the Arweave node's
 // eager ticks would be, even if no decision touched the entry since.
 func TestApplyAppliesDueTicksFirst(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 10, 1000, 1, 100))
-	l := newLimiter(t, cfg)
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 1000, Reduction: 1, Concurrency: 100}.Settings())
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	admitN(l, 0, A, g, 10)
 	// The tick at 1 s took one token (reduction 1); at 1.1 s the reduction
 	// becomes 10.
-	cfg.Groups["test"] = settings(0, 1000, 10, 1000, 10, 100)
+	cfg.Groups["test"] = limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 1000, Reduction: 10, Concurrency: 100}.Settings()
 	if _, err := l.Apply(at(1100), cfg); err != nil {
 		t.Fatal(err)
 	}
-	if v := l.Peer(at(1200), peerAt(A).Key); len(v) != 1 || v[0].Tokens != 9 {
+	if v := l.Peer(at(1200), limitertest.Peer(A).Key); len(v) != 1 || v[0].Tokens != 9 {
 		t.Fatalf("after the edit: %+v, want 9 tokens", v)
 	}
-	if v := l.Peer(at(2000), peerAt(A).Key); len(v) != 1 || v[0].Tokens != 0 {
+	if v := l.Peer(at(2000), limitertest.Peer(A).Key); len(v) != 1 || v[0].Tokens != 0 {
 		t.Fatalf("after the next tick (reduction 10): %+v, want 0 tokens", v)
 	}
 
@@ -437,8 +438,8 @@ func TestApplyAppliesDueTicksFirst(t *testing.T) {
 	// tick stays until the next one.
 	cfg = testConfig(limiter.GroupSettings{SlidingWindowLimit: 1, SlidingWindowDuration: 1000,
 		CleanupInterval: 100, CleanupExpiry: 5000, LeakyLimit: 0, LeakyTickInterval: 1000, LeakyTickReduction: 1, ConcurrencyLimit: 10})
-	l = newLimiter(t, cfg)
-	d := l.Decide(at(0), peerAt(A), g)
+	l = limitertest.New(t, cfg)
+	d := l.Decide(at(0), limitertest.Peer(A), g)
 	d.Release()
 	gs := cfg.Groups["test"]
 	gs.CleanupExpiry = 10
@@ -448,7 +449,7 @@ func TestApplyAppliesDueTicksFirst(t *testing.T) {
 	}
 	// Eagerly: the tick at 100 kept the timestamp (expiry 5 s); the next,
 	// at 200, drops it. At 160 the window (1 per 1 s) is still full.
-	if d := l.Decide(at(160), peerAt(A), g); d.Allowed {
+	if d := l.Decide(at(160), limitertest.Peer(A), g); d.Allowed {
 		t.Fatalf("at 160: %+v, want a rejection (the window still holds 0)", d)
 	}
 }
@@ -458,11 +459,11 @@ func TestApplyAppliesDueTicksFirst(t *testing.T) {
 // schedule: they would wait for the new schedule's index to catch up, an
 // hour here, with their tokens stuck.
 func TestGroupRemovedAndBack(t *testing.T) {
-	cfg := testConfig(settings(0, 1000, 10, 1000, 10, 100))
-	l := newLimiter(t, cfg)
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 1000, Reduction: 10, Concurrency: 100}.Settings())
+	l := limitertest.New(t, cfg)
 	g, _ := l.GroupID("test")
 	admitN(l, 3_600_000, A, g, 10)
-	without := testConfig(settings(0, 1000, 10, 1000, 10, 100))
+	without := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 1000, Reduction: 10, Concurrency: 100}.Settings())
 	delete(without.Groups, "test")
 	if _, err := l.Apply(at(3_600_000), without); err != nil {
 		t.Fatal(err)
@@ -470,7 +471,7 @@ func TestGroupRemovedAndBack(t *testing.T) {
 	if _, err := l.Apply(at(3_600_100), cfg); err != nil {
 		t.Fatal(err)
 	}
-	if d := l.Decide(at(3_602_000), peerAt(A), g); !d.Allowed {
+	if d := l.Decide(at(3_602_000), limitertest.Peer(A), g); !d.Allowed {
 		t.Fatalf("two ticks later: %+v, want the bucket drained", d)
 	}
 }

@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"testing"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 )
 
@@ -107,7 +108,7 @@ func TestStepHybrid(t *testing.T) {
 		{
 			name: "window first, then the bucket, then rate_limit",
 			// window 2 per 1000 ms, 2 tokens, ticks every 30 s.
-			g: settings(2, 1000, 2, 30000, 2, 10),
+			g: limitertest.Hybrid{Window: 2, WindowMS: 1000, Leaky: 2, TickMS: 30000, Reduction: 2, Concurrency: 10}.Settings(),
 			steps: []hstep{
 				{at: 0, via: viaSliding, window: 1, inflight: 1},
 				{at: 10, via: viaSliding, window: 2, inflight: 2},
@@ -123,7 +124,7 @@ func TestStepHybrid(t *testing.T) {
 		},
 		{
 			name: "concurrency comes first and changes nothing",
-			g:    settings(1, 1000, 1, 30000, 1, 2),
+			g:    limitertest.Hybrid{Window: 1, WindowMS: 1000, Leaky: 1, TickMS: 30000, Reduction: 1, Concurrency: 2}.Settings(),
 			steps: []hstep{
 				{at: 0, via: viaSliding, window: 1, inflight: 1},
 				{at: 1, via: viaLeaky, tokens: 1, window: 1, inflight: 2},
@@ -136,7 +137,7 @@ func TestStepHybrid(t *testing.T) {
 		},
 		{
 			name: "no window: every request takes a token; a tick gives them back",
-			g:    settings(0, 1000, 3, 1000, 2, 10),
+			g:    limitertest.Hybrid{WindowMS: 1000, Leaky: 3, TickMS: 1000, Reduction: 2, Concurrency: 10}.Settings(),
 			steps: []hstep{
 				{at: 0, via: viaLeaky, tokens: 1, inflight: 1},
 				{at: 1, via: viaLeaky, tokens: 2, inflight: 2},
@@ -151,7 +152,7 @@ func TestStepHybrid(t *testing.T) {
 		},
 		{
 			name: "leaky_limit 0 rejects every window overflow; Retry-After from the window",
-			g:    settings(1, 5000, 0, 30000, 1, 10),
+			g:    limitertest.Hybrid{Window: 1, WindowMS: 5000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings(),
 			steps: []hstep{
 				{at: 0, via: viaSliding, window: 1, inflight: 1},
 				{at: 100, why: rate, retry: 5, window: 1, inflight: 1},
@@ -161,7 +162,7 @@ func TestStepHybrid(t *testing.T) {
 		},
 		{
 			name: "window and bucket both closed: Retry-After is the next tick",
-			g:    settings(0, 1000, 0, 30000, 1, 10),
+			g:    limitertest.Hybrid{WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings(),
 			steps: []hstep{
 				{at: 0, why: rate, retry: 30},
 				{at: 29001, why: rate, retry: 1},
@@ -169,7 +170,7 @@ func TestStepHybrid(t *testing.T) {
 		},
 		{
 			name: "a request decided a little out of order is still the window's oldest",
-			g:    settings(3, 1000, 0, 30000, 1, 10),
+			g:    limitertest.Hybrid{Window: 3, WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings(),
 			steps: []hstep{
 				{at: 500, via: viaSliding, window: 1, inflight: 1},
 				{at: 499, via: viaSliding, window: 2, inflight: 2},
@@ -187,7 +188,7 @@ func TestStepHybrid(t *testing.T) {
 // TestStepHybridOldest: the Oldest StepHybrid reports after a window
 // admission is the oldest unexpired timestamp, the new one included.
 func TestStepHybridOldest(t *testing.T) {
-	g := settings(5, 1000, 0, 30000, 1, 10)
+	g := limitertest.Hybrid{Window: 5, WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings()
 	for _, c := range []struct {
 		in   limiter.HybridState
 		ms   int64
@@ -240,7 +241,7 @@ func TestReduceHybrid(t *testing.T) {
 }
 
 func TestStepHybridDoesNotAllocate(t *testing.T) {
-	g := settings(2, 1000, 2, 30000, 2, 10)
+	g := limitertest.Hybrid{Window: 2, WindowMS: 1000, Leaky: 2, TickMS: 30000, Reduction: 2, Concurrency: 10}.Settings()
 	s := limiter.HybridState{Window: 2, Oldest: 10, Tokens: 2}
 	if n := testing.AllocsPerRun(100, func() { limiter.StepHybrid(s, &g, 20, 30000) }); n != 0 {
 		t.Fatalf("%v allocations", n)

@@ -1,30 +1,13 @@
 package insight_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 func arrival(peer int, g limiter.GroupID, rejected bool, ms int64) insight.Arrival {
 	a := insight.Arrival{MS: ms, Peer: testPeer(peer).Key, Group: g, Nth: true}
@@ -37,7 +20,7 @@ func arrival(peer int, g limiter.GroupID, rejected bool, ms int64) insight.Arriv
 // TestTalkers: the top lists over the last 5 minutes, by requests and by
 // rejections, per group, and their rates; older buckets leave the window.
 func TestTalkers(t *testing.T) {
-	c := &fakeClock{t: r0}
+	c := limitertest.NewClock(r0)
 	tk := insight.NewTalkers(c.Now())
 	var as []insight.Arrival
 	for range 30 {
@@ -92,7 +75,7 @@ func TestTalkers(t *testing.T) {
 // TestTalkersBounded: a closed bucket keeps the heaviest (peer, group)s
 // only, so a flood of one-request peers does not push out the heavy one.
 func TestTalkersBounded(t *testing.T) {
-	c := &fakeClock{t: r0}
+	c := limitertest.NewClock(r0)
 	tk := insight.NewTalkers(c.Now())
 	var as []insight.Arrival
 	for i := range 5000 {
@@ -119,7 +102,7 @@ func TestActivity(t *testing.T) {
 		LeakyLimit: 5, LeakyTickInterval: 60000, LeakyTickReduction: 5, ConcurrencyLimit: 100,
 	}
 	l, g := replayLimiter(t, s)
-	c := &fakeClock{t: r0}
+	c := limitertest.NewClock(r0)
 	a := insight.NewActivity(l, recorderOf(l), c.Now)
 	for i := range 30 {
 		d := l.Decide(c.Now().Add(time.Duration(i)*time.Millisecond), testPeer(9), g)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/internal/web/webtest"
@@ -260,7 +261,7 @@ func TestSessionsEndWithTheirToken(t *testing.T) {
 // (an upgrade) was opened with the main admin token: it stays logged in
 // while that token stays.
 func TestLegacySessionKept(t *testing.T) {
-	c := webtest.NewClock(time.Unix(1_700_000_000, 0))
+	c := limitertest.NewClock(limitertest.T0)
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
 	lim, _ := limiter.New(memory.New(), c.Now(), cfg)
 	st := webtest.OpenStore(t)

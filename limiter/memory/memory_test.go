@@ -1,33 +1,23 @@
 package memory_test
 
 import (
-	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
-	"github.com/limiterd/limiterd/limiter/peer"
 )
 
-// t0 is the fake timeline's origin: every group's tick 0 falls here.
-var t0 = time.UnixMilli(1_700_000_000_000)
+var t0 = limitertest.T0
 
-func at(ms int64) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+func at(ms int64) time.Time { return limitertest.At(ms) }
 
 const A, B = "192.0.2.1", "192.0.2.2"
 
-func peerAt(s string) peer.Peer {
-	a := netip.MustParseAddr(s)
-	return peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}
-}
-
 // testConfig is general and a group "test" of 10 tokens per 30 s.
 func testConfig() limiter.Config {
-	test := limiter.GroupSettings{
-		SlidingWindowDuration: 1000, CleanupInterval: 120000, CleanupExpiry: 120000,
-		LeakyLimit: 10, LeakyTickInterval: 30000, LeakyTickReduction: 10, ConcurrencyLimit: 10,
-	}
+	test := limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings()
 	return limiter.Config{Groups: map[string]limiter.GroupSettings{limiter.GroupGeneral: test, "test": test}}
 }
 
@@ -57,24 +47,24 @@ func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
 	}
 	g, _ := l.GroupID("test")
 	for _, p := range []string{A, B} {
-		d := l.Decide(at(0), peerAt(p), g)
+		d := l.Decide(at(0), limitertest.Peer(p), g)
 		d.Release()
 	}
 	l.SnapshotDelta(at(10), true) // both persisted now
 	has := func(d limiter.Delta, p string) (changed, deleted bool) {
 		for _, e := range d.Changed {
-			changed = changed || e.Peer == peerAt(p).Key
+			changed = changed || e.Peer == limitertest.Peer(p).Key
 		}
 		for _, e := range d.Deleted {
-			deleted = deleted || e.Peer == peerAt(p).Key
+			deleted = deleted || e.Peer == limitertest.Peer(p).Key
 		}
 		return
 	}
 
 	// Incremental: A changes, is copied, then forgotten.
-	d := l.Decide(at(20), peerAt(A), g)
+	d := l.Decide(at(20), limitertest.Peer(A), g)
 	d.Release()
-	memory.SetAfterScan(b, func() { l.Forget(peerAt(A).Key) })
+	memory.SetAfterScan(b, func() { l.Forget(limitertest.Peer(A).Key) })
 	delta := l.SnapshotDelta(at(30), false)
 	if c, del := has(delta, A); c || !del {
 		t.Fatalf("forgotten during the scan: changed %v deleted %v, want false true", c, del)
@@ -82,11 +72,11 @@ func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
 
 	// Forgotten and seen again during the scan: both, the newer state wins
 	// in a store (deletions first), and the new entry is saved next time.
-	d = l.Decide(at(40), peerAt(B), g)
+	d = l.Decide(at(40), limitertest.Peer(B), g)
 	d.Release()
 	memory.SetAfterScan(b, func() {
-		l.Forget(peerAt(B).Key)
-		d := l.Decide(at(45), peerAt(B), g)
+		l.Forget(limitertest.Peer(B).Key)
+		d := l.Decide(at(45), limitertest.Peer(B), g)
 		d.Release()
 	})
 	delta = l.SnapshotDelta(at(50), false)
@@ -100,25 +90,25 @@ func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
 
 	// The same, but the new entry goes before the next delta: the copy in
 	// the store is the old entry's, so the deletion must be reported.
-	d = l.Decide(at(62), peerAt(B), g)
+	d = l.Decide(at(62), limitertest.Peer(B), g)
 	d.Release()
 	memory.SetAfterScan(b, func() {
-		l.Forget(peerAt(B).Key)
-		d := l.Decide(at(64), peerAt(B), g)
+		l.Forget(limitertest.Peer(B).Key)
+		d := l.Decide(at(64), limitertest.Peer(B), g)
 		d.Release()
 	})
 	l.SnapshotDelta(at(66), false)
 	memory.SetAfterScan(b, nil)
-	l.Forget(peerAt(B).Key)
+	l.Forget(limitertest.Peer(B).Key)
 	if _, del := has(l.SnapshotDelta(at(68), false), B); !del {
 		t.Fatal("an entry created during the scan and forgotten before the next delta: deletion not reported")
 	}
-	d = l.Decide(at(69), peerAt(B), g)
+	d = l.Decide(at(69), limitertest.Peer(B), g)
 	d.Release()
 	l.SnapshotDelta(at(69), false)
 
 	// Full: the copy of an entry forgotten during the scan is left out.
-	memory.SetAfterScan(b, func() { l.Forget(peerAt(B).Key) })
+	memory.SetAfterScan(b, func() { l.Forget(limitertest.Peer(B).Key) })
 	delta = l.SnapshotDelta(at(70), true)
 	if c, _ := has(delta, B); c {
 		t.Fatal("a full delta kept an entry forgotten during its scan")

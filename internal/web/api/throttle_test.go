@@ -13,43 +13,15 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/internal/web/api"
 	"github.com/limiterd/limiterd/limiter"
 )
 
-// fakeClock is a timeline that only moves when a waiter sleeps on it.
-type fakeClock struct {
-	mu     sync.Mutex
-	t      time.Time
-	sleeps []time.Duration
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.UnixMilli(1_700_000_000_000)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Sleep moves the clock by d at once.
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	c.sleeps = append(c.sleeps, d)
-	return nil
-}
-
-func (c *fakeClock) Sleeps() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.sleeps...)
-}
+// newFakeClock returns a timeline that only moves when a waiter sleeps on
+// it.
+func newFakeClock() *limitertest.Clock { return limitertest.NewClock(limitertest.T0) }
 
 // seedThrottle is the seed's setup: every path of type "api" at rpm, a
 // 30 s period, 1 s retries.

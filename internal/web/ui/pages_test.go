@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/internal/web"
@@ -254,7 +255,7 @@ func TestDashboardOutbound(t *testing.T) {
 		t.Fatal("a throttle table without a throttle")
 	}
 
-	c := webtest.NewClock(time.UnixMilli(1_700_000_000_000))
+	c := limitertest.NewClock(limitertest.T0)
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
 	lim, err := limiter.New(memory.New(), c.Now(), cfg)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/internal/store"
@@ -43,29 +43,6 @@ const (
 	OpsToken   = "ops-token-0123456789abcdefgh"
 	BackupBody = "a bbolt file, as far as this test knows"
 )
-
-// Clock is a settable fake clock, safe for concurrent use.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// NewClock returns a Clock at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Add moves the clock on by d.
-func (c *Clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // OpenStore opens a bbolt store in tb.TempDir() for the live settings
 // and the sessions of a test Server, and closes it at cleanup: the tests
@@ -134,7 +111,7 @@ type Dash struct {
 	H     http.Handler
 	Lim   *limiter.Limiter
 	Live  *live.Live
-	Clock *Clock
+	Clock *limitertest.Clock
 }
 
 // NewDash returns the admin listener of a Server with the main admin
@@ -157,7 +134,7 @@ func NewDashServer(t *testing.T, edit func(*limiter.Config)) (*Dash, *web.Server
 // NewDashWith is NewDashServer with opt applied to the Server's options.
 func NewDashWith(t *testing.T, edit func(*limiter.Config), opt func(*web.Options)) (*Dash, *web.Server) {
 	t.Helper()
-	c := NewClock(time.Unix(1_700_000_000, 0))
+	c := limitertest.NewClock(limitertest.T0)
 	groups := limiter.ArweaveGroups()
 	g := groups["general"]
 	g.LeakyLimit, g.LeakyTickReduction = 3, 3
@@ -294,7 +271,7 @@ type Ops struct {
 // loaded an hour ago and the daemon started two hours ago.
 func NewOps(t *testing.T) *Ops {
 	t.Helper()
-	c := NewClock(time.Unix(1_700_000_000, 0))
+	c := limitertest.NewClock(limitertest.T0)
 	cfg := limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64}
 	lim, err := limiter.New(memory.New(), c.Now(), cfg)
 	if err != nil {
