@@ -44,7 +44,9 @@ type Backend interface {
 	// (is_manual_reduction_disabled) is the Limiter's.
 	Reduce(ms int64, k Key, g *Group) ReduceResult
 	// Forget deletes the state of peer k in group g and reports whether
-	// there was any. Its requests in flight release nothing afterwards.
+	// there was any. Its requests in flight keep counting against the
+	// concurrency limit until they are released (a Backend keeps their
+	// count, or its lease, across the forget).
 	Forget(k Key, g *Group) bool
 }
 

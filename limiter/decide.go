@@ -414,8 +414,11 @@ func (l *Limiter) Reduce(now time.Time, k peer.Key, g GroupID) ReduceResult {
 	return gr.backend.Reduce(now.UnixMilli(), KeyOf(&k), gr)
 }
 
-// Forget deletes every entry of peer k, in every group, and returns how
-// many there were. Requests in flight release nothing afterwards.
+// Forget deletes the state of peer k (its tokens, window timestamps, an
+// algorithm's state) in every group, and returns in how many groups it
+// had any. Its requests in flight keep counting against its concurrency
+// limit until they are released, so a forget never lets a peer put more
+// on the node than the limit (docs/limiting.md, "In-flight release").
 func (l *Limiter) Forget(k peer.Key) int {
 	st := l.set.Load()
 	key := KeyOf(&k)

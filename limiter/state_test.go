@@ -11,6 +11,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
@@ -191,19 +192,66 @@ func TestMaxTrackedClosedGroup(t *testing.T) {
 	}
 }
 
-func TestForgetAndStaleRelease(t *testing.T) {
-	l := limitertest.New(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 10}.Settings()))
+// TestForgetKeepsInFlight: a forget drops a peer's tokens and window but
+// not its requests in flight, which keep counting against the concurrency
+// limit until released: forgetting a peer never lets it put more than
+// concurrency_limit of its requests on the node. The release of a request
+// admitted before the forget still finds its entry.
+func TestForgetKeepsInFlight(t *testing.T) {
+	l := limitertest.New(t, testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 1}.Settings()))
 	g, _ := l.GroupID("test")
-	d := l.Decide(at(0), limitertest.Peer(A), g)
-	if n := l.Forget(limitertest.Peer(A).Key); n != 1 {
+	p := limitertest.Peer(A)
+	d := l.Decide(at(0), p, g)
+	if n := l.Forget(p.Key); n != 1 {
 		t.Fatalf("forgot %d entries", n)
 	}
-	d2 := l.Decide(at(1), limitertest.Peer(A), g) // a fresh entry, maybe in the same slot
-	d.Release()                                   // stale: must not touch the new entry
-	if v := l.Peer(at(1), limitertest.Peer(A).Key); len(v) != 1 || v[0].Inflight != 1 || v[0].Tokens != 1 {
-		t.Fatalf("stale release changed the new entry: %+v", v)
+	if v := l.Peer(at(1), p.Key); len(v) != 1 || v[0].Inflight != 1 || v[0].Tokens != 0 {
+		t.Fatalf("after the forget: %+v, want one request in flight and no token", v)
 	}
-	d2.Release()
+	if d2 := l.Decide(at(1), p, g); d2.Allowed || d2.Reason != limiter.ReasonConcurrency {
+		t.Fatalf("a second request while the first is in flight: %+v", d2)
+	}
+	d.Release()
+	if v := l.Peer(at(2), p.Key); len(v) != 0 {
+		t.Fatalf("released, the forgotten entry should be gone: %+v", v)
+	}
+	d3 := l.Decide(at(2), p, g)
+	if !d3.Allowed {
+		t.Fatalf("after the release: %+v", d3)
+	}
+	if v := l.Peer(at(2), p.Key); len(v) != 1 || v[0].Inflight != 1 || v[0].Tokens != 1 {
+		t.Fatalf("a fresh state: %+v", v)
+	}
+	d3.Release()
+}
+
+// TestAlgorithmChangeKeepsInFlight: a live change of a group's algorithm
+// drops its peers' state but not their requests in flight.
+func TestAlgorithmChangeKeepsInFlight(t *testing.T) {
+	cfg := testConfig(limitertest.Hybrid{WindowMS: 1000, Leaky: 10, TickMS: 30000, Reduction: 10, Concurrency: 1}.Settings())
+	l := limitertest.New(t, cfg)
+	g, _ := l.GroupID("test")
+	p := limitertest.Peer(A)
+	d := l.Decide(at(0), p, g)
+	tb := cfg.Groups["test"]
+	tb.Algorithm, tb.Limit, tb.Period = algo.TokenBucket, 10, 1000
+	cfg.Groups["test"] = tb
+	dropped, err := l.Apply(at(1), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped["test"] != 1 {
+		t.Fatalf("dropped %v, want test: 1", dropped)
+	}
+	if d2 := l.Decide(at(2), p, g); d2.Allowed || d2.Reason != limiter.ReasonConcurrency {
+		t.Fatalf("a second request while the first is in flight: %+v", d2)
+	}
+	d.Release()
+	d3 := l.Decide(at(3), p, g)
+	if !d3.Allowed || d3.Via != limiter.ViaAlgorithm {
+		t.Fatalf("after the release, the token bucket: %+v", d3)
+	}
+	d3.Release()
 }
 
 func TestQuota(t *testing.T) {

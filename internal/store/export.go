@@ -389,6 +389,12 @@ func (doc *Document) validate(checkThrottle func([]byte) error) error {
 		if e.Tokens < 0 {
 			return importErr(path+".tokens", "%d is negative", e.Tokens)
 		}
+		// A window is kept oldest first; an export edited by hand (or
+		// written by another tool) may list it in any order: sorted here,
+		// so the store holds what a restore reads in O(n log n).
+		if !slices.IsSorted(e.Window) {
+			slices.Sort(doc.Snapshot.Entries[i].Window)
+		}
 		if j, dup := entries[ref{e.Group, e.Peer}]; dup {
 			return importErr(path, "(%s, %s) is also snapshot.entries[%d]", e.Peer, e.Group, j)
 		}

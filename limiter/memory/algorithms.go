@@ -103,8 +103,7 @@ func (b *Backend) admitAlgo(ms int64, k limiter.Key, g *limiter.Group) (out limi
 // is held; eviction releases it for a while.
 func (b *Backend) entryFor(sh *shard, key *entryKey, tag uint32, g *limiter.Group, ms int64, sec uint32) uint32 {
 	slot, _, ok := sh.find(key, tag)
-	if ok && sh.at(slot).algo != g.Algorithm {
-		sh.drop(slot, tag)
+	if ok && sh.at(slot).algo != g.Algorithm && sh.drop(slot, tag, g.Algorithm) {
 		b.total.Add(-1)
 		ok = false
 	}
@@ -186,14 +185,34 @@ func (sh *shard) setGate(e *entry, w *window, p *algo.Params) limiter.Usage {
 // up, at least 1.
 func retrySeconds(ms int64) int64 { return max(1, (ms+999)/1000) }
 
-// drop deletes the entry at slot, whose state is of another algorithm than
-// its group's now, counting it.
-func (sh *shard) drop(slot, tag uint32) {
+// drop drops the state of the entry at slot, which is of another
+// algorithm than its group's now (kind), counting it: as clear does. It
+// reports whether the entry went.
+func (sh *shard) drop(slot, tag uint32, kind algo.Kind) bool {
+	sh.stats[sh.at(slot).key.group()].StateDrops++
+	return sh.clear(slot, tag, kind)
+}
+
+// clear empties the entry at slot of its state (tokens, window, an
+// algorithm's words). An entry with requests in flight stays, fresh for
+// the algorithm kind, with its in-flight count: those requests keep
+// counting against the peer's concurrency limit until they are released,
+// and their releases find the entry (docs/limiting.md, "In-flight
+// release"). One without goes. It reports whether the entry went; sh.mu
+// is held.
+func (sh *shard) clear(slot, tag uint32, kind algo.Kind) bool {
 	e := sh.at(slot)
-	g := e.key.group()
 	sh.account(e, -1)
-	sh.stats[g].StateDrops++
-	sh.remove(slot, sh.posOf(slot, tag))
+	if e.inflight == 0 {
+		sh.remove(slot, sh.posOf(slot, tag))
+		return true
+	}
+	sh.dropWin(e)
+	e.tokens, e.tick, e.aux = 0, 0, 0
+	e.flags = e.flags&^(flagTokens|flagState) | flagDirty
+	e.algo = kind
+	sh.account(e, 1) // its requests in flight
+	return false
 }
 
 // sync brings sh's entries of g to g.StateVersion(): entries of another
@@ -209,8 +228,9 @@ func (b *Backend) sync(sh *shard, g *limiter.Group) {
 				continue
 			}
 			if e.algo != g.Algorithm {
-				sh.drop(slot, uint32(b.hash.sum(&e.key)))
-				b.total.Add(-1)
+				if sh.drop(slot, uint32(b.hash.sum(&e.key)), g.Algorithm) {
+					b.total.Add(-1)
+				}
 				continue
 			}
 			if e.algo == algo.SlidingLog {
@@ -252,8 +272,7 @@ func (b *Backend) current(sh *shard, slot uint32, g *limiter.Group) bool {
 	if !e.key.live() {
 		return false // sync dropped it
 	}
-	if e.algo != g.Algorithm {
-		sh.drop(slot, uint32(b.hash.sum(&e.key)))
+	if e.algo != g.Algorithm && sh.drop(slot, uint32(b.hash.sum(&e.key)), g.Algorithm) {
 		b.total.Add(-1)
 		return false
 	}

@@ -113,9 +113,8 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (out limiter.
 	sh, si, tag := b.shardOf(&key)
 	sh.mu.Lock()
 	slot, _, ok := sh.find(&key, tag)
-	if ok && sh.at(slot).algo != algo.Hybrid {
-		// The group's algorithm changed to the hybrid: that state goes.
-		sh.drop(slot, tag)
+	if ok && sh.at(slot).algo != algo.Hybrid && sh.drop(slot, tag, algo.Hybrid) {
+		// The group's algorithm changed to the hybrid: that state went.
 		b.total.Add(-1)
 		ok = false
 	}
@@ -302,19 +301,20 @@ func (sh *shard) reduceOldest(e *entry, st *limiter.GroupStats) limiter.ReduceRe
 	return limiter.Reduced
 }
 
-// Forget deletes the entry of (k, g), if any.
+// Forget drops the state of (k, g), if any (clear): the entry goes unless
+// requests of it are in flight.
 func (b *Backend) Forget(k limiter.Key, g *limiter.Group) bool {
 	key := makeEntryKey(g.ID, k)
 	sh, _, tag := b.shardOf(&key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	slot, pos, ok := sh.find(&key, tag)
+	slot, _, ok := sh.find(&key, tag)
 	if !ok {
 		return false
 	}
-	sh.account(sh.at(slot), -1)
-	sh.remove(slot, pos)
-	b.total.Add(-1)
+	if sh.clear(slot, tag, sh.at(slot).algo) {
+		b.total.Add(-1)
+	}
 	return true
 }
 

@@ -1,6 +1,8 @@
 package memory_test
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -112,5 +114,50 @@ func TestSnapshotDeltaDeletedDuringScan(t *testing.T) {
 	delta = l.SnapshotDelta(at(70), true)
 	if c, _ := has(delta, B); c {
 		t.Fatal("a full delta kept an entry forgotten during its scan")
+	}
+}
+
+// TestRestoreUnsortedWindow: a snapshot's window in any order (newest
+// first, shuffled) is restored sorted, as a window in order is, so that
+// the oldest timestamp still counted is the one the decisions see.
+func TestRestoreUnsortedWindow(t *testing.T) {
+	const n = 5000
+	g := limitertest.Hybrid{Window: n, WindowMS: 3_600_000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings()
+	g.CleanupExpiry = 7_200_000 // the cleanup ticks keep the hour's window
+	cfg := limiter.Config{Groups: map[string]limiter.GroupSettings{limiter.GroupGeneral: g}}
+	for _, order := range []string{"ascending", "descending", "shuffled"} {
+		ts := make([]int64, n)
+		for i := range ts {
+			ts[i] = t0.UnixMilli() + int64(i)
+		}
+		switch order {
+		case "descending":
+			slices.Reverse(ts)
+		case "shuffled":
+			rand.New(rand.NewPCG(1, 2)).Shuffle(n, func(i, j int) { ts[i], ts[j] = ts[j], ts[i] })
+		}
+		l, err := limiter.New(memory.New(), at(n), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := limitertest.Peer(A)
+		snap := l.Snapshot(at(n))
+		snap.Entries = []limiter.EntrySnapshot{{Peer: p.Key, Group: limiter.GroupGeneral, Window: ts, LastSeen: at(n).Unix()}}
+		if _, err := l.Restore(at(n), snap); err != nil {
+			t.Fatal(err)
+		}
+		gid, _ := l.GroupID(limiter.GroupGeneral)
+		if d := l.Decide(at(n), p, gid); d.Allowed {
+			t.Fatalf("%s: a full window admitted another request", order)
+		}
+		// An hour after the oldest, it alone has expired: one admission.
+		if d := l.Decide(at(3_600_000), p, gid); !d.Allowed || d.Via != limiter.ViaSliding {
+			t.Fatalf("%s: after the oldest expired: %+v", order, d)
+		} else {
+			d.Release()
+		}
+		if d := l.Decide(at(3_600_000), p, gid); d.Allowed {
+			t.Fatalf("%s: the second-oldest expired too early", order)
+		}
 	}
 }

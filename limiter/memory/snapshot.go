@@ -170,7 +170,6 @@ func (b *Backend) Restore(ms int64, gt *limiter.GroupTable, snap *limiter.Snapsh
 		// The entry came from the store: deleting it must be reported, and
 		// the ticks applied below changed it since.
 		e.flags |= flagPersisted | flagDirty
-		limit := gr.SlidingWindowLimit
 		switch gr.Algorithm {
 		case algo.Hybrid:
 			if es.InTokens {
@@ -179,7 +178,6 @@ func (b *Backend) Restore(ms int64, gt *limiter.GroupTable, snap *limiter.Snapsh
 				e.tick = tickSince(es.LeakyTick, gr.Leaky.IndexAt(ms))
 			}
 		case algo.SlidingLog:
-			limit = gr.Limit
 		default:
 			if es.State != (algo.State{}) {
 				from, ok := savedParams[es.Group]
@@ -191,11 +189,7 @@ func (b *Backend) Restore(ms int64, gt *limiter.GroupTable, snap *limiter.Snapsh
 			}
 		}
 		if len(es.Window) > 0 && gr.Algorithm.Logged() {
-			w := window{Ctick: tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))}
-			for _, t := range es.Window {
-				w.Add(t+shift, int32(max(limit, int64(len(es.Window)))))
-			}
-			sh.setWin(e, w)
+			sh.setWin(e, restoredWindow(es.Window, shift, tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))))
 		}
 		sh.account(e, 1)
 		sh.applyTicks(e, gr, ms, &sh.stats[g])
@@ -289,4 +283,20 @@ func sat32(v uint64) uint32 {
 		return 1<<32 - 1
 	}
 	return uint32(v)
+}
+
+// restoredWindow returns the window of a restored entry: its timestamps
+// ts moved by shift, sorted (a snapshot from anywhere may hold them in any
+// order; sorting first keeps a restore O(n log n), where inserting each
+// in order would be quadratic in a window given newest first), its cleanup
+// tick ctick. The ring is full: the next admission grows it (window.Add).
+func restoredWindow(ts []int64, shift int64, ctick uint32) window {
+	buf := make([]int64, len(ts))
+	for i, t := range ts {
+		buf[i] = t + shift
+	}
+	if !slices.IsSorted(buf) {
+		slices.Sort(buf)
+	}
+	return window{ts: buf, N: int32(len(ts)), Ctick: ctick}
 }
