@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"slices"
@@ -246,5 +247,46 @@ func decideNewPeers(b *testing.B, l *limiter.Limiter, ps []peer.Peer, g limiter.
 	b.StopTimer()
 	if l.Tracked() > capacity {
 		b.Fatalf("tracked %d > %d", l.Tracked(), capacity)
+	}
+}
+
+// BenchmarkDecideRandomOrder is BenchmarkDecide's serial case with the
+// peers visited in a random order instead of the order they were first
+// seen in: traffic from many peers interleaves. BenchmarkDecide's
+// sequential order lets the baseline's per-key objects, allocated in that
+// same order during the warm-up, be read ahead by the processor; here
+// every lookup of both is a random access, as in a daemon.
+func BenchmarkDecideRandomOrder(b *testing.B) {
+	for _, n := range sizes[1:] {
+		ps := peers(n)
+		order := rand.New(rand.NewPCG(3, 4)).Perm(n)
+		b.Run(fmt.Sprintf("limiterd/peers=%d/serial", n), func(b *testing.B) {
+			l, g := arweave(b)
+			for i, p := range ps {
+				d := l.Decide(clock(i), p, g)
+				d.Release()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				d := l.Decide(clock(i), ps[order[i%n]], g)
+				d.Release()
+			}
+		})
+		keys := make([]string, n)
+		for i, p := range ps {
+			keys[i] = p.Addr.String()
+		}
+		b.Run(fmt.Sprintf("x-time-rate/peers=%d/serial", n), func(b *testing.B) {
+			k := bench.NewKeyedRate(rate.Limit(450.0/30), 450)
+			for i, key := range keys {
+				k.Allow(clock(i), key)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				k.Allow(clock(i), keys[order[i%n]])
+			}
+		})
 	}
 }
