@@ -61,6 +61,8 @@ var arrows = map[string][]string{
 	"internal/config":   {"", "limiter", "internal/throttle"},
 	"internal/ticker":   {},
 	"internal/jsonbody": {"limiter"},
+	// The daemon's clock: the wall clock's start, the monotonic clock's pace.
+	"internal/clock": {},
 	// Cluster mode: a limiter.Backend on Redis.
 	"internal/cluster": {"limiter"},
 	// What the tests share to drive a limiter: a fake clock, configs,

@@ -11,8 +11,15 @@ import (
 // Snapshot is all of a Limiter's state as plain values: what a restart
 // must not forget. In-flight counts are not part of it.
 type Snapshot struct {
-	// TakenAt is when the snapshot was taken, Unix ms.
+	// TakenAt is when the snapshot was taken, Unix ms, on the timeline the
+	// Limiter was given its times on.
 	TakenAt int64 `json:"taken_at_ms"`
+	// WallAt is the wall clock's reading at the same moment, when the
+	// caller's timeline is not the wall clock (a monotonic clock that a
+	// step of the wall clock left apart from it); 0 when they agree. A
+	// Restore on the wall clock moves every time of the snapshot by
+	// WallAt − TakenAt first (Shift).
+	WallAt int64 `json:"wall_at_ms,omitempty"`
 	// Enabled is the global switch.
 	Enabled bool            `json:"enabled"`
 	Groups  []GroupSnapshot `json:"groups"`
@@ -106,11 +113,25 @@ type RestoreReport struct {
 	Gap time.Duration
 }
 
+// Shift returns how far every time of snap moves when it is restored at
+// ms: by the step between its timeline and the wall clock (WallAt −
+// TakenAt, when WallAt is set), then back with a clock that went backwards
+// since it was taken (a clock that went back counts as no gap).
+func (snap *Snapshot) Shift(ms int64) int64 {
+	var off int64
+	if snap.WallAt != 0 {
+		off = snap.WallAt - snap.TakenAt
+	}
+	return off + min(0, ms-(snap.TakenAt+off))
+}
+
 // Restore replaces all state with snap, as of now: the group schedules keep
 // their phase, and the ticks that fell between snap.TakenAt and now apply
 // (entries left empty are not loaded). A clock that went backwards counts
-// as no gap: every time in the snapshot is moved back with it. Requests in
-// flight before Restore release nothing afterwards. Call it before serving.
+// as no gap: every time in the snapshot is moved back with it; a snapshot
+// taken on a timeline apart from the wall clock is moved onto it first
+// (Snapshot.WallAt). Requests in flight before Restore release nothing
+// afterwards. Call it before serving.
 //
 // For the next SnapshotDelta, which need not be full: every entry loaded
 // is changed (its ticks were applied), the entries left out by max_tracked
@@ -120,9 +141,9 @@ type RestoreReport struct {
 func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 	ms := now.UnixMilli()
 	var gap time.Duration
-	shift := restoreShift(ms, snap.TakenAt)
-	if shift == 0 {
-		gap = time.Duration(ms-snap.TakenAt) * time.Millisecond
+	shift := snap.Shift(ms)
+	if taken := snap.TakenAt + shift; taken <= ms {
+		gap = time.Duration(ms-taken) * time.Millisecond
 	}
 	saved := make(map[string][2]Schedule, len(snap.Groups))
 	for _, g := range snap.Groups {
@@ -153,13 +174,6 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 	return rep, nil
 }
 
-// restoreShift is how far every time of a snapshot taken at takenAt moves
-// when it is restored at ms: back with a clock that went backwards, else
-// not at all.
-func restoreShift(ms, takenAt int64) int64 {
-	return min(0, ms-takenAt)
-}
-
 // EntryRef names one (peer, group).
 type EntryRef struct {
 	Peer  peer.Key `json:"peer"`
@@ -171,8 +185,10 @@ type EntryRef struct {
 // switch (always). When Full is set, Changed holds every entry and the
 // store replaces all it has.
 type Delta struct {
-	Full    bool            `json:"full"`
-	TakenAt int64           `json:"taken_at_ms"`
+	Full    bool  `json:"full"`
+	TakenAt int64 `json:"taken_at_ms"`
+	// WallAt is as Snapshot's: set by the caller that knows it.
+	WallAt  int64           `json:"wall_at_ms,omitempty"`
 	Enabled bool            `json:"enabled"`
 	Groups  []GroupSnapshot `json:"groups"`
 	Changed []EntrySnapshot `json:"changed"`

@@ -36,6 +36,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/limiterd/limiterd/internal/clock"
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/live"
@@ -313,7 +314,10 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		return fmt.Errorf("server.upstream: %w", err)
 	}
 
-	now := time.Now
+	// Every interval is measured on the daemon's own clock, which a step
+	// of the system's wall clock does not move (internal/clock).
+	clk := clock.New(m.log)
+	now := clk.Now
 	cb, err := openCluster(cfg, limCfg, m.log)
 	if err != nil {
 		return err
@@ -349,7 +353,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err != nil {
 		return err
 	}
-	snaps := persist.New(lim, db, persist.Options{Throttle: th, Interval: cfg.Snapshot.Interval, Logger: m.log, Now: now, Enabled: lv.Enabled})
+	snaps := persist.New(lim, db, persist.Options{Throttle: th, Interval: cfg.Snapshot.Interval, Logger: m.log, Now: now, Wall: clk.Wall, Enabled: lv.Enabled})
 	if err := snaps.Restore(ctx); err != nil {
 		return err
 	}
@@ -390,7 +394,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		metrics.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, metrics.ThrottleMetrics(th), srv.DaemonMetrics, audit.collect),
+		metrics.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, metrics.ThrottleMetrics(th), srv.DaemonMetrics, audit.collect, clockMetrics(clk)),
 		metrics.NewExchangeCollector(&dp.Exchanges, lim.GroupName),
 	)
 	if cb != nil {
@@ -432,6 +436,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	go func() { defer wg.Done(); m.tickLoop(bg, lim, th, lv, now) }()
 	go func() { defer wg.Done(); m.hangupLoop(bg) }()
 	go func() { defer wg.Done(); m.rejects.Run(bg) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); clk.Run(bg) }()
 	wg.Add(1)
 	go func() { defer wg.Done(); audit.run(bg) }()
 	if cb != nil {

@@ -20,7 +20,7 @@ import (
 
 // New returns a Snapshotter of lim's state (and opts.Throttle's) into db.
 func New(lim *limiter.Limiter, db *store.DB, opts Options) *Snapshotter {
-	s := &Snapshotter{lim: lim, th: opts.Throttle, db: db, log: opts.Logger, now: opts.Now, enabled: opts.Enabled, interval: opts.Interval}
+	s := &Snapshotter{lim: lim, th: opts.Throttle, db: db, log: opts.Logger, now: opts.Now, wall: opts.Wall, enabled: opts.Enabled, interval: opts.Interval}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -55,6 +55,12 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Wall is the system's wall clock when Now is not it (the daemon's
+	// monotonic clock, internal/clock): each snapshot records its reading
+	// beside Now's (limiter.Snapshot.WallAt), so that a restart, on the
+	// wall clock, places the saved times right after a step of it. Nil:
+	// Now is the wall clock.
+	Wall func() time.Time
 	// Enabled is the global switch as the live settings store it: a
 	// restore keeps it over the snapshot's (nil: the snapshot's).
 	Enabled func() bool
@@ -69,6 +75,7 @@ type Snapshotter struct {
 	db       *store.DB
 	log      *slog.Logger
 	now      func() time.Time
+	wall     func() time.Time
 	enabled  func() bool
 	interval time.Duration
 
@@ -134,6 +141,9 @@ func (s *Snapshotter) Save(ctx context.Context) error {
 	defer s.mu.Unlock()
 	start := time.Now()
 	d := s.lim.SnapshotDelta(s.now(), s.needFull)
+	if s.wall != nil {
+		d.WallAt = s.wall().UnixMilli()
+	}
 	st, err := s.db.SaveDelta(ctx, d)
 	s.taken.Add(1)
 	if err != nil {

@@ -179,3 +179,32 @@ func arweaveThrottle() throttle.Config {
 	c.Compile = limiter.ThrottleMatcher
 	return c
 }
+
+// TestSnapshotRecordsTheWallClock: with Options.Wall the saved snapshot
+// carries the wall clock's reading beside the limiter's time, and a
+// restart finds it in the store.
+func TestSnapshotRecordsTheWallClock(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	wall := now.Add(time.Hour) // stepped forward an hour since the start
+	lim, err := limiter.New(memory.New(), now, limiter.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(t.TempDir(), "limiterd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := New(lim, db, Options{Now: func() time.Time { return now }, Wall: func() time.Time { return wall }})
+	ctx := context.Background()
+	if err := s.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap, _, err := db.LoadSnapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.TakenAt != now.UnixMilli() || snap.WallAt != wall.UnixMilli() {
+		t.Fatalf("taken at %d, wall at %d; want %d and %d", snap.TakenAt, snap.WallAt, now.UnixMilli(), wall.UnixMilli())
+	}
+}

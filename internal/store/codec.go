@@ -250,6 +250,7 @@ func decodeGroup(v []byte) (limiter.GroupSnapshot, error) {
 // header is the snapshot's own fields.
 type header struct {
 	TakenAt int64 `json:"taken_at_ms"`
+	WallAt  int64 `json:"wall_at_ms,omitempty"` // limiter.Snapshot.WallAt
 	Enabled bool  `json:"enabled"`
 }
 

@@ -165,7 +165,7 @@ func (db *DB) Import(ctx context.Context, r io.Reader) error {
 	if err != nil {
 		return importErr("snapshot.entries", "%v", err)
 	}
-	hdr, err := encodeHeader(header{TakenAt: doc.Snapshot.TakenAt, Enabled: doc.Snapshot.Enabled})
+	hdr, err := encodeHeader(header{TakenAt: doc.Snapshot.TakenAt, WallAt: doc.Snapshot.WallAt, Enabled: doc.Snapshot.Enabled})
 	if err != nil {
 		return importErr("snapshot", "%v", err)
 	}

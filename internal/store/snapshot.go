@@ -185,7 +185,7 @@ func (db *DB) SaveDelta(ctx context.Context, d limiter.Delta) (SaveStats, error)
 		}
 		groups = append(groups, kv{k: []byte(g.Name), v: v})
 	}
-	hdr, err := encodeHeader(header{TakenAt: d.TakenAt, Enabled: d.Enabled})
+	hdr, err := encodeHeader(header{TakenAt: d.TakenAt, WallAt: d.WallAt, Enabled: d.Enabled})
 	if err != nil {
 		return st, fmt.Errorf("save snapshot: %w", err)
 	}

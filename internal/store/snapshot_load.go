@@ -46,7 +46,7 @@ func (db *DB) readSnapshot(ctx context.Context, tx *bbolt.Tx) (limiter.Snapshot,
 		if err != nil {
 			return snap, rep, fmt.Errorf("snapshot/header: %w", err)
 		}
-		snap.TakenAt, snap.Enabled = h.TakenAt, h.Enabled
+		snap.TakenAt, snap.WallAt, snap.Enabled = h.TakenAt, h.WallAt, h.Enabled
 	}
 	gb, err := bucket(tx, bucketGroups)
 	if err != nil {

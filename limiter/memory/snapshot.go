@@ -64,7 +64,7 @@ func (b *Backend) SnapshotEntries(ms int64, gt *limiter.GroupTable) []limiter.En
 // Limiter.Restore), oldest first so that max_tracked keeps the most recent.
 func (b *Backend) Restore(ms int64, gt *limiter.GroupTable, snap *limiter.Snapshot) limiter.RestoreReport {
 	var rep limiter.RestoreReport
-	shift := min(0, ms-snap.TakenAt) // a clock that went back moves every time back with it
+	shift := snap.Shift(ms)
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
