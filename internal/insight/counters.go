@@ -32,4 +32,8 @@ type ProxyCounters struct {
 	// server.max_conns: limiterd_connections_refused_total{cap}.
 	ConnsRefusedPerIP atomic.Uint64
 	ConnsRefusedTotal atomic.Uint64
+	// CheckLeasesCut counts /api/v1/check leases ended before their time
+	// because peers.max_tracked of them were held:
+	// limiterd_check_leases_cut_total.
+	CheckLeasesCut atomic.Uint64
 }

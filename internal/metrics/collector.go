@@ -49,6 +49,7 @@ type metricsCollector struct {
 
 	wouldReject, denied, admitted, evictions, tracked *prometheus.Desc
 	upstreamErrors, internalErrors, exemptPath        *prometheus.Desc
+	checkLeasesCut                                    *prometheus.Desc
 	badRequests, tooLarge, connsRefused               *prometheus.Desc
 
 	algorithm, groupEntries, logTimestamps, stateDropped *prometheus.Desc
@@ -113,6 +114,8 @@ func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCoun
 			"Requests limiterd answered with 503 because of its own error (a panic in its request path).", nil, nil),
 		exemptPath: prometheus.NewDesc("limiterd_exempt_path_requests_total",
 			"Requests passed on without limiting because their path is in exempt_paths.", nil, nil),
+		checkLeasesCut: prometheus.NewDesc("limiterd_check_leases_cut_total",
+			"Leases of /api/v1/check admissions ended before their time because peers.max_tracked of them were held.", nil, nil),
 		badRequests: prometheus.NewDesc("limiterd_bad_requests_total",
 			"Requests the public listener refused as malformed or unsafe to proxy (400, 405, 408, 431).", nil, nil),
 		tooLarge: prometheus.NewDesc("limiterd_request_body_too_large_total",
@@ -151,6 +154,7 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.upstreamErrors
 		ch <- c.internalErrors
 		ch <- c.exemptPath
+		ch <- c.checkLeasesCut
 		ch <- c.badRequests
 		ch <- c.tooLarge
 		ch <- c.connsRefused
@@ -235,6 +239,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.upstreamErrors, c.pc.UpstreamTimeouts.Load(), "timeout")
 		counter(c.internalErrors, c.pc.InternalErrors.Load())
 		counter(c.exemptPath, c.pc.ExemptPath.Load())
+		counter(c.checkLeasesCut, c.pc.CheckLeasesCut.Load())
 		counter(c.badRequests, c.pc.BadRequests.Load())
 		counter(c.tooLarge, c.pc.TooLarge.Load())
 		counter(c.connsRefused, c.pc.ConnsRefusedPerIP.Load(), "per_ip")

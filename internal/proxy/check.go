@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/limiterd/limiterd/internal/jsonbody"
@@ -19,12 +20,21 @@ import (
 // caller releases them or the lease ends. Every lease lasts the same
 // CheckLease, so expiries come in the order leases were made: a FIFO of
 // (id, expiry) lets expire visit only what expired (released leases leave
-// a stale item, skipped when its turn comes). Safe for concurrent use.
+// a stale item, skipped when its turn comes). Their number is bounded by
+// peers.max_tracked: a slot held is an entry the limiter may not evict, so
+// a flood of distinct peers through the check API would otherwise grow the
+// table past its cap; at the bound, the oldest lease ends early (decision
+// 190). Safe for concurrent use.
 type leases struct {
 	mu   sync.Mutex
 	m    map[string]*lease
 	q    []leaseItem
 	head int
+	// peak is len(m)'s high-water mark since m was last made anew: a Go
+	// map keeps its buckets when it empties, so a map that held a flood
+	// is made anew once it holds a quarter of it.
+	peak int
+	cut  *atomic.Uint64 // leases ended early at the bound
 }
 
 type lease struct {
@@ -37,23 +47,73 @@ type leaseItem struct {
 	expires time.Time
 }
 
-func newLeases() *leases { return &leases{m: map[string]*lease{}} }
+func newLeases(cut *atomic.Uint64) *leases { return &leases{m: map[string]*lease{}, cut: cut} }
 
-func (l *leases) add(d limiter.Decision, expires time.Time) string {
+// add holds d until expires, and returns the lease's id. With bound > 0
+// it first ends the oldest leases (releasing their slots) until fewer than
+// bound are held (room).
+func (l *leases) add(d limiter.Decision, expires time.Time, bound int) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
+	l.room(bound)
 	l.mu.Lock()
 	l.m[id] = &lease{d: d, expires: expires}
 	l.q = append(l.q, leaseItem{id: id, expires: expires})
+	l.peak = max(l.peak, len(l.m))
 	l.mu.Unlock()
 	return id
+}
+
+// room ends the oldest leases, releasing their slots, until fewer than
+// bound are held (none when bound ≤ 0). The check API makes room before it
+// decides, so that the entry a released slot unpinned may be evicted for
+// the new peer's.
+func (l *leases) room(bound int) {
+	if bound <= 0 {
+		return
+	}
+	var ended []*lease
+	l.mu.Lock()
+	for len(l.m) >= bound && l.head < len(l.q) {
+		old := l.q[l.head].id
+		l.q[l.head] = leaseItem{}
+		l.head++
+		if x, ok := l.m[old]; ok {
+			ended = append(ended, x)
+			delete(l.m, old)
+		}
+	}
+	l.mu.Unlock()
+	if len(ended) > 0 {
+		l.cut.Add(uint64(len(ended)))
+	}
+	for _, x := range ended {
+		x.d.Release()
+	}
+}
+
+// shrink makes the map and the queue anew when they hold a quarter of what
+// they once did, so that the memory of a flood goes with it. l.mu is held.
+func (l *leases) shrink() {
+	if l.head > 1024 && l.head*2 > len(l.q) {
+		l.q = append(l.q[:0:0], l.q[l.head:]...)
+		l.head = 0
+	}
+	if l.peak > 1024 && len(l.m) <= l.peak/4 {
+		m := make(map[string]*lease, len(l.m))
+		for id, x := range l.m {
+			m[id] = x
+		}
+		l.m, l.peak = m, len(m)
+	}
 }
 
 func (l *leases) release(id string) bool {
 	l.mu.Lock()
 	x, ok := l.m[id]
 	delete(l.m, id)
+	l.shrink()
 	l.mu.Unlock()
 	if ok {
 		x.d.Release()
@@ -74,10 +134,7 @@ func (l *leases) expire(now time.Time) {
 			delete(l.m, id)
 		}
 	}
-	if l.head > 1024 && l.head*2 > len(l.q) {
-		l.q = append(l.q[:0], l.q[l.head:]...)
-		l.head = 0
-	}
+	l.shrink()
 	l.mu.Unlock()
 	for _, x := range due {
 		x.d.Release()
@@ -91,7 +148,7 @@ func (l *leases) releaseAll() {
 	for _, x := range l.m {
 		all = append(all, x)
 	}
-	l.m, l.q, l.head = map[string]*lease{}, nil, 0
+	l.m, l.q, l.head, l.peak = map[string]*lease{}, nil, 0, 0
 	l.mu.Unlock()
 	for _, x := range all {
 		x.d.Release()
@@ -168,6 +225,8 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 		req.Method = http.MethodGet
 	}
 	now := h.now()
+	bound := h.lim.Config().MaxTracked
+	h.leases.room(bound)
 	d := h.lim.Check(now, limiter.Request{Method: req.Method, Path: req.Path, Peer: peer})
 	if d.OnExemptPath() {
 		if !d.Allowed {
@@ -212,7 +271,7 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", fmt.Sprint(d.RetryAfter))
 	}
 	if d.Holds() {
-		resp.ID = h.leases.add(d, now.Add(h.opts.CheckLease))
+		resp.ID = h.leases.add(d, now.Add(h.opts.CheckLease), bound)
 		resp.LeaseSeconds = int64(h.opts.CheckLease / time.Second)
 	}
 	jsonbody.Write(w, resp.Status, resp)

@@ -1,18 +1,24 @@
 package proxy
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
 )
 
 func TestLeasesExpireInOrder(t *testing.T) {
-	l := newLeases()
+	l := newLeases(new(atomic.Uint64))
 	t0 := time.Unix(1000, 0)
 	var ids []string
 	for i := 0; i < 5; i++ {
-		ids = append(ids, l.add(limiter.Decision{}, t0.Add(time.Duration(i)*time.Second)))
+		ids = append(ids, l.add(limiter.Decision{}, t0.Add(time.Duration(i)*time.Second), 0))
 	}
 	if !l.release(ids[1]) || l.release(ids[1]) {
 		t.Fatal("a lease releases exactly once")
@@ -27,5 +33,60 @@ func TestLeasesExpireInOrder(t *testing.T) {
 	l.releaseAll()
 	if len(l.m) != 0 || l.release(ids[4]) {
 		t.Fatal("releaseAll left leases")
+	}
+}
+
+// TestLeasesBounded: at the bound the oldest lease ends first (its slot is
+// given back), the count of them says so, and the map that held a flood is
+// made anew once it empties.
+func TestLeasesBounded(t *testing.T) {
+	var cut atomic.Uint64
+	l := newLeases(&cut)
+	t0 := time.Unix(1000, 0)
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, l.add(limiter.Decision{}, t0.Add(time.Duration(i)*time.Second), 3))
+	}
+	if len(l.m) != 3 || cut.Load() != 2 {
+		t.Fatalf("%d leases, %d cut; want 3 and 2", len(l.m), cut.Load())
+	}
+	if l.release(ids[0]) || l.release(ids[1]) || !l.release(ids[2]) {
+		t.Fatal("the two oldest should have ended, the third not")
+	}
+	for i := range 5000 {
+		l.add(limiter.Decision{}, t0.Add(time.Hour+time.Duration(i)*time.Millisecond), 0)
+	}
+	if l.peak < 5000 {
+		t.Fatalf("peak %d", l.peak)
+	}
+	l.expire(t0.Add(2 * time.Hour))
+	if len(l.m) != 0 || l.peak != 0 || len(l.q) != 0 {
+		t.Fatalf("after the flood expired: %d leases, peak %d, queue %d", len(l.m), l.peak, len(l.q))
+	}
+}
+
+// TestCheckFloodOfPeers: a flood of distinct peers through the check API,
+// none releasing, keeps the limiter's table within peers.max_tracked: the
+// leases beyond it end oldest first and give their slots back, so the
+// entries they pinned may be evicted.
+func TestCheckFloodOfPeers(t *testing.T) {
+	const maxTracked = 100
+	cfg := limitertest.Config(nil)
+	cfg.MaxTracked = maxTracked
+	lim := limitertest.New(t, cfg)
+	h := New(lim, Options{Now: func() time.Time { return limitertest.T0 }, CheckLease: time.Hour})
+	for i := range 10 * maxTracked {
+		w := httptest.NewRecorder()
+		body := fmt.Sprintf(`{"peer":"10.%d.%d.1","path":"/info"}`, i>>8, i&0xff)
+		h.HandleCheck(w, httptest.NewRequest(http.MethodPost, "/api/v1/check", strings.NewReader(body)))
+		if w.Code != http.StatusOK {
+			t.Fatalf("check %d: %d %s", i, w.Code, w.Body)
+		}
+	}
+	if n := lim.Tracked(); n > maxTracked {
+		t.Fatalf("%d entries tracked, over max_tracked %d", n, maxTracked)
+	}
+	if cut := h.Counts.CheckLeasesCut.Load(); cut != 9*maxTracked {
+		t.Fatalf("%d leases cut, want %d", cut, 9*maxTracked)
 	}
 }

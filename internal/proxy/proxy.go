@@ -162,7 +162,8 @@ type Handler struct {
 
 // New returns a Handler deciding with lim.
 func New(lim *limiter.Limiter, opts Options) *Handler {
-	h := &Handler{lim: lim, opts: withDefaults(opts), log: opts.Logger, now: opts.Now, leases: newLeases(), serving: make(chan struct{})}
+	h := &Handler{lim: lim, opts: withDefaults(opts), log: opts.Logger, now: opts.Now, serving: make(chan struct{})}
+	h.leases = newLeases(&h.Counts.CheckLeasesCut)
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
