@@ -39,7 +39,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -242,7 +241,7 @@ func Load(src Source) (*Config, Info, error) {
 	if src.Data != nil || src.Path != "" {
 		b, err := src.Data, error(nil)
 		if b == nil {
-			b, err = os.ReadFile(src.Path)
+			b, err = readFile(src.Path)
 		}
 		switch {
 		case err == nil:
@@ -317,6 +316,9 @@ func Load(src Source) (*Config, Info, error) {
 // loadTOML parses b as TOML into k. A syntax error is a problem keyed by
 // name:line:column.
 func loadTOML(k *koanf.Koanf, b []byte, name string) *limiter.FieldError {
+	if err := checkShape(b); err != nil {
+		return &limiter.FieldError{Field: name, Problem: err.Error(), Err: err}
+	}
 	err := k.Load(rawbytes.Provider(b), toml.Parser())
 	if err == nil {
 		return nil
