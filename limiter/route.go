@@ -32,20 +32,25 @@ type RouteRule struct {
 type RouteTable struct {
 	rules []RouteRule // deep copies of the configured rules
 
-	// The patterns of all rules, in rule order, indexed by what a path's
-	// first segment must be for them to match: byFirst holds, for each
-	// literal first segment of a glob, the entries of those globs merged
-	// with every entry that does not depend on the first segment (a glob
-	// beginning with * or with no segment, a regexp); other holds the
-	// latter alone, for the remaining paths.
+	// The patterns of all rules, in rule order (seq), indexed by what a
+	// path's first segment must be for them to match: byFirst holds, for
+	// each literal first segment of a glob, the entries of those globs;
+	// other holds every entry that does not depend on the first segment (a
+	// glob beginning with * or with no segment, a regexp). Match walks a
+	// path's list and other together, in seq order; each entry is kept
+	// once, so the table's memory is linear in its patterns.
 	byFirst map[string][]routeEntry
 	other   []routeEntry
+	// regexps counts the regular-expression patterns: every path that no
+	// glob matches is tried against each (Regexps).
+	regexps int
 	limit   int // the most segments any glob names; Match splits this far
 	globs   bool
 }
 
 // routeEntry is one pattern of one rule.
 type routeEntry struct {
+	seq     int // its place in the order patterns are tried in
 	rule    int
 	methods []string // the rule's methods; empty: any
 	pat     *Pattern
@@ -87,6 +92,7 @@ func NewRouteTable(rules []RouteRule) (*RouteTable, error) {
 			e := routeEntry{rule: i, methods: t.rules[i].Methods, pat: p}
 			if p.IsRegexp() {
 				res = append(res, e)
+				t.regexps++
 				continue
 			}
 			entries = append(entries, e)
@@ -97,22 +103,26 @@ func NewRouteTable(rules []RouteRule) (*RouteTable, error) {
 	}
 
 	t.byFirst = make(map[string][]routeEntry)
-	for _, e := range entries {
-		if first, ok := e.firstLiteral(); ok && t.byFirst[first] == nil {
-			t.byFirst[first] = []routeEntry{}
-		}
-	}
-	for _, e := range entries {
+	for i, e := range entries {
+		e.seq = i
 		if first, ok := e.firstLiteral(); ok {
 			t.byFirst[first] = append(t.byFirst[first], e)
 			continue
 		}
 		t.other = append(t.other, e)
-		for k, list := range t.byFirst {
-			t.byFirst[k] = append(list, e)
-		}
 	}
 	return t, nil
+}
+
+// Patterns returns how many patterns the table holds, and how many of them
+// are regular expressions: a path that no glob matches is tried against
+// each of those, in turn (docs/config.md, "Large route tables").
+func (t *RouteTable) Patterns() (all, regexps int) {
+	n := len(t.other)
+	for _, l := range t.byFirst {
+		n += len(l)
+	}
+	return n, t.regexps
 }
 
 // firstLiteral returns the segment a path must begin with for e to match,
@@ -169,17 +179,23 @@ func cloneRule(r RouteRule) RouteRule {
 // number of patterns, and does not allocate for a table of globs.
 func (t *RouteTable) Match(method, path string) int {
 	var ps pathSegments
-	list := t.other
+	var first []routeEntry
 	if t.globs {
 		splitPath(&ps, path, t.limit)
 		if ps.n > 0 {
-			if l, ok := t.byFirst[ps.seg[0]]; ok {
-				list = l
-			}
+			first = t.byFirst[ps.seg[0]]
 		}
 	}
-	for i := range list {
-		e := &list[i]
+	// The entries of the path's first segment and the others, merged in
+	// the order they are tried in.
+	other := t.other
+	for len(first) > 0 || len(other) > 0 {
+		var e *routeEntry
+		if len(other) == 0 || len(first) > 0 && first[0].seq < other[0].seq {
+			e, first = &first[0], first[1:]
+		} else {
+			e, other = &other[0], other[1:]
+		}
 		if len(e.methods) > 0 && !slices.Contains(e.methods, method) {
 			continue
 		}

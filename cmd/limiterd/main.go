@@ -238,6 +238,9 @@ func (m *Main) checkConfig(args []string) int {
 		fmt.Fprintln(m.Stderr, "limiterd:", err)
 		return exitRuntime
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(m.Stderr, "config: warning:", w)
+	}
 	m.Stdout.Write(b)
 	return exitOK
 }
@@ -285,6 +288,9 @@ func (m *Main) start(ctx context.Context, src config.Source, adj adjust) int {
 		return exitUsage
 	}
 	m.log = newLogger(m.Stderr, cfg.Log, m.level)
+	for _, w := range cfg.Warnings() {
+		m.log.Warn("config: " + w)
+	}
 	m.notify = newNotifier(m.Env, m.log)
 	m.state.loaded(absPath(info.UsedFile), time.Now())
 	if info.EmbeddedOnly {
@@ -563,6 +569,9 @@ func (m *Main) Reload() error {
 	limCfg, err := limiterConfig(cfg)
 	if err != nil {
 		return err
+	}
+	for _, w := range cfg.Warnings() {
+		m.log.Warn("reload: config: " + w)
 	}
 	thCfg := cfg.ThrottleConfig()
 	if _, err := throttle.New(time.Now(), thCfg); err != nil {
