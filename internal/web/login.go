@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +61,7 @@ func (s *Server) requireViewer(next http.Handler) http.Handler {
 		var v viewer
 		if tok, present, ok := s.bearer(r); present {
 			if !ok {
+				wait(r.Context(), s.fails.failed(clientIP(r), true))
 				w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
 				s.ui.Error(w, r, http.StatusUnauthorized, "The bearer token is not one of limiterd's tokens.")
 				return
@@ -137,15 +137,9 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
-	ip := clientIP(r)
-	if s.fails.blocked(ip) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(authWindow/time.Second)))
-		s.ui.Login(w, r, http.StatusTooManyRequests, "Too many failed logins from your address: wait a minute and try again.")
-		return
-	}
 	tok, ok := s.match(r.PostFormValue("token"))
 	if !ok {
-		s.fails.failed(ip)
+		wait(r.Context(), s.fails.failed(clientIP(r), false))
 		s.ui.Login(w, r, http.StatusUnauthorized, "That is not the admin token.")
 		return
 	}

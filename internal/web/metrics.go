@@ -26,6 +26,10 @@ var (
 		"Connections to the admin listener answered 503 and closed: admin.max_conns were open and none idle.", nil, nil)
 	descAdminIdleClosed = prometheus.NewDesc("limiterd_admin_idle_connections_closed_total",
 		"Idle keep-alive connections to the admin listener closed to make room for a new one at admin.max_conns.", nil, nil)
+	descAuthFailures = prometheus.NewDesc("limiterd_admin_auth_failures_total",
+		"Wrong tokens presented to the admin listener (kind: login, the dashboard's form; bearer, an Authorization header).", []string{"kind"}, nil)
+	descAuthDelayed = prometheus.NewDesc("limiterd_admin_auth_delayed_total",
+		"Wrong tokens answered after a delay: more than 5 a minute from one address.", nil, nil)
 )
 
 // DaemonMetrics sends the daemon's own gauges (an extra of metrics.NewCollector):
@@ -55,6 +59,9 @@ func (s *Server) DaemonMetrics(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAdminConns, prometheus.GaugeValue, float64(s.conns.Open()))
 	ch <- prometheus.MustNewConstMetric(descAdminRefused, prometheus.CounterValue, float64(s.conns.Refused()))
 	ch <- prometheus.MustNewConstMetric(descAdminIdleClosed, prometheus.CounterValue, float64(s.conns.IdleClosed()))
+	ch <- prometheus.MustNewConstMetric(descAuthFailures, prometheus.CounterValue, float64(s.fails.login.Load()), "login")
+	ch <- prometheus.MustNewConstMetric(descAuthFailures, prometheus.CounterValue, float64(s.fails.bearer.Load()), "bearer")
+	ch <- prometheus.MustNewConstMetric(descAuthDelayed, prometheus.CounterValue, float64(s.fails.delayed.Load()))
 	for _, r := range []struct {
 		name     string
 		now, max int64

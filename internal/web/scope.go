@@ -268,14 +268,18 @@ func withActor(r *http.Request, actor string) *http.Request {
 }
 
 // requireToken admits requests carrying a token whose scope allows them:
-// 401 without a known token, 403 outside its scope. Wrong tokens are not
-// throttled by address (decision 22): the callers of the check
-// and throttle APIs share their address with whatever else runs there,
-// and a block would deny them with the right token.
+// 401 without a known token, 403 outside its scope. A wrong token is
+// counted and, past a few a minute from one address, answered after a
+// delay; a right one is never refused for its address (decision 192): the
+// callers of the check and throttle APIs share their address with
+// whatever else runs there.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tok, _, ok := s.bearer(r)
+		tok, present, ok := s.bearer(r)
 		if !ok {
+			if present {
+				wait(r.Context(), s.fails.failed(clientIP(r), true))
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
 			writeError(w, http.StatusUnauthorized, "a valid token is required (Authorization: Bearer <token>)", "")
 			return

@@ -19,8 +19,12 @@ import (
 const (
 	sessionCookie = "limiterd_session"
 	sessionTTL    = 12 * time.Hour
-	// maxSessions bounds the session map; the oldest is dropped beyond it.
-	maxSessions = 1000
+	// maxSessions bounds the session map, maxSessionsPerToken the sessions
+	// one token opened: beyond either, the oldest session of the same
+	// token goes, so that the holder of one token (a read token) cannot
+	// log another's sessions out by opening many (decision 192).
+	maxSessions         = 1000
+	maxSessionsPerToken = 100
 )
 
 // session is one logged-in browser.
@@ -148,13 +152,25 @@ func (s *sessions) create(ctx context.Context, tok Token) (string, *session) {
 	ss := &session{csrf: randomHex(32), actor: actor, expires: now.Add(sessionTTL), token: fingerprint(tok.Secret)}
 	s.mu.Lock()
 	drop := s.sweepLocked(now)
-	if len(s.byKey) >= maxSessions {
-		var oldest string
-		for k, v := range s.byKey {
-			if oldest == "" || v.expires.Before(s.byKey[oldest].expires) {
-				oldest = k
+	var oldest, oldestOwn string
+	own := 0
+	for k, v := range s.byKey {
+		if oldest == "" || v.expires.Before(s.byKey[oldest].expires) {
+			oldest = k
+		}
+		if v.token == ss.token {
+			own++
+			if oldestOwn == "" || v.expires.Before(s.byKey[oldestOwn].expires) {
+				oldestOwn = k
 			}
 		}
+	}
+	switch {
+	case own >= maxSessionsPerToken || len(s.byKey) >= maxSessions && oldestOwn != "":
+		delete(s.byKey, oldestOwn)
+		drop = append(drop, oldestOwn)
+	case len(s.byKey) >= maxSessions:
+		// Only with more than maxSessions/maxSessionsPerToken tokens.
 		delete(s.byKey, oldest)
 		drop = append(drop, oldest)
 	}
