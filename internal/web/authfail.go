@@ -84,15 +84,21 @@ func (f *authFails) failed(ip string, bearer bool) time.Duration {
 	return min(maxAuthDelay, authDelay<<min(over-1, 16))
 }
 
-// wait sleeps d, or until ctx ends (the client went away).
-func wait(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
+// sleep waits d on a timer, or until ctx ends (the client went away).
+func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
+		return ctx.Err()
 	case <-t.C:
+		return nil
+	}
+}
+
+// wait delays the answer to a wrong token by d (Options.Sleep).
+func (s *Server) wait(ctx context.Context, d time.Duration) {
+	if d > 0 {
+		_ = s.sleep(ctx, d)
 	}
 }

@@ -61,7 +61,7 @@ func (s *Server) requireViewer(next http.Handler) http.Handler {
 		var v viewer
 		if tok, present, ok := s.bearer(r); present {
 			if !ok {
-				wait(r.Context(), s.fails.failed(clientIP(r), true))
+				s.wait(r.Context(), s.fails.failed(clientIP(r), true))
 				w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
 				s.ui.Error(w, r, http.StatusUnauthorized, "The bearer token is not one of limiterd's tokens.")
 				return
@@ -139,7 +139,7 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	tok, ok := s.match(r.PostFormValue("token"))
 	if !ok {
-		wait(r.Context(), s.fails.failed(clientIP(r), false))
+		s.wait(r.Context(), s.fails.failed(clientIP(r), false))
 		s.ui.Login(w, r, http.StatusUnauthorized, "That is not the admin token.")
 		return
 	}

@@ -278,7 +278,7 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 		tok, present, ok := s.bearer(r)
 		if !ok {
 			if present {
-				wait(r.Context(), s.fails.failed(clientIP(r), true))
+				s.wait(r.Context(), s.fails.failed(clientIP(r), true))
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
 			writeError(w, http.StatusUnauthorized, "a valid token is required (Authorization: Bearer <token>)", "")

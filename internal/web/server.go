@@ -70,6 +70,9 @@ type Options struct {
 	Logger   *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Sleep waits d or until ctx ends, on the clock of Now: the delay of a
+	// wrong token's answer (decision 192); nil sleeps on a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// Throttle is the outbound throttle served at /api/v1/throttle; nil
 	// leaves those routes out. The global switch turns it off and on too.
 	Throttle *throttle.Throttle
@@ -114,6 +117,8 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	now  func() time.Time
+	// sleep delays the answer to a wrong token (Options.Sleep).
+	sleep func(ctx context.Context, d time.Duration) error
 	// api serves the JSON API.
 	api *api.API
 	// ui serves the dashboard.
@@ -157,6 +162,10 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	s.sleep = opts.Sleep
+	if s.sleep == nil {
+		s.sleep = sleep
 	}
 	if err := s.SetTokens(opts.Token, opts.Tokens); err != nil {
 		return nil, err

@@ -295,6 +295,7 @@ func NewOps(t *testing.T) *Ops {
 			{Name: "ops", Scope: web.ScopeAdmin, Secret: OpsToken},
 		},
 		Now:       c.Now,
+		Sleep:     c.Sleep,
 		DataPlane: proxy.New(lim, proxy.Options{Now: c.Now}),
 		Throttle:  th,
 		Snapshot:  func(context.Context) error { o.Snapshots++; return nil },
