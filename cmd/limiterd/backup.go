@@ -16,6 +16,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/store"
+	"github.com/limiterd/limiterd/internal/web/api"
 )
 
 // backupCmd runs `limiterd backup -o FILE [-admin URL] [-token-file FILE]`:
@@ -169,4 +170,17 @@ func adminURL(listen string) string {
 		host = "::1"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// backupOf is db.Backup for the admin API: a refusal because as many
+// backups as the store makes at once are under way is the API's ErrBusy
+// (503).
+func backupOf(db *store.DB) api.Backup {
+	return func(ctx context.Context, open func(size int64) (io.Writer, error)) (int64, error) {
+		n, err := db.Backup(ctx, open)
+		if errors.Is(err, store.ErrBackupBusy) {
+			err = fmt.Errorf("%w: %w", api.ErrBusy, err)
+		}
+		return n, err
+	}
 }

@@ -382,7 +382,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		Sessions:   db,
 		Build:      buildInfo(),
 		Daemon:     m.state.get,
-		Backup:     db.Backup,
+		Backup:     backupOf(db),
 		Offenses:   db,
 		Recorder:   rec,
 		KeyHelp:    config.GroupKeyHelp(),

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,29 +21,61 @@ import (
 // (bbolt's online backup: one read transaction's Tx.WriteTo). Writes made
 // meanwhile — a snapshot, a live edit — do not disturb it: the copy is
 // the database as of the transaction's start, a valid limiterd database of
-// this schema, which Open accepts as it is. open is called first with the
-// copy's size in bytes and returns where to write it. Backup returns the
-// bytes written; ctx ending stops the copy at the next write.
+// this schema, which Open accepts as it is. open is called with the copy's
+// size in bytes and returns where to write it. Backup returns the bytes
+// written; ctx ending stops the copy at the next write.
 //
-// While the copy is written, its read transaction keeps the pages it reads
-// from being reused, so the file may grow by what is written meanwhile,
-// and a write that must map a file grown past the initial 1 GiB map waits
-// for the copy to end.
+// The copy is first written to a temporary file beside the database,
+// which takes as long as the local disk does, and only then to the
+// writer, which may be a slow client: the read transaction, which keeps
+// the pages it reads from being reused (so the database file grows by
+// what is written meanwhile), is held for the first part only. At most
+// maxBackups copies are made at once; another is refused with
+// ErrBackupBusy.
 func (db *DB) Backup(ctx context.Context, open func(size int64) (io.Writer, error)) (int64, error) {
-	var n int64
-	err := db.view(ctx, "back up the database", func(tx *bbolt.Tx) error {
-		w, err := open(tx.Size())
-		if err != nil {
-			return err
-		}
-		n, err = tx.WriteTo(ctxWriter{ctx: ctx, w: w})
+	select {
+	case db.backups <- struct{}{}:
+		defer func() { <-db.backups }()
+	default:
+		return 0, ErrBackupBusy
+	}
+	f, err := os.CreateTemp(filepath.Dir(db.path), ".limiterd-backup-*")
+	if err != nil {
+		return 0, fmt.Errorf("back up the database: %w", err)
+	}
+	// Unlinked at once: its data lives while f is open, and nothing is left
+	// behind whatever happens next.
+	_ = os.Remove(f.Name())
+	defer f.Close()
+	var size int64
+	err = db.view(ctx, "back up the database", func(tx *bbolt.Tx) error {
+		var err error
+		size, err = tx.WriteTo(ctxWriter{ctx: ctx, w: f})
 		if err != nil && ctx.Err() != nil {
 			err = ctx.Err() // bbolt formats the writer's error with %s
 		}
 		return err
 	})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, fmt.Errorf("back up the database: %w", err)
+	}
+	w, err := open(size)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(ctxWriter{ctx: ctx, w: w}, io.LimitReader(f, size))
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	return n, err
 }
+
+// maxBackups bounds the copies Backup makes at once: each is a temporary
+// file the size of the database, and the work of a read of all of it.
+const maxBackups = 2
 
 // ctxWriter fails its writes once ctx has ended.
 type ctxWriter struct {

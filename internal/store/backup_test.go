@@ -191,3 +191,55 @@ func TestWritable(t *testing.T) {
 		t.Errorf("Writable after a failed write: %v", err)
 	}
 }
+
+// TestBackupSlowClientHoldsNothing: a backup whose client does not read
+// (its writer blocks) holds no read transaction meanwhile, so writes go
+// on reusing pages and the file does not grow with them; a third backup
+// while two are under way is refused at once.
+func TestBackupSlowClientHoldsNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limiterd.db")
+	db := MustOpenDBAt(t, path, store.Options{})
+	var entries []limiter.EntrySnapshot
+	for i := range 20000 {
+		entries = append(entries, tokenEntry(peerAt(fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255)), "general", int64(i%450+1)))
+	}
+	save := func(at int64) {
+		if _, err := db.SaveDelta(ctx, limiter.Delta{Full: true, TakenAt: at, Groups: groups(), Changed: entries}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save(1)
+	save(2)
+	fi, _ := os.Stat(path)
+	before := fi.Size()
+
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			_, err := db.Backup(ctx, func(int64) (io.Writer, error) {
+				started <- struct{}{}
+				<-release // a client that reads nothing until told
+				return io.Discard, nil
+			})
+			if err != nil {
+				t.Errorf("backup: %v", err)
+			}
+		})
+	}
+	<-started
+	<-started
+	if _, err := db.Backup(ctx, func(int64) (io.Writer, error) { return io.Discard, nil }); !errors.Is(err, store.ErrBackupBusy) {
+		t.Errorf("a third backup at once: %v, want ErrBackupBusy", err)
+	}
+	for i := range 20 {
+		save(int64(3 + i)) // every page rewritten, twenty times
+	}
+	fi, _ = os.Stat(path)
+	close(release)
+	wg.Wait()
+	if grew := fi.Size() - before; grew > before/2 {
+		t.Fatalf("the file grew by %d bytes (from %d) while two slow backups were under way", grew, before)
+	}
+}

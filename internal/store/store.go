@@ -74,6 +74,9 @@ var (
 	ErrNeedsMigration = errors.New("database schema needs migrating")
 )
 
+// ErrBackupBusy is Backup's answer while maxBackups copies are being made.
+var ErrBackupBusy = errors.New("as many backups as limiterd makes at once are being made: try again when one ends")
+
 // Bucket names and fixed keys.
 var (
 	bucketMeta       = []byte("meta")
@@ -130,6 +133,8 @@ type DB struct {
 	// auditMax bounds the audit log (SetAuditMax; 0: unbounded); pruned
 	// counts the entries it removed.
 	auditMax, pruned atomic.Uint64
+	// backups holds a token per copy Backup is making (maxBackups).
+	backups chan struct{}
 }
 
 // errorWith is an error with its own message that wraps one or more
@@ -210,7 +215,7 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, openError(path, opts.Timeout, err)
 	}
 	b.AllocSize = allocSize
-	db := &DB{bolt: b, path: path, log: log, checkThrottle: opts.CheckThrottle}
+	db := &DB{bolt: b, path: path, log: log, checkThrottle: opts.CheckThrottle, backups: make(chan struct{}, maxBackups)}
 	if opts.ReadOnly {
 		err = db.checkCurrent()
 	} else {

@@ -27,6 +27,8 @@ func statusOf(err error) (status int, field string) {
 		return http.StatusBadRequest, ""
 	case errors.Is(err, live.ErrNotFound):
 		return http.StatusNotFound, ""
+	case errors.Is(err, api.ErrBusy):
+		return http.StatusServiceUnavailable, ""
 	case errors.Is(err, live.ErrExists):
 		return http.StatusConflict, ""
 	}

@@ -363,9 +363,12 @@ func writeError(w http.ResponseWriter, status int, msg, field string) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, field := statusOf(err)
 	msg := err.Error()
-	if status == http.StatusInternalServerError {
+	switch status {
+	case http.StatusInternalServerError:
 		s.log.Error("admin API", "method", r.Method, "path", r.URL.Path, "err", err)
 		msg = "internal error: " + msg
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "5")
 	}
 	writeError(w, status, msg, field)
 }

@@ -129,6 +129,10 @@ func (a *API) Routes(r chi.Router) {
 // listener answers it 400).
 var ErrBadRequest = errors.New("bad request")
 
+// ErrBusy marks work the API refuses for now because as much of it as
+// limiterd does at once is under way (a backup): 503 with Retry-After.
+var ErrBusy = errors.New("busy")
+
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) { a.opts.Fail(w, r, err) }
 
 // actor is the audit actor of r.
