@@ -138,7 +138,7 @@ func webCluster(b *cluster.Backend) ui.ClusterStatus {
 type clusterCollector struct {
 	b                                     *cluster.Backend
 	up, errors, failures, trips, commands *prometheus.Desc
-	dropped                               *prometheus.Desc
+	dropped, repaired                     *prometheus.Desc
 }
 
 func newClusterCollector(b *cluster.Backend) *clusterCollector {
@@ -158,12 +158,14 @@ func newClusterCollector(b *cluster.Backend) *clusterCollector {
 			"Commands sent to Redis.", nil, nil),
 		dropped: prometheus.NewDesc("limiterd_cluster_dropped_releases_total",
 			"Released in-flight slots Redis could not be told of in time: they expire with their lease.", nil, nil),
+		repaired: prometheus.NewDesc("limiterd_cluster_repaired_keys_total",
+			"(peer, group)s whose keys in Redis were of the wrong type or corrupt, deleted so that they start afresh.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.errors, c.failures, c.trips, c.commands, c.dropped} {
+	for _, d := range []*prometheus.Desc{c.up, c.errors, c.failures, c.trips, c.commands, c.dropped, c.repaired} {
 		ch <- d
 	}
 }
@@ -185,6 +187,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.trips, prometheus.CounterValue, float64(s.RoundTrips))
 	ch <- prometheus.MustNewConstMetric(c.commands, prometheus.CounterValue, float64(s.Commands))
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(s.DroppedReleases))
+	ch <- prometheus.MustNewConstMetric(c.repaired, prometheus.CounterValue, float64(s.Repaired))
 }
 
 // clusterConditions returns the dashboard's banner while Redis is not in

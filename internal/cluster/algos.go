@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
@@ -68,46 +67,59 @@ func unpackSliding(b int64) (curr, prev int64) {
 	return int64(uint32(b)), int64(uint32(uint64(b) >> 32))
 }
 
-// algoKeys returns the keys of (k, g)'s algorithm script: its state, its
-// slots.
+// algoKeys returns the keys of (k, g)'s algorithm entry: its state (with
+// the in-flight counts), and for the sliding log its log then its counts.
 func algoKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
 	base := baseKey(k, g.Name, sc)
 	if g.Algorithm == algo.SlidingLog {
-		return []string{base + sufLog, base + sufSlots}
+		return []string{base + sufLog, base + sufLogCounts}
 	}
-	return []string{base + sufAlgo, base + sufSlots}
+	return []string{base + sufState}
 }
 
-// algoCall runs op ('d' decide, 'r' reduce) of g's algorithm on (k, g),
-// rescaling a state measured in other limits (one more call), and
-// returns the script's reply.
-func (b *Backend) algoCall(deadline time.Time, op string, k limiter.Key, g *limiter.Group, sc *sharedSched, member string) ([]int64, error) {
+// countsKey is the key of algoKeys holding the in-flight counts.
+func countsKey(keys []string) string { return keys[len(keys)-1] }
+
+// algoCall runs a decision (decide) or a manual reduction of g's
+// algorithm on (k, g) as an entry of the decision batch, rescaling a
+// state measured in other limits (one more entry), and returns its reply.
+func (b *Backend) algoCall(deadline time.Time, decide bool, k limiter.Key, g *limiter.Group, sc *sharedSched, member string) ([]int64, error) {
 	if err := CheckLimits(g.Name, &g.GroupSettings); err != nil {
 		return nil, err
 	}
 	p := g.Params()
 	keys := algoKeys(k, g, sc)
-	var args []any
+	e := &entry{keys: keys, pkey: groupParams{g, sc}}
 	if g.Algorithm == algo.SlidingLog {
-		args = []any{b.clockArg(), op, p.Limit, p.Period, g.PeerConcurrencyLimit(), member, b.keeper.lease}
+		e.op = "L"
+		if decide {
+			e.op = "l"
+		}
+		e.params = []any{p.Limit, p.Period, g.PeerConcurrencyLimit()}
+		e.args = []any{member}
 	} else {
-		args = []any{b.clockArg(), op, int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit(), member, b.keeper.lease, "", ""}
+		e.op = "A"
+		if decide {
+			e.op = "a"
+		}
+		e.params = []any{int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit()}
+		e.args = []any{0}
 	}
 	for attempt := 0; ; attempt++ {
-		v, err := b.t.do(deadline, scriptFor(g.Algorithm), keys, args)
+		v, err := b.t.doEntry(deadline, e)
 		if err != nil {
 			return nil, err
 		}
 		r, err := ints(v)
-		if err != nil {
-			return nil, err
-		}
 		want := 9
 		if g.Algorithm == algo.SlidingLog {
 			want = 5
 		}
-		if len(r) != want {
-			return nil, fmt.Errorf("%w: %d integers from the %s script, want %d", ErrReply, len(r), g.Algorithm, want)
+		if err == nil && len(r) != want {
+			err = fmt.Errorf("%w: %d integers from the %s entry, want %d", ErrReply, len(r), g.Algorithm, want)
+		}
+		if err != nil {
+			return nil, b.keyFailed(keys, err)
 		}
 		if r[0] != verdictRescale {
 			return r, nil
@@ -123,16 +135,8 @@ func (b *Backend) algoCall(deadline time.Time, op string, k limiter.Key, g *limi
 		if g.Algorithm == algo.SlidingWindow {
 			B, C = unpackSliding(s.B)
 		}
-		args[9] = fmt.Sprintf("%d %d %d %d %d %d", r[2], r[3], r[4], r[6], r[7], r[8])
-		args[10] = strconv.FormatInt(A, 10) + " " + strconv.FormatInt(B, 10) + " " + strconv.FormatInt(C, 10)
+		e.args = []any{1, r[2], r[3], r[4], r[6], r[7], r[8], A, B, C}
 	}
-}
-
-func scriptFor(k algo.Kind) *script {
-	if k == algo.SlidingLog {
-		return scriptSlog
-	}
-	return scriptAlgo
 }
 
 // stateOf is the algo.State of a script's A, B, C.
@@ -150,7 +154,7 @@ func stateOf(k algo.Kind, a, b, c int64) algo.State {
 func (b *Backend) admitAlgo(deadline time.Time, ms int64, k limiter.Key, g *limiter.Group, sc *sharedSched) (limiter.Outcome, limiter.Usage, limiter.Handle, error) {
 	var h limiter.Handle
 	member := b.keeper.member()
-	r, err := b.algoCall(deadline, "d", k, g, sc, member)
+	r, err := b.algoCall(deadline, true, k, g, sc, member)
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
@@ -162,10 +166,10 @@ func (b *Backend) admitAlgo(deadline time.Time, ms int64, k limiter.Key, g *limi
 		out, u, err = algoOutcome(r, g, ms)
 	}
 	if err != nil {
-		return out, u, h, err
+		return out, u, h, b.keyFailed(algoKeys(k, g, sc), err)
 	}
 	if out.Allowed() {
-		h = b.slots.put(slot{group: g.ID, key: algoKeys(k, g, sc)[1], member: member})
+		h = b.slots.put(slot{group: g.ID, key: countsKey(algoKeys(k, g, sc))})
 	}
 	return out, u, h, nil
 }
@@ -232,7 +236,7 @@ func retrySeconds(ms int64) int64 { return max(1, (ms+999)/1000) }
 // reduceAlgo gives back one admission of (k, g) in Redis (algo.Reduce;
 // the sliding log's newest timestamp that counts).
 func (b *Backend) reduceAlgo(deadline time.Time, k limiter.Key, g *limiter.Group, sc *sharedSched) (limiter.ReduceResult, error) {
-	r, err := b.algoCall(deadline, "r", k, g, sc, "")
+	r, err := b.algoCall(deadline, false, k, g, sc, "")
 	if err != nil {
 		return limiter.ReduceNoop, err
 	}

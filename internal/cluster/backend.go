@@ -245,6 +245,12 @@ func open(o Options, clock func() int64) (*Backend, error) {
 		b.fb = o.Fallback
 	}
 	b.keeper = newSlotKeeper(b)
+	b.t.inst, b.t.lease, b.t.clock = b.inst, b.keeper.lease, b.clockArg
+	b.t.repair = func(_ context.Context, failed []*call) {
+		for _, c := range failed {
+			b.keeper.repair(c.ent.keys)
+		}
+	}
 	switch o.Mode {
 	case LocalFirst:
 		b.eng = newLocalFirst(b)
@@ -315,6 +321,21 @@ func (b *Backend) refreshSchedules(ctx context.Context) {
 	if err := b.sched.refresh(rctx); err != nil {
 		b.h.fail(classify(err), fmt.Errorf("reading the shared tick schedules: %w", err))
 	}
+}
+
+// keyFailed returns err as the failure of keys alone: a *KeyError as it is
+// (the script found the key of the wrong type or corrupt, and it is being
+// repaired), a reply no decision can have given (checked here) as a
+// *KeyError whose keys are repaired; any other error as it is.
+func (b *Backend) keyFailed(keys []string, err error) error {
+	if isKeyError(err) {
+		return err
+	}
+	if errors.Is(err, ErrReply) {
+		b.keeper.repair(keys)
+		return &KeyError{Keys: keys, Msg: err.Error()}
+	}
+	return err
 }
 
 // redisNow returns Redis's clock in Unix ms.

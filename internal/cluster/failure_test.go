@@ -270,29 +270,68 @@ func TestScriptErrors(t *testing.T) {
 	}
 }
 
-// TestKeyErrors: a key of the wrong type (another application writing
-// into the namespace) fails that decision only: on_failure answers it, the
-// breaker stays up, the others go on.
+// TestKeyErrors: a (peer, group) key of the wrong type (another
+// application writing into the namespace) or holding a value no decision
+// wrote (a count that is not a number, a negative one, a state field
+// out of range) fails that key's decisions only: on_failure answers them,
+// the breaker stays up, every other peer is decided as usual, and the key
+// is repaired (deleted, logged, counted): its next decision starts afresh.
 func TestKeyErrors(t *testing.T) {
 	srv := redistest.Start(t)
-	b, lim, logs := open(t, cluster.Options{Addrs: []string{srv.Addr()}, OnFailure: cluster.FailClosed})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
-	key := "ld:" + cluster.TagOf("192.0.2.9", "general") + ":0:f" // generation 0
-	if err := rdb.Set(context.Background(), key, "not a zset", 0).Err(); err != nil {
-		t.Fatal(err)
+	ctx := context.Background()
+	gen0 := func(peer, suf string) string { return "ld:" + cluster.TagOf(peer, "general") + ":0" + suf }
+	cases := []struct {
+		name  string
+		plant func(peer string) error
+	}{
+		{"wrong type", func(p string) error { return rdb.Set(ctx, gen0(p, ":h"), "not a hash", 0).Err() }},
+		{"tokens not a number", func(p string) error { return rdb.HSet(ctx, gen0(p, ":h"), "tok", "abc", "tk", 1).Err() }},
+		{"negative tokens", func(p string) error { return rdb.HSet(ctx, gen0(p, ":h"), "tok", -40, "tk", 1).Err() }},
+		{"count not a number", func(p string) error {
+			return rdb.HSet(ctx, gen0(p, ":h"), "i:other", "x", "e:other", 99999999999999).Err()
+		}},
+		{"negative count", func(p string) error {
+			return rdb.HSet(ctx, gen0(p, ":h"), "i:other", -3, "e:other", 99999999999999).Err()
+		}},
 	}
-	if d := decide(lim, "192.0.2.9"); d.Allowed || d.Reason != limiter.ReasonUnavailable {
-		t.Fatalf("decision on a wrong-type key: %+v", d)
-	}
-	if !b.Status().Up {
-		t.Fatalf("one bad key took the breaker down: %+v", b.Status())
-	}
-	if d := decide(lim, "192.0.2.1"); !d.Allowed {
-		t.Fatalf("another peer: %+v", d)
-	}
-	if s := b.Stats(); s.Errors[cluster.KindKey] != 1 || !strings.Contains(logs.String(), "WRONGTYPE") {
-		t.Fatalf("stats %+v, log:\n%s", s, logs)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, lim, logs := open(t, cluster.Options{Addrs: []string{srv.Addr()}, OnFailure: cluster.FailClosed})
+			bad := "192.0.2.9"
+			// Warm: the group's schedule is established (generation 0).
+			warm := decide(lim, "192.0.2.200")
+			warm.Release()
+			if err := tc.plant(bad); err != nil {
+				t.Fatal(err)
+			}
+			if d := decide(lim, bad); d.Allowed || d.Reason != limiter.ReasonUnavailable {
+				t.Fatalf("decision on a bad key: %+v", d)
+			}
+			// Innocent peers, many of them, while the bad key is there.
+			for i := range 200 {
+				if d := decide(lim, fmt.Sprintf("198.51.100.%d", i)); !d.Allowed {
+					t.Fatalf("peer %d: %+v (status %+v)", i, d, b.Status())
+				} else {
+					d.Release()
+				}
+			}
+			if !b.Status().Up {
+				t.Fatalf("one bad key took the breaker down: %+v", b.Status())
+			}
+			waitFor(t, "the key repaired", func() bool { return b.Stats().Repaired == 1 })
+			if d := decide(lim, bad); !d.Allowed {
+				t.Fatalf("after the repair: %+v", d)
+			}
+			s := b.Stats()
+			if s.Errors[cluster.KindKey] != 1 || s.FailClosed != 1 || !strings.Contains(logs.String(), "repaired") {
+				t.Fatalf("stats %+v, log:\n%s", s, logs)
+			}
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 

@@ -16,12 +16,16 @@ const (
 	// keySchedules is the hash of the groups' shared tick schedules.
 	keySchedules = keyPrefix + "sched"
 	// Suffixes of a (peer, group)'s keys.
-	sufSlots     = ":f"  // strict: ZSET of in-flight slots scored by lease expiry
 	sufCounts    = ":c"  // local_first: HASH of in-flight counts per instance
-	sufHybrid    = ":h"  // hybrid: HASH of tokens
+	sufHybrid    = ":h"  // hybrid: HASH of tokens (strict: and in-flight counts per instance)
 	sufHybridWin = ":hw" // hybrid: ZSET of window timestamps
-	sufAlgo      = ":a"  // token_bucket, gcra, fixed_window, sliding_window: HASH of the state
+	sufState     = ":s"  // token_bucket, gcra, fixed_window, sliding_window: HASH of the state and in-flight counts
 	sufLog       = ":l"  // sliding_log: ZSET of timestamps
+	sufLogCounts = ":i"  // sliding_log: HASH of in-flight counts per instance
+	// The layout before in-flight counts: a ZSET of slots, and the
+	// algorithms' state as one string. Forget deletes them too.
+	sufOldSlots = ":f"
+	sufOldAlgo  = ":a"
 )
 
 // escaper keeps a peer's text from ending the hash tag early: Redis hashes
@@ -43,4 +47,4 @@ func baseKey(k limiter.Key, g string, sc *sharedSched) string {
 
 // algoSuffixes lists the suffixes of every key one (peer, group) may hold,
 // whatever its algorithm: what Forget deletes.
-var algoSuffixes = []string{sufSlots, sufCounts, sufHybrid, sufHybridWin, sufAlgo, sufLog}
+var algoSuffixes = []string{sufCounts, sufHybrid, sufHybridWin, sufState, sufLog, sufLogCounts, sufOldSlots, sufOldAlgo}

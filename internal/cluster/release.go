@@ -8,25 +8,29 @@ import (
 	"time"
 )
 
-// slotKeeper looks after this instance's in-flight slots in Redis (the
-// members of a (peer, group)'s slot ZSET, scored by their lease expiry):
-// it names new ones, releases them in batches off the response's path
-// (a release that cannot be sent is left to its lease), and renews the
-// leases of the open ones every third of the lease. It is safe for
-// concurrent use; run does the work.
+// slotKeeper looks after this instance's requests in flight in Redis (its
+// count in each (peer, group)'s hash, under its lease): it names slots
+// (the window timestamps' members), releases them in batches off the
+// response's path — the releases of one key in one batch as one entry (a
+// release that cannot be sent is left to the lease) —, renews the lease
+// of the keys it holds requests on every third of the lease, and repairs
+// the keys found of the wrong type or corrupt. It is safe for concurrent
+// use; run does the work.
 type slotKeeper struct {
 	b     *Backend
 	seq   atomic.Uint64
 	lease int64 // ms
 	rel   chan slot
+	fix   chan []string
 	// syncRelease (tests) releases on the caller's goroutine.
 	syncRelease bool
 
-	dropped atomic.Uint64
+	dropped  atomic.Uint64
+	repaired atomic.Uint64
 }
 
 func newSlotKeeper(b *Backend) *slotKeeper {
-	return &slotKeeper{b: b, lease: b.opts.Lease.Milliseconds(), rel: make(chan slot, queueLen)}
+	return &slotKeeper{b: b, lease: b.opts.Lease.Milliseconds(), rel: make(chan slot, queueLen), fix: make(chan []string, 64)}
 }
 
 // member returns a new slot id, unique across instances.
@@ -47,8 +51,17 @@ func (k *slotKeeper) release(sl slot) {
 	}
 }
 
-// run releases slots in batches and renews the leases of the open ones
-// until ctx ends.
+// repair has the keys of one (peer, group) deleted, off the request's
+// path: its next decision starts from a fresh state.
+func (k *slotKeeper) repair(keys []string) {
+	select {
+	case k.fix <- keys:
+	default: // a burst of them: the next failing decision asks again
+	}
+}
+
+// run releases slots in batches, repairs keys and renews the leases until
+// ctx ends.
 func (k *slotKeeper) run(ctx context.Context) {
 	renew := time.NewTicker(time.Duration(k.lease) * time.Millisecond / 3)
 	defer renew.Stop()
@@ -69,57 +82,82 @@ func (k *slotKeeper) run(ctx context.Context) {
 				}
 			}
 			k.releaseBatch(ctx, batch)
+		case keys := <-k.fix:
+			k.deleteKeys(ctx, keys)
 		case <-renew.C:
 			k.renew(ctx)
 		}
 	}
 }
 
-// releaseBatch removes released slots from Redis, one pipeline of ZREMs.
-// A failure leaves them to their lease (they are no longer renewed).
+// deleteKeys repairs one (peer, group)'s keys by deleting them.
+func (k *slotKeeper) deleteKeys(ctx context.Context, keys []string) {
+	if !k.b.h.up.Load() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, max(k.b.opts.Timeout, time.Second))
+	defer cancel()
+	k.b.t.roundTrips.Add(1)
+	k.b.t.commands.Add(1)
+	if err := k.b.rdb.Del(rctx, keys...).Err(); err != nil {
+		k.b.h.fail(classify(err), fmt.Errorf("repairing %v: %w", keys, err))
+		return
+	}
+	k.repaired.Add(1)
+	k.b.log.Warn("repaired a (peer, group)'s state in redis: deleted, its next decision starts afresh", "keys", keys)
+}
+
+// releaseBatch gives back released slots in Redis: one release entry per
+// key, in batch script calls. A failure leaves them to their lease (they
+// are no longer renewed).
 func (k *slotKeeper) releaseBatch(ctx context.Context, batch []slot) {
 	if !k.b.h.up.Load() {
 		k.dropped.Add(uint64(len(batch)))
 		return
 	}
+	n := map[string]int{}
+	var order []string
+	for _, sl := range batch {
+		if n[sl.key] == 0 {
+			order = append(order, sl.key)
+		}
+		n[sl.key]++
+	}
+	calls := make([]*call, len(order))
+	for i, key := range order {
+		e := &entry{op: "r", keys: []string{key}, args: []any{n[key]}}
+		calls[i] = &call{ent: e, keys: e.keys}
+	}
 	rctx, cancel := context.WithTimeout(ctx, max(k.b.opts.Timeout, time.Second))
 	defer cancel()
-	pipe := k.b.rdb.Pipeline()
-	for _, sl := range batch {
-		pipe.ZRem(rctx, sl.key, sl.member)
-	}
-	_, err := pipe.Exec(rctx)
-	k.b.t.roundTrips.Add(1)
-	k.b.t.commands.Add(uint64(len(batch)))
-	if err != nil {
-		k.dropped.Add(uint64(len(batch)))
-		k.b.h.fail(classify(err), fmt.Errorf("releasing in-flight slots: %w", err))
+	k.b.t.batch(rctx, calls)
+	for i, c := range calls {
+		if c.err != nil {
+			k.dropped.Add(uint64(n[order[i]]))
+			k.b.h.fail(classify(c.err), fmt.Errorf("releasing in-flight slots: %w", c.err))
+			return
+		}
 	}
 }
 
-// renew extends the lease of every slot this instance holds.
+// renew extends this instance's lease on every key it holds requests on.
 func (k *slotKeeper) renew(ctx context.Context) {
 	if !k.b.h.up.Load() {
 		return
 	}
-	byKey := map[string][]any{}
+	keys := map[string]bool{}
 	k.b.slots.each(func(sl *slot) {
 		if sl.key != "" {
-			byKey[sl.key] = append(byKey[sl.key], sl.member)
+			keys[sl.key] = true
 		}
 	})
-	if len(byKey) == 0 {
+	if len(keys) == 0 {
 		return
 	}
 	clock := k.b.clockArg()
-	calls := make([]*call, 0, len(byKey))
-	for key, members := range byKey {
-		for len(members) > 0 {
-			n := min(len(members), 500)
-			args := append([]any{clock, k.lease}, members[:n]...)
-			calls = append(calls, &call{s: scriptRenew, keys: []string{key}, args: args})
-			members = members[n:]
-		}
+	calls := make([]*call, 0, len(keys))
+	for key := range keys {
+		calls = append(calls, &call{s: scriptRenew, keys: []string{key}, args: []any{clock, k.lease, k.b.inst}})
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Duration(k.lease)*time.Millisecond/3)
 	defer cancel()

@@ -21,8 +21,8 @@ func newScript(name, src string) *script {
 }
 
 var (
-	//go:embed lua/hybrid.lua
-	hybridSrc string
+	//go:embed lua/decide.lua
+	decideSrc string
 	//go:embed lua/reduce.lua
 	reduceSrc string
 	//go:embed lua/reduce_window.lua
@@ -33,10 +33,6 @@ var (
 	casSrc string
 	//go:embed lua/lf_hybrid.lua
 	lfHybridSrc string
-	//go:embed lua/algo.lua
-	algoSrc string
-	//go:embed lua/slog.lua
-	slogSrc string
 	//go:embed lua/cfg_publish.lua
 	cfgPublishSrc string
 	//go:embed lua/cfg_seed.lua
@@ -47,14 +43,12 @@ var (
 
 // The scripts.
 var (
-	scriptHybrid   = newScript("hybrid", hybridSrc)
+	scriptDecide   = newScript("decide", decideSrc)
 	scriptReduce   = newScript("reduce", reduceSrc)
 	scriptReduceW  = newScript("reduce_window", reduceWindowSrc)
 	scriptRenew    = newScript("renew", renewSrc)
 	scriptCAS      = newScript("cas", casSrc)
 	scriptLFHybrid = newScript("lf_hybrid", lfHybridSrc)
-	scriptAlgo     = newScript("algo", algoSrc)
-	scriptSlog     = newScript("slog", slogSrc)
 	scriptPublish  = newScript("cfg_publish", cfgPublishSrc)
 	scriptSeed     = newScript("cfg_seed", cfgSeedSrc)
 	scriptRead     = newScript("cfg_read", cfgReadSrc)

@@ -20,16 +20,15 @@ const (
 
 func isOurs(h limiter.Handle) bool { return uint32(h.B)&markMask == handleMark }
 
-// slot is one admitted request's in-flight slot: where it lives in Redis
-// (strict: a member of the key's ZSET) or in this instance's view
-// (local_first: an entry's own count).
+// slot is one admitted request's in-flight slot: where it is counted in
+// Redis (strict: this instance's count in the key's hash) or in this
+// instance's view (local_first: an entry's own count).
 type slot struct {
-	gen    uint32
-	used   bool
-	group  limiter.GroupID
-	key    string   // strict: the ZSET
-	member string   // strict: the slot id
-	lf     *lfEntry // local_first
+	gen   uint32
+	used  bool
+	group limiter.GroupID
+	key   string   // strict: the hash holding the counts
+	lf    *lfEntry // local_first
 }
 
 type slotShard struct {

@@ -45,6 +45,12 @@ type Stats struct {
 	// DroppedReleases counts the released slots left to their lease
 	// because Redis could not be told in time.
 	DroppedReleases uint64
+	// Entries counts the operations sent (decisions, reductions,
+	// releases; a batch script call of n entries counts n).
+	Entries uint64
+	// Repaired counts the (peer, group)s whose keys were found of the
+	// wrong type or corrupt, and deleted.
+	Repaired uint64
 }
 
 // Stats returns the backend's counters.
@@ -58,5 +64,7 @@ func (b *Backend) Stats() Stats {
 		s.Errors[k] = b.h.errs[i].Load()
 	}
 	s.DroppedReleases = b.keeper.dropped.Load()
+	s.Entries = b.t.entries.Load()
+	s.Repaired = b.keeper.repaired.Load()
 	return s
 }

@@ -9,25 +9,34 @@ import (
 	"github.com/limiterd/limiterd/limiter/algo"
 )
 
-// strict decides every request with one script call (docs/cluster.md,
+// strict decides every request atomically in Redis (docs/cluster.md,
 // "strict: one script call per decision"): the hybrid decision
 // (docs/limiting.md, "The rule") on Redis's state, Redis's clock and the
-// group's shared schedule. Concurrent callers' calls share pipelines
-// (transport.do). An admission's slot is a member of the (peer, group)'s
-// slot ZSET, scored by its lease expiry: this instance renews the leases of
-// the slots it holds every third of the lease, releases them in batches
-// off the response's path, and a dead instance's slots drop out when their
-// lease ends. It is safe for concurrent use.
+// group's shared schedule. Concurrent callers' decisions travel as entries
+// of one batch script call (transport.doEntry). An admission counts one
+// more request of this instance in flight in the (peer, group)'s state
+// hash, under this instance's lease: this instance renews the lease of the
+// keys it holds requests on every third of the lease, releases them in
+// batches off the response's path, and a dead instance's counts drop out
+// when its lease ends. It is safe for concurrent use.
 type strict struct {
 	b *Backend
 }
 
 func newStrict(b *Backend) *strict { return &strict{b: b} }
 
-// hybridKeys returns the keys of the hybrid script for (k, g).
+// hybridKeys returns the keys of the hybrid decision for (k, g): its
+// tokens (and in-flight counts), its window.
 func hybridKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
 	base := baseKey(k, g.Name, sc)
-	return []string{base + sufHybrid, base + sufHybridWin, base + sufSlots}
+	return []string{base + sufHybrid, base + sufHybridWin}
+}
+
+// groupParams names the arguments a group's entries share in one batch:
+// its settings (by their version) and its shared schedule.
+type groupParams struct {
+	g  *limiter.Group
+	sc *sharedSched
 }
 
 func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outcome, limiter.Usage, limiter.Handle, error) {
@@ -41,29 +50,29 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 		return s.b.admitAlgo(deadline, ms, k, g, sc)
 	}
 	keys := hybridKeys(k, g, sc)
-	member := s.b.keeper.member()
-	args := make([]any, 0, 22)
-	args = append(args, s.b.clockArg())
-	args = append(args, sc.args[:]...)
-	args = append(args, g.CleanupAge(), g.PeerConcurrencyLimit(), g.SlidingWindowLimit, g.SlidingWindowDuration,
-		g.LeakyLimit, g.LeakyTickReduction, member, s.b.keeper.lease, windowTTL(g, sc))
-	v, err := s.b.t.do(deadline, scriptHybrid, keys, args)
+	params := make([]any, 0, 19)
+	params = append(params, sc.args[:]...)
+	params = append(params, g.CleanupAge(), g.PeerConcurrencyLimit(), g.SlidingWindowLimit, g.SlidingWindowDuration,
+		g.LeakyLimit, g.LeakyTickReduction, windowTTL(g, sc))
+	e := &entry{op: "h", keys: keys, pkey: groupParams{g, sc}, params: params, args: []any{s.b.keeper.member()}}
+	v, err := s.b.t.doEntry(deadline, e)
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
 	r, err := ints(v)
 	if err == nil && len(r) != 7 {
-		err = fmt.Errorf("%w: %d integers from the hybrid script, want 7", ErrReply, len(r))
+		err = fmt.Errorf("%w: %d integers from the hybrid decision, want 7", ErrReply, len(r))
+	}
+	var out limiter.Outcome
+	var u limiter.Usage
+	if err == nil {
+		out, u, err = hybridOutcome(r, g, ms)
 	}
 	if err != nil {
-		return limiter.Outcome{}, limiter.Usage{}, h, err
-	}
-	out, u, err := hybridOutcome(r, g, ms)
-	if err != nil {
-		return out, u, h, err
+		return out, u, h, s.b.keyFailed(keys, err)
 	}
 	if out.Allowed() {
-		h = s.b.slots.put(slot{group: g.ID, key: keys[2], member: member})
+		h = s.b.slots.put(slot{group: g.ID, key: keys[0]})
 	}
 	return out, u, h, nil
 }
@@ -183,7 +192,22 @@ func forgetShared(ctx context.Context, b *Backend, k limiter.Key, g *limiter.Gro
 }
 
 func (s *strict) probe(ctx context.Context) error {
-	return s.b.probeScript(ctx, scriptHybrid, sufSlots, "the decision script", 1000, 1<<30, 1, 1000, 1, 1, "probe", 1000, 2000)
+	base := keyPrefix + tagOf("canary:"+s.b.inst, "canary")
+	sched := schedArgs(limiter.NewSchedule(0, 1000))
+	params := append(append(sched[:], sched[:]...), 1000, 1<<30, 1, 1000, 1, 1, 2000)
+	keys := []string{base + sufHybrid, base + sufHybridWin}
+	c := &call{ent: &entry{op: "h", keys: keys, pkey: 1, params: params, args: []any{"probe"}}, keys: keys}
+	s.b.t.exec(ctx, []*call{c})
+	err := c.err
+	if err == nil {
+		_, err = ints(c.res)
+	}
+	if err != nil {
+		return fmt.Errorf("the decision script on a canary key: %w", err)
+	}
+	s.b.t.roundTrips.Add(1)
+	s.b.t.commands.Add(1)
+	return s.b.rdb.Del(ctx, keys...).Err()
 }
 
 // probeScript runs script once on a canary (peer, group) of this instance —

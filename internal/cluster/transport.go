@@ -34,7 +34,7 @@ const (
 	KindMemory     = "memory"     // OOM: maxmemory reached under noeviction
 	KindEvicted    = "evicted"    // Redis evicted keys: limiter state may be lost
 	KindReadOnly   = "readonly"   // a replica, or a server loading its data
-	KindKey        = "key"        // WRONGTYPE: a key of another application in the ld: namespace
+	KindKey        = "key"        // one key of the wrong type or holding a corrupt value (repaired)
 	KindReply      = "reply"      // a reply the script cannot have given
 	KindLimits     = "limits"     // a group's limits beyond what the scripts compute exactly
 )
@@ -60,6 +60,8 @@ func classify(err error) string {
 		return KindReply
 	case errors.Is(err, ErrLimits):
 		return KindLimits
+	case isKeyError(err):
+		return KindKey
 	case errors.As(err, &re):
 		msg := re.Error()
 		switch {
@@ -90,17 +92,38 @@ func hasPrefix(s string, prefixes ...string) bool {
 	return false
 }
 
-// call is one script call: what to run, and, once done is closed, its
-// result.
+// call is one script call, or one entry of a batch of decisions
+// (lua/decide.lua): what to run, and, once done is closed, its result.
 type call struct {
 	s        *script
 	keys     []string
 	args     []any
+	ent      *entry // an entry of the decision batch (s is nil then)
 	deadline time.Time
 	res      any
 	err      error
 	done     chan struct{} // nil for the calls of a background batch
+	// parts are the entries a batch call carries, and pnum numbers their
+	// shared params.
+	parts []*call
+	pnum  map[any]int
 }
+
+// entry is one operation of the decision batch script (lua/decide.lua):
+// its op, its keys, the arguments it may share with the other entries of
+// its batch (params, shared when pkey is equal: the same group and
+// schedule) and its own.
+type entry struct {
+	op     string
+	keys   []string
+	pkey   any
+	params []any
+	args   []any
+}
+
+// maxEntries caps the entries of one batch script call: Redis runs one
+// script at a time, and a batch holds it for the sum of its entries.
+const maxEntries = 64
 
 // Pipelining of the request path: a caller queues its call and waits for
 // it at most the timeout; a few workers take whatever is queued and send it
@@ -123,15 +146,28 @@ type transport struct {
 	q       chan *call
 	// answered is told of every pipeline Redis answered in time.
 	answered func()
+	// clustered: rdb is a Redis Cluster client (a batch holds the keys of
+	// one hash slot).
+	clustered bool
+	// inst, lease and clock are the batch script's header: this instance,
+	// its lease (ms), and "now" ('' but in tests).
+	inst  string
+	lease int64
+	clock func() string
+	// repair is given the entries whose key failed (wrong type, corrupt).
+	repair func(ctx context.Context, failed []*call)
 
 	roundTrips atomic.Uint64 // pipelines and single commands sent
 	commands   atomic.Uint64 // commands sent (a pipeline of n counts n)
+	entries    atomic.Uint64 // operations sent (a batch of n entries counts n)
 
 	loadMu sync.Mutex
 }
 
 func newTransport(rdb redis.UniversalClient, timeout time.Duration, answered func()) *transport {
-	return &transport{rdb: rdb, timeout: timeout, q: make(chan *call, queueLen), answered: answered}
+	_, clustered := rdb.(*redis.ClusterClient)
+	return &transport{rdb: rdb, timeout: timeout, q: make(chan *call, queueLen), answered: answered,
+		clustered: clustered, clock: func() string { return "" }}
 }
 
 // run runs the pipelining workers until ctx ends; wg counts them.
@@ -150,11 +186,19 @@ func (t *transport) run(ctx context.Context, wg *sync.WaitGroup) {
 // at once when too many calls wait already, ErrTimeout when the answer
 // comes later (the call may still be executed by Redis).
 func (t *transport) do(deadline time.Time, s *script, keys []string, args []any) (any, error) {
+	return t.wait(deadline, &call{s: s, keys: keys, args: args, deadline: deadline, done: make(chan struct{})})
+}
+
+// doEntry runs e in the next decision batch, as do runs a script.
+func (t *transport) doEntry(deadline time.Time, e *entry) (any, error) {
+	return t.wait(deadline, &call{ent: e, keys: e.keys, deadline: deadline, done: make(chan struct{})})
+}
+
+func (t *transport) wait(deadline time.Time, c *call) (any, error) {
 	wait := time.Until(deadline)
 	if wait <= 0 {
 		return nil, ErrTimeout
 	}
-	c := &call{s: s, keys: keys, args: args, deadline: deadline, done: make(chan struct{})}
 	select {
 	case t.q <- c:
 	default:
@@ -221,10 +265,13 @@ func (t *transport) batch(ctx context.Context, calls []*call) {
 	}
 }
 
-// exec sends calls as one pipeline; the calls that find their script not
-// loaded (NOSCRIPT) load it and are sent again, once.
+// exec sends calls as one pipeline, the entries of decision batches
+// gathered into batch script calls (one per hash slot on a Redis Cluster,
+// at most maxEntries each); the calls that find their script not loaded
+// (NOSCRIPT) load it and are sent again, once.
 func (t *transport) exec(ctx context.Context, calls []*call) {
-	cmds := t.send(ctx, calls)
+	wire := t.assemble(calls)
+	cmds := t.send(ctx, wire)
 	var retry []int
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
@@ -234,7 +281,7 @@ func (t *transport) exec(ctx context.Context, calls []*call) {
 	if len(retry) > 0 {
 		again := make([]*call, len(retry))
 		for j, i := range retry {
-			again[j] = calls[i]
+			again[j] = wire[i]
 		}
 		if err := t.load(ctx, again); err == nil {
 			for j, cmd := range t.send(ctx, again) {
@@ -243,15 +290,26 @@ func (t *transport) exec(ctx context.Context, calls []*call) {
 		}
 	}
 	answered := false
-	for i, c := range calls {
-		c.res, c.err = cmds[i].Result()
+	var repairs []*call
+	for i, w := range wire {
+		res, err := cmds[i].Result()
 		var re redis.Error
-		if c.err == nil || errors.As(c.err, &re) {
+		if err == nil || errors.As(err, &re) {
 			answered = true
 		}
-		if c.err != nil && ctx.Err() != nil {
-			c.err = fmt.Errorf("%w: %v", ErrTimeout, c.err)
+		if err != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w: %v", ErrTimeout, err)
 		}
+		if w.parts == nil {
+			w.res, w.err = res, err
+			continue
+		}
+		repairs = distribute(w, res, err, repairs)
+	}
+	if len(repairs) > 0 && t.repair != nil {
+		t.repair(ctx, repairs)
+	}
+	for _, c := range calls {
 		if c.done != nil {
 			close(c.done)
 		}
@@ -261,15 +319,134 @@ func (t *transport) exec(ctx context.Context, calls []*call) {
 	}
 }
 
+// assemble returns what calls put on the wire: the plain script calls as
+// they are, and the entries gathered into batch calls of scriptDecide.
+func (t *transport) assemble(calls []*call) []*call {
+	wire := make([]*call, 0, len(calls))
+	var open map[uint16]*call
+	var single *call
+	for _, c := range calls {
+		if c.ent == nil {
+			wire = append(wire, c)
+			continue
+		}
+		var b *call
+		if t.clustered {
+			if open == nil {
+				open = map[uint16]*call{}
+			}
+			slot := keySlot(c.ent.keys[0])
+			b = open[slot]
+			if b == nil || len(b.parts) == maxEntries {
+				b = newBatchCall(t.clock(), t.inst, t.lease)
+				open[slot] = b
+				wire = append(wire, b)
+			}
+		} else {
+			if single == nil || len(single.parts) == maxEntries {
+				single = newBatchCall(t.clock(), t.inst, t.lease)
+				wire = append(wire, single)
+			}
+			b = single
+		}
+		b.add(c)
+	}
+	for _, b := range wire {
+		if b.parts != nil {
+			b.args[3] = len(b.parts)
+		}
+	}
+	return wire
+}
+
+func newBatchCall(clock string, inst string, lease int64) *call {
+	return &call{s: scriptDecide, args: []any{clock, inst, lease, 0}, parts: make([]*call, 0, 8)}
+}
+
+// add appends c's entry to batch call b.
+func (b *call) add(c *call) {
+	e := c.ent
+	b.parts = append(b.parts, c)
+	b.keys = append(b.keys, e.keys...)
+	n := len(e.args)
+	ref := 0
+	if e.pkey != nil {
+		ref = b.paramRef(e.pkey)
+		if ref == 0 {
+			n += 1 + len(e.params)
+		} else {
+			n++
+		}
+	}
+	b.args = append(b.args, e.op, n)
+	if e.pkey != nil {
+		b.args = append(b.args, ref)
+		if ref == 0 {
+			b.args = append(b.args, e.params...)
+		}
+	}
+	b.args = append(b.args, e.args...)
+}
+
+// paramRef returns the number of the params block pkey names in b, or 0
+// (and numbers it) when this is its first entry.
+func (b *call) paramRef(pkey any) int {
+	if b.pnum == nil {
+		b.pnum = map[any]int{}
+	}
+	if r, ok := b.pnum[pkey]; ok {
+		return r
+	}
+	b.pnum[pkey] = len(b.pnum) + 1
+	return 0
+}
+
+// distribute hands the reply of batch call w (or its error) to its
+// entries, and returns repairs with the entries whose key failed added.
+func distribute(w *call, res any, err error, repairs []*call) []*call {
+	if err == nil {
+		a, ok := res.([]any)
+		if !ok || len(a) != len(w.parts) {
+			err = fmt.Errorf("%w: %T of %d replies from the decision batch, want %d", ErrReply, res, lenOf(res), len(w.parts))
+		} else {
+			for j, c := range w.parts {
+				c.res, c.err = a[j], nil
+				if r, ok := a[j].([]any); ok && len(r) == 2 && r[0] == int64(-1) {
+					msg, _ := r[1].(string)
+					c.res, c.err = nil, entryError(msg, c.ent.keys)
+					if isKeyError(c.err) {
+						repairs = append(repairs, c)
+					}
+				}
+			}
+			return repairs
+		}
+	}
+	for _, c := range w.parts {
+		c.res, c.err = nil, err
+	}
+	return repairs
+}
+
+func lenOf(v any) int {
+	if a, ok := v.([]any); ok {
+		return len(a)
+	}
+	return 0
+}
+
 func (t *transport) send(ctx context.Context, calls []*call) []*redis.Cmd {
 	pipe := t.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
+	n := 0
 	for i, c := range calls {
 		cmds[i] = pipe.EvalSha(ctx, c.s.sha, c.keys, c.args...)
+		n += max(1, len(c.parts))
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	t.roundTrips.Add(1)
 	t.commands.Add(uint64(len(calls)))
+	t.entries.Add(uint64(n))
 	return cmds
 }
 

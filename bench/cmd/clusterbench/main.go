@@ -97,7 +97,7 @@ func main() {
 		runBound(admin)
 		return
 	}
-	names := []string{"redis_rate", "rueidis_gcra", "strict_gcra", "strict", "local_first"}
+	names := []string{"redis_rate", "rueidis_gcra", "strict_gcra", "strict_tb", "strict", "local_first"}
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
@@ -151,7 +151,7 @@ func newContender(name string) contender {
 				n.Add(1)
 				return sc.Exec(ctx, c, []string{"g:" + peers[i%len(peers)].Key.String()}, []string{"1", "600000000"}).Error()
 			}}
-	case "strict", "local_first", "strict_gcra":
+	case "strict", "local_first", "strict_gcra", "strict_tb":
 		mode := cluster.Strict
 		if name == "local_first" {
 			mode = cluster.LocalFirst
@@ -160,9 +160,12 @@ func newContender(name string) contender {
 			SlidingWindowLimit: 0, SlidingWindowDuration: 1000, CleanupInterval: 120000, CleanupExpiry: 120000,
 			LeakyLimit: 1 << 30, LeakyTickInterval: 30000, LeakyTickReduction: 1 << 30, ConcurrencyLimit: 1 << 30,
 		}
-		if name == "strict_gcra" {
+		switch name {
+		case "strict_gcra":
 			// Every call admits and writes, as redis_rate's above.
 			gs.Algorithm, gs.Limit, gs.Period, gs.Burst = algo.GCRA, 1_000_000, 1000, 1_000_000
+		case "strict_tb":
+			gs.Algorithm, gs.Limit, gs.Period, gs.Burst = algo.TokenBucket, 1_000_000, 1000, 1_000_000
 		}
 		cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{"general": gs}}
 		b, err := cluster.Open(cluster.Options{Addrs: []string{*addr}, Mode: mode, OnFailure: cluster.FailClosed,

@@ -23,16 +23,22 @@ local function tof(s, k)
   return s[1] + (k - s[2]) * s[3]
 end
 local st = redis.call('HMGET', KEYS[1], 'tok', 'tk')
+if not st[1] then return {0, now} end
 local tok, tk = tonumber(st[1]), tonumber(st[2])
-if not tok then return {0, now} end
+if not tok or tok < 0 or tok ~= math.floor(tok) or (st[2] and (not tk or tk ~= math.floor(tk))) then
+  return redis.error_reply('CORRUPT tok, tk hold ' .. string.format('%q %q', tostring(st[1]), tostring(st[2])))
+end
 local kn = idx(L, now)
 if tk and kn > tk then tok = math.max(0, tok - (kn - tk) * tr) end
 if tok <= 0 then return {0, now} end
 tok = tok - 1
+-- (the hash may hold the requests in flight too, in strict mode: only the
+-- tokens go, and its life is only ever extended)
 if tok == 0 then
-  redis.call('DEL', KEYS[1])
+  redis.call('HDEL', KEYS[1], 'tok', 'tk')
 else
   redis.call('HSET', KEYS[1], 'tok', tok, 'tk', kn)
-  redis.call('PEXPIRE', KEYS[1], math.max(1, tof(L, kn + math.ceil(tok / tr)) - now) + 1000)
+  local keep = math.max(1, tof(L, kn + math.ceil(tok / tr)) - now) + 1000
+  if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
 end
 return {1, now}

@@ -1,0 +1,373 @@
+-- limiterd strict mode: a batch of decisions, reductions and releases, one
+-- entry after the other, each atomic (docs/cluster.md, "strict: one script
+-- call per decision"). The entries are those of the calls waiting when the
+-- batch was sent; on a Redis Cluster every key of one batch shares a hash
+-- slot. An entry that fails (a key of the wrong type, a value no decision
+-- can have written) answers its error and the others go on.
+--
+-- In flight: each (peer, group)'s state hash also holds, per instance, its
+-- requests in flight ("i:<instance>") and its lease ("e:<instance>", ms);
+-- the count of an instance whose lease ended is not counted. Its field x is
+-- the time the key is known to live until.
+--
+-- ARGV[1] now in ms, '' for Redis TIME (tests inject their clock)
+-- ARGV[2] instance id, ARGV[3] lease ms, ARGV[4] the number of entries,
+-- then the entries, each its op, the number of arguments that follow, then
+-- those arguments; its keys are taken from KEYS in order. Arguments that several entries share (a group's limits
+-- and schedule) travel once: an entry's "params" is 0 followed by them (they
+-- are numbered in order of appearance from 1), or the number of an earlier
+-- block.
+--
+--  'h' hybrid decision  KEYS h (HASH tok, tk, counts), w (ZSET window)
+--      params(19): the leaky schedule (6), the cleanup schedule (6), cleanup
+--      expiry, concurrency_limit, sliding_window_limit, sliding_window_duration,
+--      leaky_limit, leaky_tick_reduction, ms the window key outlives an
+--      admission; then the slot id.
+--      -> {verdict, inflight, window, oldest, tokens, now, next_tick}
+--      verdict 0 concurrency, 1 rate_limit, 2 window, 3 bucket
+--  'a' decision of token_bucket (1), gcra (2), fixed_window (3) or
+--      sliding_window (5), 'A' its manual reduction  KEYS s (HASH k A B C l p
+--      u, counts)
+--      params(5): kind, limit, period, burst, concurrency_limit; then 0, or 1
+--      and the state "A B C l p u" the caller read and rescaled and the
+--      state A B C to put in its place.
+--      -> {verdict, inflight, A, B, C, now, l, p, u}: verdict 0 concurrency,
+--      1 rate_limit, 4 admitted, 5 reduced, 6 nothing to reduce, 9 the state
+--      is measured in other limits (l, p, u are the stored ones: the caller
+--      rescales it and sends the entry again with it)
+--  'l' sliding_log decision, 'L' its reduction  KEYS l (ZSET timestamps),
+--      c (HASH counts)
+--      params(3): limit, period, concurrency_limit; then the slot id.
+--      -> {verdict, inflight, count, gate, now}
+--  'r' release  KEYS the hash holding the counts; n
+--      -> {the count left}
+-- An entry that fails answers {-1, error}.
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local inst, lease = ARGV[2], tonumber(ARGV[3])
+local ifield, efield = 'i:' .. inst, 'e:' .. inst
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+local call = redis.call
+
+-- A value read from Redis: an integer (>= lo when lo is given), else the
+-- entry fails as corrupt and the caller repairs the key.
+local function num(v, what, lo)
+  local n = tonumber(v)
+  if n == nil or n ~= floor(n) or (lo and n < lo) then
+    error({err = 'CORRUPT ' .. what .. ' holds ' .. string.format('%q', tostring(v))})
+  end
+  return n
+end
+
+-- hash reads a hash's fields into a table, and the requests in flight of
+-- the instances whose lease holds (own: this instance's, counted too).
+local function hash(key)
+  local all = call('HGETALL', key)
+  local h = {}
+  for a = 1, #all, 2 do h[all[a]] = all[a + 1] end
+  local inflight, own = 0, 0
+  for f, v in pairs(h) do
+    if string.sub(f, 1, 2) == 'i:' then
+      local n = num(v, 'in-flight count ' .. f, 0)
+      local e = h['e:' .. string.sub(f, 3)]
+      if e and num(e, 'lease ' .. f, 0) > now then
+        inflight = inflight + n
+        if f == ifield then own = n end
+      end
+    end
+  end
+  return h, inflight, own
+end
+
+-- hold writes key's fields (none, or the new state: pairs in w) with one
+-- more request of this instance in flight, in one HSET, and makes sure the
+-- key lives at least ttl ms (and its lease and a second): the time it is
+-- known to live until is its field x, so that its expiry is extended only
+-- when it falls short, by half as much again.
+local function hold(key, h, own, ttl, w)
+  w[#w + 1] = ifield; w[#w + 1] = own + 1
+  w[#w + 1] = efield; w[#w + 1] = now + lease
+  local keep = max(ttl, lease + 1000)
+  local x = tonumber(h.x)
+  if not x or x < now + keep then
+    keep = keep + floor(keep / 2)
+    w[#w + 1] = 'x'; w[#w + 1] = now + keep
+    call('HSET', key, unpack(w))
+    call('PEXPIRE', key, keep)
+  else
+    call('HSET', key, unpack(w))
+  end
+end
+
+local i = 5
+local k = 1
+local P = {}
+local function params(n)
+  local r = tonumber(ARGV[i]); i = i + 1
+  if r ~= 0 then return P[r] end
+  local p = {}
+  for j = 1, n do p[j] = tonumber(ARGV[i + j - 1]) end
+  i = i + n
+  P[#P + 1] = p
+  return p
+end
+
+local function hybrid(p, slot)
+  local H, W = KEYS[k], KEYS[k + 1]; k = k + 2
+  -- limiter.Schedule.IndexAt and TimeOf of the leaky schedule
+  local la, li, liv, lsw, lswi, lniv = p[1], p[2], p[3], p[4], p[5], p[6]
+  local kn, next_tick
+  if lsw ~= 0 and now >= lsw then
+    kn = lswi + floor((now - lsw) / lniv)
+    next_tick = lsw + (kn + 1 - lswi) * lniv
+  else
+    kn = li + floor((now - la) / liv)
+    next_tick = la + (kn + 1 - li) * liv
+    if lsw ~= 0 and kn + 1 >= lswi then next_tick = lsw + (kn + 1 - lswi) * lniv end
+  end
+  local climit, swl, swd, ll, tr = p[14], p[15], p[16], p[17], p[18]
+  local h, inflight, own = hash(H)
+  local tok, tk = 0, nil
+  if h.tok then tok = num(h.tok, 'tok', 0) end
+  if h.tk then tk = num(h.tk, 'tk') end
+  if tk and kn > tk then tok = max(0, tok - (kn - tk) * tr) end
+  -- The window (a group without one never reads it). The cleanup tick in
+  -- force drops what is older than its cut; a timestamp counts while
+  -- ts + duration > now.
+  local wc, oldest = 0, 0
+  if swl > 0 then
+    local ca, ci, civ, csw, cswi, cniv = p[7], p[8], p[9], p[10], p[11], p[12]
+    local cut
+    if csw ~= 0 and now >= csw then
+      cut = csw + floor((now - csw) / cniv) * cniv
+    else
+      cut = ca + floor((now - ca) / civ) * civ
+    end
+    call('ZREMRANGEBYSCORE', W, '-inf', '(' .. (cut - p[13]))
+    local lo = '(' .. (now - swd)
+    wc = call('ZCOUNT', W, lo, '+inf')
+    if wc > 0 then
+      oldest = tonumber(call('ZRANGEBYSCORE', W, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
+    end
+  end
+  if inflight + 1 > climit then
+    return {0, inflight, wc, oldest, tok, now, next_tick}
+  end
+  -- the tokens are back at 0 after ceil(tok/tr) ticks: nothing to keep then
+  -- (with a change of interval pending, the longer one counts)
+  local iv = liv
+  if lsw ~= 0 then iv = max(liv, lniv) end
+  local verdict
+  if wc + 1 > swl then
+    if tok + 1 > ll then
+      return {1, inflight, wc, oldest, tok, now, next_tick}
+    end
+    verdict = 3
+    hold(H, h, own, max(1, next_tick + (ceil((tok + 1) / tr) - 1) * iv - now) + 1000, {'tok', tok + 1, 'tk', kn})
+  else
+    call('ZREMRANGEBYSCORE', W, '-inf', now - swd)
+    call('ZADD', W, now, now .. ':' .. slot)
+    call('PEXPIRE', W, p[19])
+    verdict = 2
+    local ttl = 0
+    if tok > 0 then ttl = max(1, next_tick + (ceil(tok / tr) - 1) * iv - now) + 1000 end
+    hold(H, h, own, ttl, {})
+  end
+  return {verdict, inflight, wc, oldest, tok, now, next_tick}
+end
+
+-- package limiter/algo's integer step functions (algo.Decide, algo.Reduce)
+local function algo(op, p)
+  local S = KEYS[k]; k = k + 1
+  local kind, L, Per, U, climit = p[1], p[2], p[3], p[4], p[5]
+  local rescaled = tonumber(ARGV[i]); i = i + 1
+  local ex, nw
+  if rescaled == 1 then
+    ex = {}
+    for j = 1, 6 do ex[j] = tonumber(ARGV[i + j - 1]) end
+    nw = {tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])}
+    i = i + 9
+  end
+  local h, inflight, own = hash(S)
+  local A, B, C
+  local fresh = h.k == nil or num(h.k, 'k') ~= kind
+  if not fresh then
+    A, B, C = num(h.A, 'A', 0), num(h.B, 'B', 0), num(h.C, 'C', 0)
+    local l, pp, u = num(h.l, 'l', 1), num(h.p, 'p', 1), num(h.u, 'u', 0)
+    if l ~= L or pp ~= Per or u ~= U then
+      if ex and ex[1] == A and ex[2] == B and ex[3] == C and ex[4] == l and ex[5] == pp and ex[6] == u then
+        A, B, C = nw[1], nw[2], nw[3]
+      else
+        return {9, 0, A, B, C, now, l, pp, u}
+      end
+    end
+  elseif op == 'A' then
+    return {6, 0, 0, 0, 0, now, L, Per, U}   -- a reduction never creates state
+  else
+    -- algo.Fresh: a full bucket, a TAT at now, empty windows
+    if kind == 1 then A, B, C = U * Per, now, 0
+    elseif kind == 2 then A, B, C = now, 0, 0
+    else A, B, C = 0, 0, 0 end
+  end
+  if op == 'a' and inflight + 1 > climit then
+    return {0, inflight, A, B, C, now, L, Per, U}
+  end
+  local nA, nB, nC, ok, ttl = A, B, C, false, 0
+  if kind == 1 then
+    -- token bucket: tokens in units of 1/P, refilled L units a ms, capped at U·P
+    local cap = U * Per
+    local u, last = min(A, cap), B
+    if now > last then
+      if now - last >= ceil((cap - u) / L) then u = cap else u = u + (now - last) * L end
+      last = now
+    end
+    if op == 'a' then
+      ok = u >= Per
+      nA, nB = u - Per, last
+    else
+      ok = u < cap
+      nA, nB = min(cap, u + Per), last
+    end
+    ttl = ceil((cap - nA) / L)                           -- full again: nothing to keep
+  elseif kind == 2 then
+    -- GCRA: TAT = A + B/L ms; the debt tat − now in units of 1/L ms
+    local t = max(now, A)
+    local d = 0
+    if t - A < ceil(B / L) then d = B - (t - A) * L end
+    if op == 'a' then
+      ok = d <= (U - 1) * Per
+      nA, nB = t, d + Per
+    else
+      ok = d > 0
+      nA, nB = t, max(0, d - Per)
+    end
+    ttl = nA - now + ceil(nB / L)                        -- the TAT passed: nothing to keep
+  elseif kind == 3 then
+    -- fixed window: A its end, B its count
+    local e, n = A, B
+    if op == 'a' then
+      if now >= e then e, n = (floor(now / Per) + 1) * Per, 0 end
+      ok = n + 1 <= L
+      nA, nB = e, n + 1
+    else
+      ok = now < e and n > 0
+      nA, nB = e, n - 1
+    end
+    ttl = nA - now
+  else
+    -- sliding window: A the current window's end, B its count, C the
+    -- previous window's
+    local e, curr, prev = A, B, C
+    if now >= e then
+      local nxt = (floor(now / Per) + 1) * Per
+      if nxt == e + Per then prev = curr else prev = 0 end
+      e, curr = nxt, 0
+    end
+    if op == 'a' then
+      ok = (curr + 1) * Per + prev * min(e - now, Per) <= L * Per
+      nA, nB, nC = e, curr + 1, prev
+    else
+      ok = curr > 0
+      nA, nB, nC = e, curr - 1, prev
+    end
+    ttl = nA + Per - now                                 -- still the previous window in the next one
+  end
+  if not ok then
+    if op == 'A' then return {6, 0, A, B, C, now, L, Per, U} end
+    return {1, inflight, A, B, C, now, L, Per, U}
+  end
+  local w = {'k', kind, 'A', nA, 'B', nB, 'C', nC, 'l', L, 'p', Per, 'u', U}
+  ttl = max(1, ttl) + 1000
+  if op == 'A' then
+    call('HSET', S, unpack(w))
+    if call('PTTL', S) < ttl then call('PEXPIRE', S, ttl) end
+    return {5, 0, A, B, C, now, L, Per, U}
+  end
+  hold(S, h, own, ttl, w)
+  return {4, inflight, A, B, C, now, L, Per, U}
+end
+
+-- the sliding log: the timestamps of the admissions of the last period; a
+-- request is admitted while fewer than limit of them count (ts > now − period)
+local function slog(op, p, slot)
+  local Lk, Ck = KEYS[k], KEYS[k + 1]; k = k + 2
+  local L, Per, climit = p[1], p[2], p[3]
+  local lo = '(' .. (now - Per)
+  local count = call('ZCOUNT', Lk, lo, '+inf')
+  local gate = 0
+  if count >= L then
+    gate = tonumber(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count - L, 1)[2])
+  end
+  if op == 'L' then
+    if count == 0 then return {6, 0, count, gate, now} end
+    local newest = call('ZREVRANGEBYSCORE', Lk, '+inf', lo, 'LIMIT', 0, 1)
+    call('ZREM', Lk, newest[1])
+    return {5, 0, count, gate, now}
+  end
+  local ch, inflight, own = hash(Ck)
+  if inflight + 1 > climit then return {0, inflight, count, gate, now} end
+  if count + 1 > L then return {1, inflight, count, gate, now} end
+  call('ZREMRANGEBYSCORE', Lk, '-inf', now - Per)
+  call('ZADD', Lk, now, now .. ':' .. slot)
+  call('PEXPIRE', Lk, Per + 1000)
+  -- admitted: the gate is the new log's, once it holds limit timestamps
+  if count + 1 >= L then
+    gate = tonumber(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2])
+  end
+  hold(Ck, ch, own, 0, {})
+  return {4, inflight, count, gate, now}
+end
+
+local function release(n)
+  local K = KEYS[k]; k = k + 1
+  local left = call('HINCRBY', K, ifield, -n)
+  if left < 0 then
+    -- released on a key that lost its count (Redis restarted, the lease
+    -- ended): nothing of this instance's is in flight there
+    call('HSET', K, ifield, 0)
+    left = 0
+  end
+  return {left}
+end
+
+local nkeys = {h = 2, a = 1, A = 1, l = 2, L = 2, r = 1}
+
+local function entry(op)
+  if op == 'h' then
+    local p = params(19)
+    local slot = ARGV[i]; i = i + 1
+    return hybrid(p, slot)
+  elseif op == 'a' or op == 'A' then
+    return algo(op, params(5))
+  elseif op == 'l' or op == 'L' then
+    local p = params(3)
+    local slot = ARGV[i]; i = i + 1
+    return slog(op, p, slot)
+  elseif op == 'r' then
+    local n = tonumber(ARGV[i]); i = i + 1
+    return release(n)
+  end
+  error('unknown entry ' .. tostring(op))
+end
+
+local out = {}
+for e = 1, tonumber(ARGV[4]) do
+  local op = ARGV[i]
+  local ni, nk = i + 2 + tonumber(ARGV[i + 1]), k + (nkeys[op] or 0)
+  i = i + 2
+  local ok, res = pcall(entry, op)
+  if not ok then
+    local msg = res
+    if type(res) == 'table' then msg = res.err end
+    res = {-1, tostring(msg)}
+  end
+  -- the next entry starts where this one's arguments end, whatever it read
+  i, k = ni, nk
+  out[e] = res
+end
+return out
