@@ -37,17 +37,28 @@ func openCluster(cfg *config.Config, limCfg limiter.Config, log *slog.Logger) (*
 	}
 	// go-redis logs dial failures itself; cluster logs what they mean.
 	redis.SetLogger(redisLogger{log})
+	r := &cfg.Cluster.Redis
+	var tlsOpts *cluster.TLSOptions
+	if r.TLS {
+		tlsOpts = &cluster.TLSOptions{CAFile: r.CAFile, CertFile: r.CertFile, KeyFile: r.KeyFile,
+			ServerName: r.ServerName, InsecureSkipVerify: r.InsecureSkipVerify && r.AllowInsecureSkipVerify}
+	}
 	b, err := cluster.Open(cluster.Options{
-		Addrs:        cfg.Cluster.Redis.Addrs,
-		Username:     cfg.Cluster.Redis.Username,
-		Password:     cfg.Cluster.Redis.Password,
-		DB:           cfg.Cluster.Redis.DB,
-		Mode:         mode,
-		OnFailure:    onFail,
-		Timeout:      cfg.Cluster.Timeout,
-		Lease:        cfg.Cluster.Lease,
-		SyncInterval: cfg.Cluster.SyncInterval,
-		MaxUnsynced:  cfg.Cluster.MaxUnsynced,
+		Addrs:            r.Addrs,
+		Username:         r.Username,
+		Password:         r.Password,
+		PasswordFile:     r.PasswordFile,
+		DB:               r.DB,
+		TLS:              tlsOpts,
+		MasterName:       r.Sentinel.MasterName,
+		SentinelAddrs:    r.Sentinel.Addrs,
+		SentinelPassword: r.Sentinel.Password,
+		Mode:             mode,
+		OnFailure:        onFail,
+		Timeout:          cfg.Cluster.Timeout,
+		Lease:            cfg.Cluster.Lease,
+		SyncInterval:     cfg.Cluster.SyncInterval,
+		MaxUnsynced:      cfg.Cluster.MaxUnsynced,
 		// While Redis is down (on_failure = "local"), decisions are made
 		// in this process's memory, capped as peers.max_tracked says.
 		Fallback: memory.New(),
@@ -56,7 +67,11 @@ func openCluster(cfg *config.Config, limCfg limiter.Config, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
+	if r.TLS && r.InsecureSkipVerify {
+		log.Warn("cluster.redis.insecure_skip_verify: the redis server's certificate is not verified (allowed by cluster.redis.allow_insecure_skip_verify)")
+	}
 	log.Info("cluster mode: limits shared through redis", "addrs", strings.Join(cfg.Cluster.Redis.Addrs, ","),
+		"sentinel_master", r.Sentinel.MasterName, "tls", r.TLS,
 		"mode", cfg.Cluster.Mode, "on_failure", cfg.Cluster.OnFailure, "instance", b.Instance())
 	return b, nil
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/limiterd/limiterd/internal/clock"
+	"github.com/limiterd/limiterd/internal/cluster"
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/live"
@@ -89,11 +90,13 @@ type Main struct {
 	state      daemonState        // config loads and reloads, for the API and metrics
 	srv        *web.Server        // the admin listener, whose tokens a reload replaces
 
-	mu       sync.Mutex
-	src      config.Source
-	adj      adjust
-	cfg      *config.Config
-	live     *live.Live
+	mu   sync.Mutex
+	src  config.Source
+	adj  adjust
+	cfg  *config.Config
+	live *live.Live
+	// cluster is the Redis backend in cluster mode, nil otherwise.
+	cluster  *cluster.Backend
 	lim      *limiter.Limiter
 	throttle *throttle.Throttle
 	// dataPlane is the public listener, whose rate-limit fields
@@ -330,6 +333,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 	if cb != nil {
 		defer cb.Close()
+		m.cluster = cb
 	}
 	// The limiter's one observer: the dashboard's record of decisions and
 	// the log of refusals, which names groups by the limiter it observes.
@@ -599,6 +603,13 @@ func (m *Main) Reload() error {
 	m.srv.SetProfiling(cfg.Admin.Pprof)
 	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
+	}
+	if m.cluster != nil {
+		// The password file and the TLS files are read again, and
+		// checked on a connection of their own.
+		if err := m.cluster.Reload(max(time.Second, cfg.Cluster.Timeout)); err != nil {
+			m.log.Error("cluster: the redis credentials or certificates read again do not work", "err", err)
+		}
 	}
 	if keys := config.Changed(m.cfg, cfg, config.Restart); len(keys) > 0 {
 		m.log.Warn("these keys change only on restart: the running values stay until then", "keys", strings.Join(keys, ", "))

@@ -80,7 +80,18 @@ type Options struct {
 	Addrs    []string
 	Username string
 	Password string
-	DB       int
+	// PasswordFile, when set, holds the password instead (read at Open
+	// and at each Reload).
+	PasswordFile string
+	DB           int
+	// TLS, when not nil, is TLS to Redis and the sentinels.
+	TLS *TLSOptions
+	// MasterName, when set, names the master of a Sentinel deployment:
+	// SentinelAddrs are then the sentinels asked for it (Addrs is not
+	// used), and SentinelPassword their own password.
+	MasterName       string
+	SentinelAddrs    []string
+	SentinelPassword string
 
 	Mode      Mode
 	OnFailure OnFailure
@@ -106,8 +117,11 @@ type Options struct {
 
 func (o *Options) check() error {
 	var errs []string
-	if len(o.Addrs) == 0 {
+	if len(o.Addrs) == 0 && o.MasterName == "" {
 		errs = append(errs, "cluster.redis.addrs: at least one address is needed")
+	}
+	if o.MasterName != "" && len(o.SentinelAddrs) == 0 {
+		errs = append(errs, "cluster.redis.sentinel.addrs: master_name needs at least one sentinel address")
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, "cluster.timeout: must be > 0")
@@ -160,6 +174,7 @@ type Backend struct {
 	log    *slog.Logger
 	inst   string
 	rdb    redis.UniversalClient
+	sec    *secrets
 	t      *transport
 	h      *health
 	eng    engine
@@ -218,13 +233,26 @@ func open(o Options, clock func() int64) (*Backend, error) {
 		_, _ = rand.Read(raw[:])
 		o.Instance = hex.EncodeToString(raw[:])
 	}
-	b := &Backend{opts: o, log: o.Logger.With("component", "cluster"), inst: o.Instance, clock: clock, localNow: localNow}
+	sec := &secrets{}
+	if err := sec.load(&o); err != nil {
+		return nil, err
+	}
+	b := &Backend{opts: o, log: o.Logger.With("component", "cluster"), inst: o.Instance, clock: clock, localNow: localNow, sec: sec}
 	b.lastEvict.Store(-1)
+	addrs := o.Addrs
+	if o.MasterName != "" {
+		addrs = o.SentinelAddrs
+	}
+	username := o.Username
 	b.rdb = redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:    o.Addrs,
-		Username: o.Username,
-		Password: o.Password,
-		DB:       o.DB,
+		Addrs: addrs,
+		CredentialsProvider: func() (string, string) {
+			return username, *sec.password.Load()
+		},
+		DB:               o.DB,
+		TLSConfig:        sec.tlsConfig(&o),
+		MasterName:       o.MasterName,
+		SentinelPassword: o.SentinelPassword,
 		// A retried script call could apply an admission twice.
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
@@ -266,7 +294,7 @@ func open(o Options, clock func() int64) (*Backend, error) {
 		b.h.errs[kindIndex[kind]].Add(1)
 		b.h.setReason(kind + ": " + err.Error())
 		b.log.Error("redis unavailable at start: deciding as cluster.on_failure says until it answers",
-			"addrs", strings.Join(o.Addrs, ","), "on_failure", o.OnFailure.String(), "kind", kind, "err", err)
+			"addrs", strings.Join(addrs, ","), "on_failure", o.OnFailure.String(), "kind", kind, "err", err)
 	} else {
 		b.h.markUp()
 	}
@@ -296,6 +324,39 @@ func (b *Backend) Close() error {
 	b.cancel()
 	b.wg.Wait()
 	return b.rdb.Close()
+}
+
+// explain returns err's text with the configuration key it most likely
+// concerns (Hint).
+func (b *Backend) explain(kind string, err error) string {
+	if h := Hint(kind, err, &b.opts); h != "" {
+		return err.Error() + " (check " + h + ")"
+	}
+	return err.Error()
+}
+
+// Reload reads the password file and the TLS files again (SIGHUP): the
+// connections dialled from now on use them. It then checks them on a new
+// connection of their own, within timeout; the error, a
+// *limiter.FieldError, names the key (a file that cannot be read, a
+// password Redis refuses, a certificate that does not verify). Files that
+// cannot be read leave the ones in use in place.
+func (b *Backend) Reload(timeout time.Duration) error {
+	if err := b.sec.load(&b.opts); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := b.rdb.Ping(ctx).Result(); err != nil {
+		kind := classify(err)
+		field := Hint(kind, err, &b.opts)
+		if field == "" {
+			field = "cluster.redis.addrs"
+		}
+		field, _, _ = strings.Cut(field, " ")
+		return &limiter.FieldError{Field: field, Problem: b.explain(kind, err), Err: err}
+	}
+	return nil
 }
 
 // Instance returns the name of this instance in Redis.
@@ -351,6 +412,16 @@ func (b *Backend) redisNow(ctx context.Context) (int64, error) {
 // probe checks that Redis can be used: the version, the mode's script on a
 // canary key, and that no key was evicted since the last probe.
 func (b *Backend) probe(ctx context.Context) (string, error) {
+	kind, err := b.probeOnce(ctx)
+	if err != nil {
+		if h := Hint(kind, err, &b.opts); h != "" {
+			err = fmt.Errorf("%w (check %s)", err, h)
+		}
+	}
+	return kind, err
+}
+
+func (b *Backend) probeOnce(ctx context.Context) (string, error) {
 	b.t.roundTrips.Add(1)
 	b.t.commands.Add(1)
 	info, err := b.rdb.Info(ctx).Result()

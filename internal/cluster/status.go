@@ -10,6 +10,9 @@ type Status struct {
 	Mode      Mode
 	OnFailure OnFailure
 	Addrs     []string
+	// MasterName is the Sentinel master's name (Addrs are then the
+	// sentinels').
+	MasterName string
 	// Up is true while decisions use Redis.
 	Up bool
 	// Since is when Up last changed.
@@ -20,8 +23,12 @@ type Status struct {
 
 // Status returns the backend's state now.
 func (b *Backend) Status() Status {
+	addrs := b.opts.Addrs
+	if b.opts.MasterName != "" {
+		addrs = b.opts.SentinelAddrs
+	}
 	st := Status{
-		Mode: b.opts.Mode, OnFailure: b.opts.OnFailure, Addrs: b.opts.Addrs,
+		Mode: b.opts.Mode, OnFailure: b.opts.OnFailure, Addrs: addrs, MasterName: b.opts.MasterName,
 		Up: b.h.up.Load(), Since: time.UnixMilli(b.h.since.Load()),
 	}
 	if !st.Up {

@@ -40,9 +40,9 @@ const (
 )
 
 // Kinds lists every kind of failure, for metrics.
-var Kinds = []string{KindTimeout, KindBusy, KindConnection, KindAuth, KindScript, KindMemory, KindEvicted, KindReadOnly, KindKey, KindReply, KindLimits}
+var Kinds = []string{KindTimeout, KindBusy, KindConnection, KindAuth, KindScript, KindMemory, KindEvicted, KindReadOnly, KindKey, KindReply, KindLimits, KindTLS}
 
-const numKinds = 11
+const numKinds = 12
 
 // ErrLimits: a group's limits are too large for the scripts to compute
 // exactly in Lua's doubles (burst × period, or limit × period, over 2⁵³).
@@ -62,6 +62,10 @@ func classify(err error) string {
 		return KindLimits
 	case isKeyError(err):
 		return KindKey
+	case isTLSError(err):
+		return KindTLS
+	case strings.Contains(err.Error(), "sentinels"):
+		return KindConnection // no sentinel answered, or none knows the master
 	case errors.As(err, &re):
 		msg := re.Error()
 		switch {

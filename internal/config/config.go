@@ -185,10 +185,28 @@ type Cluster struct {
 
 // Redis is the [cluster.redis] table.
 type Redis struct {
-	Addrs    []string // host:port of each server
-	Username string
-	Password string
-	DB       int
+	Addrs        []string // host:port of each server
+	Username     string
+	Password     string
+	PasswordFile string
+	DB           int
+	// TLS to Redis and the sentinels (docs/cluster.md, "TLS, passwords
+	// and Sentinel").
+	TLS                     bool
+	CAFile                  string
+	CertFile                string
+	KeyFile                 string
+	ServerName              string
+	InsecureSkipVerify      bool
+	AllowInsecureSkipVerify bool
+	Sentinel                Sentinel
+}
+
+// Sentinel is the [cluster.redis.sentinel] table.
+type Sentinel struct {
+	MasterName string
+	Addrs      []string
+	Password   string
 }
 
 // Source says where a Load comes from.
@@ -378,7 +396,8 @@ func (c *Config) Limiter() (limiter.Config, error) {
 }
 
 // Redacted returns a deep copy of c with the secrets (admin.token and
-// cluster.redis.password), when set, replaced by "REDACTED", for printing.
+// cluster.redis.password, cluster.redis.sentinel.password), when set,
+// replaced by "REDACTED", for printing.
 func (c *Config) Redacted() *Config {
 	r := c.clone()
 	if r.Admin.Token != "" {
@@ -391,6 +410,9 @@ func (c *Config) Redacted() *Config {
 	}
 	if r.Cluster.Redis.Password != "" {
 		r.Cluster.Redis.Password = "REDACTED"
+	}
+	if r.Cluster.Redis.Sentinel.Password != "" {
+		r.Cluster.Redis.Sentinel.Password = "REDACTED"
 	}
 	return r
 }
@@ -415,6 +437,7 @@ func (c *Config) clone() *Config {
 		r.Throttle.Rules = append(r.Throttle.Rules, rule)
 	}
 	r.Cluster.Redis.Addrs = slices.Clone(c.Cluster.Redis.Addrs)
+	r.Cluster.Redis.Sentinel.Addrs = slices.Clone(c.Cluster.Redis.Sentinel.Addrs)
 	return &r
 }
 

@@ -299,8 +299,61 @@ func buildKeys() []Key {
 			func(c *Config) *string { return &c.Cluster.Redis.Username }),
 		str("cluster.redis.password", "", restart, "password (empty: none)",
 			func(c *Config) *string { return &c.Cluster.Redis.Password }),
+		after(str("cluster.redis.password_file", "", restart, "file holding the password, read at start and on SIGHUP (empty: none)",
+			func(c *Config) *string { return &c.Cluster.Redis.PasswordFile }), func(b *builder) {
+			if b.c.Cluster.Redis.Password != "" && b.c.Cluster.Redis.PasswordFile != "" {
+				b.p.add("cluster.redis.password_file", "give cluster.redis.password or cluster.redis.password_file, not both")
+			}
+		}),
 		num("cluster.redis.db", 0, restart, "database number",
 			func(c *Config) *int { return &c.Cluster.Redis.DB }, between(0, maxMillis, "")),
+		flag("cluster.redis.tls", false, restart, "connect to Redis (and the sentinels) over TLS",
+			func(c *Config) *bool { return &c.Cluster.Redis.TLS }),
+		str("cluster.redis.ca_file", "", restart, "PEM certificates that sign the server's (empty: the system's roots); re-read on SIGHUP",
+			func(c *Config) *string { return &c.Cluster.Redis.CAFile }),
+		str("cluster.redis.cert_file", "", restart, "PEM client certificate, for mutual TLS (with key_file); re-read on SIGHUP",
+			func(c *Config) *string { return &c.Cluster.Redis.CertFile }),
+		after(str("cluster.redis.key_file", "", restart, "PEM key of cert_file",
+			func(c *Config) *string { return &c.Cluster.Redis.KeyFile }), func(b *builder) {
+			if (b.c.Cluster.Redis.CertFile == "") != (b.c.Cluster.Redis.KeyFile == "") {
+				b.p.add("cluster.redis.key_file", "cluster.redis.cert_file and cluster.redis.key_file go together: give both or neither")
+			}
+		}),
+		str("cluster.redis.server_name", "", restart, "the name the server's certificate must hold (empty: the host of the address)",
+			func(c *Config) *string { return &c.Cluster.Redis.ServerName }),
+		flag("cluster.redis.insecure_skip_verify", false, restart, "accept any server certificate (refused unless allow_insecure_skip_verify)",
+			func(c *Config) *bool { return &c.Cluster.Redis.InsecureSkipVerify }),
+		after(flag("cluster.redis.allow_insecure_skip_verify", false, restart, "the explicit allowance insecure_skip_verify needs",
+			func(c *Config) *bool { return &c.Cluster.Redis.AllowInsecureSkipVerify }), func(b *builder) {
+			r := &b.c.Cluster.Redis
+			if r.InsecureSkipVerify && !r.AllowInsecureSkipVerify {
+				b.p.add("cluster.redis.insecure_skip_verify", "accepts any certificate, so anyone on the path can read and change the limiter's state: refused unless cluster.redis.allow_insecure_skip_verify = true says it is meant")
+			}
+			if !r.TLS {
+				for _, k := range []struct {
+					name string
+					set  bool
+				}{{"ca_file", r.CAFile != ""}, {"cert_file", r.CertFile != ""}, {"server_name", r.ServerName != ""}, {"insecure_skip_verify", r.InsecureSkipVerify}} {
+					if k.set {
+						b.p.addf("cluster.redis."+k.name, "needs cluster.redis.tls = true")
+					}
+				}
+			}
+		}),
+		str("cluster.redis.sentinel.master_name", "", restart, "with Sentinel: the name of the master the sentinels watch (empty: no Sentinel)",
+			func(c *Config) *string { return &c.Cluster.Redis.Sentinel.MasterName }),
+		after(strs("cluster.redis.sentinel.addrs", []string{}, restart, "with Sentinel: host:port of each sentinel (cluster.redis.addrs is then not used)",
+			func(c *Config) *[]string { return &c.Cluster.Redis.Sentinel.Addrs }, hostPortItem), func(b *builder) {
+			st := &b.c.Cluster.Redis.Sentinel
+			if st.MasterName != "" && len(st.Addrs) == 0 {
+				b.p.add("cluster.redis.sentinel.addrs", "cluster.redis.sentinel.master_name needs at least one sentinel address")
+			}
+			if st.MasterName == "" && len(st.Addrs) > 0 {
+				b.p.add("cluster.redis.sentinel.master_name", "cluster.redis.sentinel.addrs needs the master's name")
+			}
+		}),
+		str("cluster.redis.sentinel.password", "", restart, "the sentinels' own password (empty: none)",
+			func(c *Config) *string { return &c.Cluster.Redis.Sentinel.Password }),
 	)
 	return ks
 }

@@ -7,6 +7,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -27,6 +28,11 @@ type Server struct {
 	dir  string
 	port int
 	args []string
+	// tls, when not nil, is the client side of a TLS-only server: port is
+	// its tls-port.
+	tls *tls.Config
+	// sentinelConf, when set, makes this a redis-sentinel run on it.
+	sentinelConf string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -50,6 +56,11 @@ func Available(tb testing.TB) bool {
 // is stopped when tb ends.
 func Start(tb testing.TB, extra ...string) *Server {
 	tb.Helper()
+	return start(tb, nil, extra...)
+}
+
+func start(tb testing.TB, tc *tls.Config, extra ...string) *Server {
+	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -57,7 +68,7 @@ func Start(tb testing.TB, extra ...string) *Server {
 		}
 		tb.Skipf("redis-server not installed: %v", err)
 	}
-	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), args: extra}
+	s := &Server{tb: tb, bin: bin, dir: tb.TempDir(), args: extra, tls: tc}
 	for attempt := 0; ; attempt++ {
 		s.port = freePort(tb)
 		err := s.start()
@@ -82,17 +93,24 @@ func freePort(tb testing.TB) int {
 }
 
 func (s *Server) start() error {
-	args := append([]string{
-		"--port", fmt.Sprint(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+	port := []string{"--port", fmt.Sprint(s.port)}
+	if s.tls != nil {
+		port = []string{"--port", "0", "--tls-port", fmt.Sprint(s.port)}
+	}
+	args := append(append(port,
+		"--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"),
-	}, s.args...)
+	), s.args...)
+	if s.sentinelConf != "" {
+		args = []string{s.sentinelConf}
+	}
 	cmd := exec.Command(s.bin, args...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if Ping(s.Addr()) {
+		if s.ping() {
 			s.mu.Lock()
 			s.cmd = cmd
 			s.mu.Unlock()
@@ -108,6 +126,18 @@ func (s *Server) start() error {
 	}
 }
 
+func (s *Server) ping() bool {
+	if s.tls == nil {
+		return Ping(s.Addr())
+	}
+	d := &net.Dialer{Timeout: 200 * time.Millisecond}
+	c, err := tls.DialWithDialer(d, "tcp", s.Addr(), s.tls)
+	if err != nil {
+		return false
+	}
+	return pingConn(c)
+}
+
 // Ping reports whether the Redis at addr answers PING (a server with a
 // password answers NOAUTH: it is up), within about a second.
 func Ping(addr string) bool {
@@ -115,6 +145,10 @@ func Ping(addr string) bool {
 	if err != nil {
 		return false
 	}
+	return pingConn(c)
+}
+
+func pingConn(c net.Conn) bool {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(time.Second))
 	if _, err := c.Write([]byte("PING\r\n")); err != nil {
