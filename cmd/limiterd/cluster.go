@@ -224,3 +224,24 @@ func clusterConditions(b *cluster.Backend) func() []ui.Condition {
 		return []ui.Condition{{Kind: "down", Title: "cluster: Redis down", Text: doing}}
 	}
 }
+
+// clusterReadiness returns /readyz's backend check (nil for the local
+// backend): not ready while Redis cannot be used and on_failure is closed
+// (every request would be answered 503), ready but degraded with open or
+// local (docs/cluster.md, "When Redis fails").
+func clusterReadiness(b *cluster.Backend) func() (bool, string) {
+	if b == nil {
+		return nil
+	}
+	return func() (bool, string) {
+		st := b.Status()
+		if st.Up {
+			return true, "ok: redis in use"
+		}
+		down := "redis unavailable (" + st.Reason + ")"
+		if st.OnFailure == cluster.FailClosed {
+			return false, down + ": on_failure = closed answers every request 503"
+		}
+		return true, "degraded: " + down + ": decided as on_failure = " + st.OnFailure.String() + " says"
+	}
+}

@@ -232,6 +232,17 @@ func TestClusterRedisDown(t *testing.T) {
 			if slowest > 3*time.Second {
 				t.Errorf("a request took %s with redis down", slowest)
 			}
+			// /readyz follows the backend: not ready with closed (every
+			// request is refused), ready but degraded otherwise.
+			code, body := d.admin("GET", "/readyz", "")
+			backend, _ := body["checks"].(map[string]any)["backend"].(string)
+			if onFailure == "closed" {
+				if code != 503 || !strings.Contains(backend, "on_failure = closed") {
+					t.Errorf("readyz with redis down, closed: %d %v", code, body)
+				}
+			} else if code != 200 || !strings.HasPrefix(backend, "degraded: redis unavailable") {
+				t.Errorf("readyz with redis down, %s: %d %v", onFailure, code, body)
+			}
 			switch onFailure {
 			case "open":
 				if codes[200] == 0 || len(codes) != 1 {
@@ -261,6 +272,9 @@ func TestClusterRedisDown(t *testing.T) {
 			eventually(t, "redis_up 1", func() bool { return d.metric("limiterd_cluster_redis_up") == "1" })
 			if took := time.Since(start); took > 5*time.Second {
 				t.Errorf("limiting resumed %s after the restart", took)
+			}
+			if code, body := d.admin("GET", "/readyz", ""); code != 200 {
+				t.Errorf("readyz with redis back: %d %v", code, body)
 			}
 			// Limits come from Redis again: a new peer gets exactly 20.
 			var ok int

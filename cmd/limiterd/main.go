@@ -392,6 +392,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		KeyHelp:    config.GroupKeyHelp(),
 		Cluster:    webCluster(cb),
 		Conditions: clusterConditions(cb),
+		Backend:    clusterReadiness(cb),
 		MaxConns:   cfg.Admin.MaxConns,
 	})
 	if err != nil {

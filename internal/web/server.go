@@ -64,6 +64,10 @@ type Options struct {
 	// Ready reports readiness beyond the upstream check (the database);
 	// nil means ready.
 	Ready func(ctx context.Context) error
+	// Backend, when set, reports whether the limiter's backend can decide
+	// (cluster mode: Redis in use, or decisions that do not refuse
+	// everyone meanwhile), and its state in words for /readyz.
+	Backend func() (ready bool, state string)
 	// Snapshot writes a snapshot now (POST /api/v1/snapshot); nil when the
 	// daemon has no persistence.
 	Snapshot func(ctx context.Context) error
@@ -299,8 +303,9 @@ func (s *Server) handleHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// handleReadyz checks the database (Options.Ready) and that the upstream
-// accepts TCP connections (cached for 2 s).
+// handleReadyz checks the database (Options.Ready), the limiter's backend
+// (Options.Backend) and that the upstream accepts TCP connections (cached
+// for 2 s).
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 	checks := map[string]string{}
 	ready := true
@@ -311,6 +316,11 @@ func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) {
 		} else {
 			checks["database"] = "ok"
 		}
+	}
+	if s.opts.Backend != nil {
+		ok, state := s.opts.Backend()
+		checks["backend"] = state
+		ready = ready && ok
 	}
 	if err := s.upstreamReachable(r.Context()); err != nil {
 		checks["upstream"] = err.Error()
