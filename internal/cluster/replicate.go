@@ -13,11 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The shared live state: one hash of fields and its version, under one
-// hash tag, and the channel versions are announced on.
+// The shared live state: one hash of records and its version, under one
+// hash tag, and the channel versions are announced on. (ld:{cfg}:state
+// held the fields without stamps before; it is not read any more.)
 const (
 	keyCfgVersion = keyPrefix + "{cfg}:ver"
-	keyCfgState   = keyPrefix + "{cfg}:state"
+	keyCfgState   = keyPrefix + "{cfg}:live"
 	cfgChannel    = keyPrefix + "cfg"
 )
 
@@ -27,63 +28,154 @@ type ReplicatorOptions struct {
 	// Local returns this instance's live state.
 	Local func() map[string]string
 	// Apply makes merge(local) this instance's live state, where local is
-	// its state at that moment (under the lock that orders its edits):
-	// merge keeps the local edits not published yet and takes the others'
-	// for the rest.
+	// its state at that moment (under the lock that orders its edits).
 	Apply func(ctx context.Context, merge func(local map[string]string) map[string]string) error
+	// Now is the clock edits are stamped with (nil: time.Now).
+	Now func() time.Time
+}
+
+// record is one field of the live state as the instances agree on it: its
+// value or its removal (a tombstone), and the stamp of the edit that made
+// it so.
+type record struct {
+	stamp string
+	val   string
+	del   bool
+}
+
+func (r record) encode() string {
+	if r.del {
+		return r.stamp + " d"
+	}
+	return r.stamp + " s" + r.val
+}
+
+func decodeRecord(s string) (record, bool) {
+	st, rest, ok := strings.Cut(s, " ")
+	if !ok || rest == "" || (rest[0] != 's' && rest[0] != 'd') {
+		return record{}, false
+	}
+	return record{stamp: st, val: rest[1:], del: rest[0] == 'd'}, true
 }
 
 // Replicator carries the operators' live edits between the instances
-// sharing a Redis (docs/cluster.md, "Live edits"): an edit is written into a
-// shared hash with a new version, announced on a channel, and every instance
-// brings its own state (stored in its own database, as any edit) up to the
-// shared one when it hears of a version it has not applied, on every
-// (re)subscription and on a poll every second (messages are lost while an
-// instance is disconnected; the version is not). A Redis found empty (new, or
-// restarted without its data) is given the state of the first instance to find
-// it so. Edits made while Redis cannot be reached are applied here and
-// published when it can; when two instances changed the same thing, the last
-// one published wins. Its methods are safe for concurrent use; Run does the
-// work.
+// sharing a Redis (docs/cluster.md, "Live edits") so that they converge
+// whatever Redis loses (decision 189). Every field of the live state (a
+// group's override, an exemption, the switch) is a record stamped by the
+// edit that made it (a hybrid clock: milliseconds, a counter, the
+// instance), removals included (tombstones): the greater stamp wins,
+// here and in Redis. Each instance keeps every record it knows and, once a
+// second and whenever it hears of a new version, reads the shared records,
+// takes the newer ones and writes back every record of its own that Redis
+// lacks or holds older — so an edit acknowledged while Redis was down, or
+// lost by a Redis that restarted empty, reaches every instance once Redis
+// answers, and a removal is never inferred from Redis's silence. Its
+// methods are safe for concurrent use; Run does the work.
 type Replicator struct {
 	b    *Backend
 	opts ReplicatorOptions
 	kick chan struct{}
 
-	mu      sync.Mutex // guards what follows (written by Run only)
-	synced  bool
+	mu      sync.Mutex
+	known   map[string]record // every record this instance knows
+	lastMS  int64
+	ctr     int64
 	applied int64
-	base    map[string]string // the shared state as of applied
 	lastErr time.Time
 }
 
 // NewReplicator returns a Replicator over b's Redis.
 func (b *Backend) NewReplicator(o ReplicatorOptions) *Replicator {
-	return &Replicator{b: b, opts: o, kick: make(chan struct{}, 1)}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Replicator{b: b, opts: o, kick: make(chan struct{}, 1), known: map[string]record{}}
 }
 
-// Publish hears of a local edit (old and new states, as fields) and has
-// Run publish it; it never waits for Redis.
+// stampLocked returns a new stamp, greater than every stamp this instance
+// has made or seen.
+func (r *Replicator) stampLocked() string {
+	ms := r.opts.Now().UnixMilli()
+	if ms > r.lastMS {
+		r.lastMS, r.ctr = ms, 0
+	} else {
+		r.ctr++
+	}
+	return fmtStamp(r.lastMS, r.ctr, r.b.inst)
+}
+
+func fmtStamp(ms, ctr int64, inst string) string {
+	return fmt.Sprintf("%013d.%06d.%s", ms, ctr, inst)
+}
+
+// seeLocked moves the clock past stamp st, so that an edit made here after
+// this instance took st wins over it.
+func (r *Replicator) seeLocked(st string) {
+	ms, rest, ok := strings.Cut(st, ".")
+	if !ok {
+		return
+	}
+	n, err1 := strconv.ParseInt(ms, 10, 64)
+	c, _, _ := strings.Cut(rest, ".")
+	k, err2 := strconv.ParseInt(c, 10, 64)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	if n > r.lastMS || n == r.lastMS && k > r.ctr {
+		r.lastMS, r.ctr = n, k
+	}
+}
+
+// Publish hears of a local edit (old and new states, as fields): each
+// field it changed gets a record with a new stamp, and Run publishes it. It
+// never waits for Redis.
 func (r *Replicator) Publish(old, new map[string]string) {
 	if maps.Equal(old, new) {
 		return
 	}
+	r.mu.Lock()
+	for f := range unionFields(old, new) {
+		ov, ook := old[f]
+		nv, nok := new[f]
+		switch {
+		case nok && (!ook || ov != nv):
+			r.known[f] = record{stamp: r.stampLocked(), val: nv}
+		case ook && !nok:
+			r.known[f] = record{stamp: r.stampLocked(), del: true}
+		}
+	}
+	r.mu.Unlock()
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// Version returns the shared version this instance has applied.
+// Version returns the shared version this instance last read.
 func (r *Replicator) Version() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.applied
 }
 
-// Run subscribes to the channel and keeps this instance's live state in
-// step with the shared one until ctx ends.
+// adopt gives the fields of the local state no record is known for one
+// of unknown age (the lowest stamp): any recorded edit wins over them, and
+// Redis gets them when it lacks them.
+func (r *Replicator) adopt() {
+	local := r.opts.Local()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for f, v := range local {
+		if _, ok := r.known[f]; !ok {
+			r.known[f] = record{stamp: fmtStamp(0, 0, r.b.inst), val: v}
+		}
+	}
+}
+
+// Run subscribes to the channel and keeps this instance's live state and
+// the shared one converging until ctx ends.
 func (r *Replicator) Run(ctx context.Context) {
+	r.adopt()
 	ps := r.b.rdb.Subscribe(ctx, cfgChannel)
 	defer ps.Close()
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(time.Second))
@@ -110,15 +202,11 @@ func (r *Replicator) Run(ctx context.Context) {
 				}
 			}
 		case <-r.kick:
-			r.push(ctx)
+			r.sync(ctx)
 		case <-poll.C:
 			r.sync(ctx)
 		}
 	}
-}
-
-func (r *Replicator) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, max(r.b.opts.Timeout, time.Second))
 }
 
 // failed logs a replication failure, at most once in 10 s.
@@ -134,93 +222,84 @@ func (r *Replicator) failed(what string, err error) {
 	}
 }
 
-// sync brings this instance up to the shared state when its version moved
-// (or Redis lost it), then publishes what is left of the local edits.
+// sync reads the shared records, takes the newer ones into this instance's
+// live state, and writes back the records of its own Redis lacks or holds
+// older.
 func (r *Replicator) sync(ctx context.Context) {
-	octx, cancel := r.opCtx(ctx)
+	octx, cancel := context.WithTimeout(ctx, max(r.b.opts.Timeout, time.Second))
 	defer cancel()
-	r.mu.Lock()
-	synced, applied := r.synced, r.applied
-	r.mu.Unlock()
-	if synced {
-		n, err := r.b.rdb.Get(octx, keyCfgVersion).Int64()
-		if err == redis.Nil {
-			n, err = 0, nil
-		}
-		if err != nil {
-			r.failed("reading the shared version", err)
-			return
-		}
-		if n == applied && n != 0 {
-			r.push(ctx)
-			return
-		}
-	}
-	ver, fields, err := r.read(octx)
+	ver, shared, err := r.read(octx)
 	if err != nil {
 		r.failed("reading the shared live state", err)
 		return
 	}
-	if ver == 0 {
-		local := r.opts.Local()
-		args := []any{cfgChannel, r.b.inst}
-		for _, f := range slices.Sorted(maps.Keys(local)) {
-			args = append(args, f, local[f])
+	r.mu.Lock()
+	changed := false
+	for f, rec := range shared {
+		r.seeLocked(rec.stamp)
+		if cur, ok := r.known[f]; !ok || cur.stamp < rec.stamp {
+			r.known[f] = rec
+			changed = true
 		}
-		v, err := r.b.t.runOne(octx, scriptSeed, []string{keyCfgVersion, keyCfgState}, args...)
-		if err != nil {
-			r.failed("seeding an empty redis with the live state", err)
-			return
+	}
+	var push []any
+	for _, f := range slices.Sorted(maps.Keys(r.known)) {
+		rec := r.known[f]
+		if sh, ok := shared[f]; !ok || sh.stamp < rec.stamp {
+			push = append(push, f, rec.encode())
 		}
-		if res, err := ints(v); err == nil && len(res) == 2 && res[0] == 1 {
-			r.b.log.Info("redis had no live state: gave it this instance's", "fields", len(local))
+	}
+	desired := map[string]string{}
+	for f, rec := range r.known {
+		if !rec.del {
+			desired[f] = rec.val
+		}
+	}
+	r.mu.Unlock()
+	if changed || !maps.Equal(desired, r.opts.Local()) {
+		err := r.opts.Apply(ctx, func(local map[string]string) map[string]string {
 			r.mu.Lock()
-			r.synced, r.applied, r.base = true, 1, local
-			r.mu.Unlock()
-			return
-		}
-		if ver, fields, err = r.read(octx); err != nil || ver == 0 {
-			r.failed("reading the shared live state", fmt.Errorf("%v (version %d)", err, ver))
-			return
+			defer r.mu.Unlock()
+			out := make(map[string]string, len(r.known))
+			for f, v := range local {
+				if _, ok := r.known[f]; !ok {
+					r.known[f] = record{stamp: fmtStamp(0, 0, r.b.inst), val: v}
+				}
+			}
+			for f, rec := range r.known {
+				if !rec.del {
+					out[f] = rec.val
+				}
+			}
+			return out
+		})
+		if err != nil {
+			r.failed(fmt.Sprintf("the shared live state (version %d) does not apply over this instance's config file: keeping this instance's", ver), err)
+		} else {
+			r.b.log.Info("live state brought up to the shared one", "version", ver)
 		}
 	}
 	r.mu.Lock()
-	base, wasSynced := r.base, r.synced
+	r.applied = ver
 	r.mu.Unlock()
-	err = r.opts.Apply(ctx, func(local map[string]string) map[string]string {
-		if !wasSynced {
-			// Nothing here was ever published: the shared state wins.
-			return fields
-		}
-		// Three-way: a field this instance changed since base and has not
-		// published keeps its local value; every other one takes the
-		// shared value.
-		out := maps.Clone(fields)
-		for f := range unionFields(base, local) {
-			lv, lok := local[f]
-			bv, bok := base[f]
-			if lok == bok && lv == bv {
-				continue
-			}
-			if lok {
-				out[f] = lv
-			} else {
-				delete(out, f)
-			}
-		}
-		return out
-	})
-	if err != nil {
-		r.failed(fmt.Sprintf("the shared live state (version %d) does not apply over this instance's config file: keeping this instance's", ver), err)
+	if len(push) == 0 {
 		return
 	}
-	r.mu.Lock()
-	if r.applied != ver {
-		r.b.log.Info("live state brought up to the shared one", "version", ver)
+	args := append([]any{cfgChannel, r.b.inst}, push...)
+	v, err := r.b.t.runOne(octx, scriptMerge, []string{keyCfgVersion, keyCfgState}, args...)
+	if err == nil {
+		var res []int64
+		if res, err = ints(v); err == nil && len(res) == 2 {
+			r.mu.Lock()
+			r.applied = res[0]
+			r.mu.Unlock()
+			if res[1] > 0 {
+				r.b.log.Info("live edits published to the other instances", "version", res[0], "records", res[1])
+			}
+			return
+		}
 	}
-	r.synced, r.applied, r.base = true, ver, fields
-	r.mu.Unlock()
-	r.push(ctx)
+	r.failed("publishing live edits", err)
 }
 
 func unionFields(a, b map[string]string) map[string]bool {
@@ -234,8 +313,8 @@ func unionFields(a, b map[string]string) map[string]bool {
 	return out
 }
 
-// read returns the shared version (0: none) and state.
-func (r *Replicator) read(ctx context.Context) (int64, map[string]string, error) {
+// read returns the shared version (0: none) and records.
+func (r *Replicator) read(ctx context.Context) (int64, map[string]record, error) {
 	v, err := r.b.t.runOne(ctx, scriptRead, []string{keyCfgVersion, keyCfgState})
 	if err != nil {
 		return 0, nil, err
@@ -248,77 +327,19 @@ func (r *Replicator) read(ctx context.Context) (int64, map[string]string, error)
 	if !ok {
 		return 0, nil, fmt.Errorf("%w: version %T", ErrReply, a[0])
 	}
-	fields := make(map[string]string, len(a)/2)
+	recs := make(map[string]record, len(a)/2)
 	for i := 1; i < len(a); i += 2 {
 		f, ok1 := a[i].(string)
 		val, ok2 := a[i+1].(string)
 		if !ok1 || !ok2 {
 			return 0, nil, fmt.Errorf("%w: field %T %T", ErrReply, a[i], a[i+1])
 		}
-		fields[f] = val
-	}
-	return ver, fields, nil
-}
-
-// push publishes the local edits not in the shared state as last applied.
-func (r *Replicator) push(ctx context.Context) {
-	r.mu.Lock()
-	synced, base := r.synced, r.base
-	r.mu.Unlock()
-	if !synced {
-		return // what to publish is known once the shared state has been read
-	}
-	local := r.opts.Local()
-	var sets, dels []string
-	for _, f := range slices.Sorted(maps.Keys(unionFields(base, local))) {
-		lv, lok := local[f]
-		bv, bok := base[f]
-		switch {
-		case lok && (!bok || lv != bv):
-			sets = append(sets, f)
-		case !lok && bok:
-			dels = append(dels, f)
+		rec, ok := decodeRecord(val)
+		if !ok {
+			r.b.log.Warn("a shared live record is not one limiterd writes: ignored", "field", f)
+			continue
 		}
+		recs[f] = rec
 	}
-	if len(sets)+len(dels) == 0 {
-		return
-	}
-	args := []any{cfgChannel, r.b.inst, len(sets)}
-	for _, f := range sets {
-		args = append(args, f, local[f])
-	}
-	for _, f := range dels {
-		args = append(args, f)
-	}
-	octx, cancel := r.opCtx(ctx)
-	defer cancel()
-	v, err := r.b.t.runOne(octx, scriptPublish, []string{keyCfgVersion, keyCfgState}, args...)
-	n, ok := v.(int64)
-	if err == nil && !ok {
-		err = fmt.Errorf("%w: %T from the publish script", ErrReply, v)
-	}
-	if err != nil {
-		r.failed("publishing a live edit", err)
-		return
-	}
-	r.mu.Lock()
-	next := maps.Clone(r.base)
-	for _, f := range sets {
-		next[f] = local[f]
-	}
-	for _, f := range dels {
-		delete(next, f)
-	}
-	r.base = next
-	behind := n != r.applied+1
-	r.applied = n
-	r.mu.Unlock()
-	r.b.log.Info("live edit published to the other instances", "version", n, "changed", len(sets)+len(dels))
-	if behind {
-		// Others published in between: take their edits too.
-		r.mu.Lock()
-		r.applied = -1
-		r.mu.Unlock()
-		r.sync(ctx)
-	}
+	return ver, recs, nil
 }

@@ -33,10 +33,8 @@ var (
 	casSrc string
 	//go:embed lua/lf_hybrid.lua
 	lfHybridSrc string
-	//go:embed lua/cfg_publish.lua
-	cfgPublishSrc string
-	//go:embed lua/cfg_seed.lua
-	cfgSeedSrc string
+	//go:embed lua/cfg_merge.lua
+	cfgMergeSrc string
 	//go:embed lua/cfg_read.lua
 	cfgReadSrc string
 )
@@ -49,7 +47,6 @@ var (
 	scriptRenew    = newScript("renew", renewSrc)
 	scriptCAS      = newScript("cas", casSrc)
 	scriptLFHybrid = newScript("lf_hybrid", lfHybridSrc)
-	scriptPublish  = newScript("cfg_publish", cfgPublishSrc)
-	scriptSeed     = newScript("cfg_seed", cfgSeedSrc)
+	scriptMerge    = newScript("cfg_merge", cfgMergeSrc)
 	scriptRead     = newScript("cfg_read", cfgReadSrc)
 )

@@ -1,0 +1,150 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limiterd/limiterd/internal/cluster"
+	"github.com/limiterd/limiterd/internal/redistest"
+)
+
+// liveInstance is one instance's live state as fields, edited by its
+// operator (edit, remove) and by its Replicator.
+type liveInstance struct {
+	mu sync.Mutex
+	st map[string]string
+	r  *cluster.Replicator
+}
+
+func (l *liveInstance) local() map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.st)
+}
+
+// edit is an acknowledged edit: applied here and told to the Replicator,
+// as live.Live does under its lock.
+func (l *liveInstance) edit(field, value string) {
+	l.mu.Lock()
+	old := maps.Clone(l.st)
+	if value == "" {
+		delete(l.st, field)
+	} else {
+		l.st[field] = value
+	}
+	l.r.Publish(old, maps.Clone(l.st))
+	l.mu.Unlock()
+}
+
+func startLive(t *testing.T, addr string) *liveInstance {
+	t.Helper()
+	b, _, _ := open(t, cluster.Options{Addrs: []string{addr}, OnFailure: cluster.FailClosed, Timeout: 200 * time.Millisecond})
+	l := &liveInstance{st: map[string]string{}}
+	l.r = b.NewReplicator(cluster.ReplicatorOptions{
+		Local: l.local,
+		Apply: func(_ context.Context, merge func(map[string]string) map[string]string) error {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.st = merge(maps.Clone(l.st))
+			return nil
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return l
+}
+
+// converged waits until every instance holds want.
+func converged(t *testing.T, want map[string]string, ls ...*liveInstance) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ok := true
+		for _, l := range ls {
+			if !maps.Equal(l.local(), want) {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			for i, l := range ls {
+				t.Errorf("instance %d: %v", i, l.local())
+			}
+			t.Fatalf("not converged on %v", want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestEditsConverge: edits an instance acknowledged reach every instance
+// once Redis answers, whatever Redis lost meanwhile, and a removal is
+// never inferred from Redis's silence.
+func TestEditsConverge(t *testing.T) {
+	if !redistest.Available(t) {
+		t.Skip("redis-server not installed")
+	}
+	t.Run("started while redis is down", func(t *testing.T) {
+		srv := redistest.Start(t)
+		addr := srv.Addr()
+		srv.Stop()
+		a, b := startLive(t, addr), startLive(t, addr)
+		a.edit("group:general", `{"leaky_limit":10}`)
+		b.edit("exemption:deny:192.0.2.7", `{"kind":"deny","value":"192.0.2.7"}`)
+		srv.Restart() // empty
+		converged(t, map[string]string{
+			"group:general":            `{"leaky_limit":10}`,
+			"exemption:deny:192.0.2.7": `{"kind":"deny","value":"192.0.2.7"}`,
+		}, a, b)
+	})
+	t.Run("each edits while redis is down, restarted empty", func(t *testing.T) {
+		srv := redistest.Start(t)
+		a, b := startLive(t, srv.Addr()), startLive(t, srv.Addr())
+		a.edit("exemption:deny:192.0.2.1", "d1")
+		converged(t, map[string]string{"exemption:deny:192.0.2.1": "d1"}, a, b)
+		srv.Stop()
+		a.edit("exemption:deny:192.0.2.2", "d2")
+		b.edit("exemption:deny:192.0.2.3", "d3")
+		b.edit("exemption:deny:192.0.2.1", "") // a removal while down
+		srv.Restart()
+		converged(t, map[string]string{"exemption:deny:192.0.2.2": "d2", "exemption:deny:192.0.2.3": "d3"}, a, b)
+	})
+	t.Run("redis loses the shared state under load", func(t *testing.T) {
+		srv := redistest.Start(t)
+		ls := []*liveInstance{startLive(t, srv.Addr()), startLive(t, srv.Addr()), startLive(t, srv.Addr())}
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		defer rdb.Close()
+		want := map[string]string{}
+		for i := range 60 {
+			l := ls[i%3]
+			f := fmt.Sprintf("exemption:deny:198.51.100.%d", i%20)
+			v := fmt.Sprintf("v%d", i)
+			if i%7 == 3 {
+				v = "" // removals too
+				delete(want, f)
+			} else {
+				want[f] = v
+			}
+			l.edit(f, v)
+			if i%15 == 14 {
+				// Redis forgets everything (FLUSHALL), or only the records.
+				if i%30 == 14 {
+					rdb.FlushAll(context.Background())
+				} else {
+					rdb.Del(context.Background(), "ld:{cfg}:live")
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		converged(t, want, ls...)
+	})
+}
