@@ -89,6 +89,10 @@ func (b *Backend) algoCall(deadline time.Time, decide bool, k limiter.Key, g *li
 	}
 	p := g.Params()
 	keys := algoKeys(k, g, sc)
+	rel := 0
+	if decide {
+		rel = b.keeper.take(countsKey(keys))
+	}
 	e := &entry{keys: keys, pkey: groupParams{g, sc}}
 	if g.Algorithm == algo.SlidingLog {
 		e.op = "L"
@@ -96,18 +100,21 @@ func (b *Backend) algoCall(deadline time.Time, decide bool, k limiter.Key, g *li
 			e.op = "l"
 		}
 		e.params = []any{p.Limit, p.Period, g.PeerConcurrencyLimit()}
-		e.args = []any{member}
+		e.args = []any{rel, member}
 	} else {
 		e.op = "A"
 		if decide {
 			e.op = "a"
 		}
 		e.params = []any{int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit()}
-		e.args = []any{0}
+		e.args = []any{rel, 0}
 	}
 	for attempt := 0; ; attempt++ {
 		v, err := b.t.doEntry(deadline, e)
 		if err != nil {
+			if attempt == 0 {
+				b.keeper.untake(countsKey(keys), rel, err)
+			}
 			return nil, err
 		}
 		r, err := ints(v)
@@ -135,7 +142,7 @@ func (b *Backend) algoCall(deadline time.Time, decide bool, k limiter.Key, g *li
 		if g.Algorithm == algo.SlidingWindow {
 			B, C = unpackSliding(s.B)
 		}
-		e.args = []any{1, r[2], r[3], r[4], r[6], r[7], r[8], A, B, C}
+		e.args = []any{0, 1, r[2], r[3], r[4], r[6], r[7], r[8], A, B, C}
 	}
 }
 

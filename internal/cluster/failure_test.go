@@ -286,15 +286,16 @@ func TestKeyErrors(t *testing.T) {
 		name  string
 		plant func(peer string) error
 	}{
-		{"wrong type", func(p string) error { return rdb.Set(ctx, gen0(p, ":h"), "not a hash", 0).Err() }},
-		{"tokens not a number", func(p string) error { return rdb.HSet(ctx, gen0(p, ":h"), "tok", "abc", "tk", 1).Err() }},
-		{"negative tokens", func(p string) error { return rdb.HSet(ctx, gen0(p, ":h"), "tok", -40, "tk", 1).Err() }},
+		{"wrong type", func(p string) error { return rdb.HSet(ctx, gen0(p, ":t"), "tok", 1).Err() }},
+		{"tokens not a number", func(p string) error { return rdb.Set(ctx, gen0(p, ":t"), "abc 1", 0).Err() }},
+		{"negative tokens", func(p string) error { return rdb.Set(ctx, gen0(p, ":t"), "-40 1", 0).Err() }},
 		{"count not a number", func(p string) error {
-			return rdb.HSet(ctx, gen0(p, ":h"), "i:other", "x", "e:other", 99999999999999).Err()
+			return rdb.Set(ctx, gen0(p, ":t"), "1 1;other x 99999999999999", 0).Err()
 		}},
 		{"negative count", func(p string) error {
-			return rdb.HSet(ctx, gen0(p, ":h"), "i:other", -3, "e:other", 99999999999999).Err()
+			return rdb.Set(ctx, gen0(p, ":t"), "1 1;other -3 99999999999999", 0).Err()
 		}},
+		{"garbage", func(p string) error { return rdb.Set(ctx, gen0(p, ":t"), "\x00\xff;;", 0).Err() }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

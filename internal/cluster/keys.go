@@ -17,11 +17,12 @@ const (
 	keySchedules = keyPrefix + "sched"
 	// Suffixes of a (peer, group)'s keys.
 	sufCounts    = ":c"  // local_first: HASH of in-flight counts per instance
-	sufHybrid    = ":h"  // hybrid: HASH of tokens (strict: and in-flight counts per instance)
+	sufHybrid    = ":h"  // hybrid, local_first: HASH of tokens
+	sufTokens    = ":t"  // hybrid, strict: STRING of tokens and in-flight counts per instance (lua/decide.lua)
 	sufHybridWin = ":hw" // hybrid: ZSET of window timestamps
-	sufState     = ":s"  // token_bucket, gcra, fixed_window, sliding_window: HASH of the state and in-flight counts
+	sufState     = ":s"  // token_bucket, gcra, fixed_window, sliding_window: STRING of the state and in-flight counts
 	sufLog       = ":l"  // sliding_log: ZSET of timestamps
-	sufLogCounts = ":i"  // sliding_log: HASH of in-flight counts per instance
+	sufLogCounts = ":i"  // sliding_log: STRING of in-flight counts per instance
 	// The layout before in-flight counts: a ZSET of slots, and the
 	// algorithms' state as one string. Forget deletes them too.
 	sufOldSlots = ":f"
@@ -47,4 +48,4 @@ func baseKey(k limiter.Key, g string, sc *sharedSched) string {
 
 // algoSuffixes lists the suffixes of every key one (peer, group) may hold,
 // whatever its algorithm: what Forget deletes.
-var algoSuffixes = []string{sufCounts, sufHybrid, sufHybridWin, sufState, sufLog, sufLogCounts, sufOldSlots, sufOldAlgo}
+var algoSuffixes = []string{sufCounts, sufTokens, sufHybrid, sufHybridWin, sufState, sufLog, sufLogCounts, sufOldSlots, sufOldAlgo}

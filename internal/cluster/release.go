@@ -2,17 +2,26 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
+// releaseDelay is the longest a release waits before it is sent on its
+// own; meanwhile the next decision of the same key on this instance
+// carries it (and applies it first), so that this instance's own
+// decisions always count it.
+const releaseDelay = 100 * time.Millisecond
+
 // slotKeeper looks after this instance's requests in flight in Redis (its
-// count in each (peer, group)'s hash, under its lease): it names slots
-// (the window timestamps' members), releases them in batches off the
-// response's path — the releases of one key in one batch as one entry (a
-// release that cannot be sent is left to the lease) —, renews the lease
+// count in each (peer, group)'s state, under its lease): it names slots
+// (the window timestamps' members), releases them off the response's path
+// — carried by the next decision of the same key, or sent within
+// releaseDelay, the releases of one key as one entry (a release that
+// cannot be sent is left to the lease) —, renews the lease
 // of the keys it holds requests on every third of the lease, and repairs
 // the keys found of the wrong type or corrupt. It is safe for concurrent
 // use; run does the work.
@@ -20,8 +29,10 @@ type slotKeeper struct {
 	b     *Backend
 	seq   atomic.Uint64
 	lease int64 // ms
-	rel   chan slot
 	fix   chan []string
+
+	pmu     sync.Mutex
+	pending map[string]int // releases not sent yet, by key
 	// syncRelease (tests) releases on the caller's goroutine.
 	syncRelease bool
 
@@ -30,7 +41,7 @@ type slotKeeper struct {
 }
 
 func newSlotKeeper(b *Backend) *slotKeeper {
-	return &slotKeeper{b: b, lease: b.opts.Lease.Milliseconds(), rel: make(chan slot, queueLen), fix: make(chan []string, 64)}
+	return &slotKeeper{b: b, lease: b.opts.Lease.Milliseconds(), fix: make(chan []string, 64), pending: map[string]int{}}
 }
 
 // member returns a new slot id, unique across instances.
@@ -43,12 +54,32 @@ func (k *slotKeeper) release(sl slot) {
 		k.releaseBatch(context.Background(), []slot{sl})
 		return
 	}
-	select {
-	case k.rel <- sl:
-	default:
-		// Not renewed any more: it drops out when its lease ends.
-		k.dropped.Add(1)
+	k.pmu.Lock()
+	k.pending[sl.key]++
+	k.pmu.Unlock()
+}
+
+// take returns the releases of key not sent yet, for a decision of that
+// key to carry.
+func (k *slotKeeper) take(key string) int {
+	k.pmu.Lock()
+	defer k.pmu.Unlock()
+	n := k.pending[key]
+	if n > 0 {
+		delete(k.pending, key)
 	}
+	return n
+}
+
+// untake puts back the releases a decision took, when its call was
+// certainly not sent (err).
+func (k *slotKeeper) untake(key string, n int, err error) {
+	if n == 0 || !errors.Is(err, ErrBusy) {
+		return
+	}
+	k.pmu.Lock()
+	k.pending[key] += n
+	k.pmu.Unlock()
 }
 
 // repair has the keys of one (peer, group) deleted, off the request's
@@ -65,23 +96,27 @@ func (k *slotKeeper) repair(keys []string) {
 func (k *slotKeeper) run(ctx context.Context) {
 	renew := time.NewTicker(time.Duration(k.lease) * time.Millisecond / 3)
 	defer renew.Stop()
-	batch := make([]slot, 0, maxBatch)
+	flush := time.NewTicker(releaseDelay)
+	defer flush.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case sl := <-k.rel:
-			batch = append(batch[:0], sl)
-		fill:
-			for len(batch) < maxBatch {
-				select {
-				case sl := <-k.rel:
-					batch = append(batch, sl)
-				default:
-					break fill
+		case <-flush.C:
+			k.pmu.Lock()
+			var batch []slot
+			for key, n := range k.pending {
+				for range n {
+					batch = append(batch, slot{key: key})
 				}
 			}
-			k.releaseBatch(ctx, batch)
+			clear(k.pending)
+			k.pmu.Unlock()
+			for len(batch) > 0 {
+				n := min(len(batch), 64*maxBatch)
+				k.releaseBatch(ctx, batch[:n])
+				batch = batch[n:]
+			}
 		case keys := <-k.fix:
 			k.deleteKeys(ctx, keys)
 		case <-renew.C:

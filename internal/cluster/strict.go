@@ -29,7 +29,15 @@ func newStrict(b *Backend) *strict { return &strict{b: b} }
 // tokens (and in-flight counts), its window.
 func hybridKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
 	base := baseKey(k, g.Name, sc)
-	return []string{base + sufHybrid, base + sufHybridWin}
+	return []string{base + sufTokens, base + sufHybridWin}
+}
+
+// hybridParams returns the arguments of g's hybrid entries.
+func hybridParams(g *limiter.Group, sc *sharedSched) []any {
+	params := make([]any, 0, 19)
+	params = append(params, sc.args[:]...)
+	return append(params, g.CleanupAge(), g.PeerConcurrencyLimit(), g.SlidingWindowLimit, g.SlidingWindowDuration,
+		g.LeakyLimit, g.LeakyTickReduction, windowTTL(g, sc))
 }
 
 // groupParams names the arguments a group's entries share in one batch:
@@ -50,13 +58,11 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 		return s.b.admitAlgo(deadline, ms, k, g, sc)
 	}
 	keys := hybridKeys(k, g, sc)
-	params := make([]any, 0, 19)
-	params = append(params, sc.args[:]...)
-	params = append(params, g.CleanupAge(), g.PeerConcurrencyLimit(), g.SlidingWindowLimit, g.SlidingWindowDuration,
-		g.LeakyLimit, g.LeakyTickReduction, windowTTL(g, sc))
-	e := &entry{op: "h", keys: keys, pkey: groupParams{g, sc}, params: params, args: []any{s.b.keeper.member()}}
+	rel := s.b.keeper.take(keys[0])
+	e := &entry{op: "h", keys: keys, pkey: groupParams{g, sc}, params: hybridParams(g, sc), args: []any{rel, s.b.keeper.member()}}
 	v, err := s.b.t.doEntry(deadline, e)
 	if err != nil {
+		s.b.keeper.untake(keys[0], rel, err)
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
 	r, err := ints(v)
@@ -114,7 +120,13 @@ func (s *strict) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.Redu
 	if g.Arweave == limiter.Arweave297 && g.LeakyLimit == 0 {
 		return reduceWindow(s.b, deadline, sc, k, g)
 	}
-	return reduceShared(s.b, deadline, sc, k, g)
+	keys := hybridKeys(k, g, sc)
+	v, err := s.b.t.doEntry(deadline, &entry{op: "H", keys: keys, pkey: groupParams{g, sc}, params: hybridParams(g, sc)})
+	r, err := reduceReply(v, err)
+	if err != nil {
+		return r, s.b.keyFailed(keys, err)
+	}
+	return r, nil
 }
 
 // windowTTL is how long a hybrid's window key outlives an admission: the
@@ -195,8 +207,8 @@ func (s *strict) probe(ctx context.Context) error {
 	base := keyPrefix + tagOf("canary:"+s.b.inst, "canary")
 	sched := schedArgs(limiter.NewSchedule(0, 1000))
 	params := append(append(sched[:], sched[:]...), 1000, 1<<30, 1, 1000, 1, 1, 2000)
-	keys := []string{base + sufHybrid, base + sufHybridWin}
-	c := &call{ent: &entry{op: "h", keys: keys, pkey: 1, params: params, args: []any{"probe"}}, keys: keys}
+	keys := []string{base + sufTokens, base + sufHybridWin}
+	c := &call{ent: &entry{op: "h", keys: keys, pkey: 1, params: params, args: []any{0, "probe"}}, keys: keys}
 	s.b.t.exec(ctx, []*call{c})
 	err := c.err
 	if err == nil {

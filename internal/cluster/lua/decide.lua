@@ -5,10 +5,12 @@
 -- slot. An entry that fails (a key of the wrong type, a value no decision
 -- can have written) answers its error and the others go on.
 --
--- In flight: each (peer, group)'s state hash also holds, per instance, its
--- requests in flight ("i:<instance>") and its lease ("e:<instance>", ms);
--- the count of an instance whose lease ended is not counted. Its field x is
--- the time the key is known to live until.
+-- A (peer, group)'s state is one string: its fields, then, per instance,
+-- its requests in flight and its lease (ms), "<fields>;<instance> <n>
+-- <lease>;…" — read with one GET and one anchored match, written with one
+-- SET PX (measured cheaper than hash fields, whose every argument Redis
+-- converts apart). The count of an instance whose lease ended is not
+-- counted, and is dropped at the next write.
 --
 -- ARGV[1] now in ms, '' for Redis TIME (tests inject their clock)
 -- ARGV[2] instance id, ARGV[3] lease ms, ARGV[4] the number of entries,
@@ -18,17 +20,20 @@
 -- are numbered in order of appearance from 1), or the number of an earlier
 -- block.
 --
---  'h' hybrid decision  KEYS h (HASH tok, tk, counts), w (ZSET window)
+--  'h' hybrid decision, 'H' its manual reduction  KEYS t ("tok tk"),
+--      w (ZSET window)
 --      params(19): the leaky schedule (6), the cleanup schedule (6), cleanup
 --      expiry, concurrency_limit, sliding_window_limit, sliding_window_duration,
 --      leaky_limit, leaky_tick_reduction, ms the window key outlives an
---      admission; then the slot id.
+--      admission; then rel, the releases of this instance on the key not
+--      sent yet (applied first), and the slot id.
 --      -> {verdict, inflight, window, oldest, tokens, now, next_tick}
---      verdict 0 concurrency, 1 rate_limit, 2 window, 3 bucket
+--      verdict 0 concurrency, 1 rate_limit, 2 window, 3 bucket;
+--      the reduction answers {1 reduced | 0 nothing to give back, now}
 --  'a' decision of token_bucket (1), gcra (2), fixed_window (3) or
---      sliding_window (5), 'A' its manual reduction  KEYS s (HASH k A B C l p
---      u, counts)
---      params(5): kind, limit, period, burst, concurrency_limit; then 0, or 1
+--      sliding_window (5), 'A' its manual reduction  KEYS s ("k A B C l p u")
+--      params(5): kind, limit, period, burst, concurrency_limit; then rel;
+--      then 0, or 1
 --      and the state "A B C l p u" the caller read and rescaled and the
 --      state A B C to put in its place.
 --      -> {verdict, inflight, A, B, C, now, l, p, u}: verdict 0 concurrency,
@@ -36,10 +41,10 @@
 --      is measured in other limits (l, p, u are the stored ones: the caller
 --      rescales it and sends the entry again with it)
 --  'l' sliding_log decision, 'L' its reduction  KEYS l (ZSET timestamps),
---      c (HASH counts)
---      params(3): limit, period, concurrency_limit; then the slot id.
+--      c (no fields: the counts only)
+--      params(3): limit, period, concurrency_limit; then rel, the slot id.
 --      -> {verdict, inflight, count, gate, now}
---  'r' release  KEYS the hash holding the counts; n
+--  'r' release  KEYS the key holding the counts; n
 --      -> {the count left}
 -- An entry that fails answers {-1, error}.
 local now
@@ -64,44 +69,52 @@ local function num(v, what, lo)
   return n
 end
 
--- hash reads a hash's fields into a table, and the requests in flight of
--- the instances whose lease holds (own: this instance's, counted too).
-local function hash(key)
-  local all = call('HGETALL', key)
-  local h = {}
-  for a = 1, #all, 2 do h[all[a]] = all[a + 1] end
-  local inflight, own = 0, 0
-  for f, v in pairs(h) do
-    if string.sub(f, 1, 2) == 'i:' then
-      local n = num(v, 'in-flight count ' .. f, 0)
-      local e = h['e:' .. string.sub(f, 3)]
-      if e and num(e, 'lease ' .. f, 0) > now then
-        inflight = inflight + n
-        if f == ifield then own = n end
+-- load reads key's state string: its fields part (head: '' when none), the
+-- requests in flight of the instances whose lease holds, this instance's
+-- own count less rel (releases of this instance not sent yet), and the
+-- other instances' parts still under lease (to write back).
+local function load(key, rel)
+  local raw = call('GET', key)
+  if not raw then return '', 0, 0, '' end
+  local head, tail = string.match(raw, '^([^;]*)(.*)$')
+  local inflight, own, keep = 0, 0, {}
+  for seg in string.gmatch(tail, ';([^;]*)') do
+    local id, n, e = string.match(seg, '^(%S+) (%S+) (%S+)$')
+    if not id then error({err = 'CORRUPT in-flight part holds ' .. string.format('%q', seg)}) end
+    n, e = num(n, 'in-flight count', 0), num(e, 'lease', 0)
+    if e > now then
+      if id == inst then
+        n = max(0, n - rel)
+        own = n
+      else
+        keep[#keep + 1] = ';' .. seg
       end
+      inflight = inflight + n
     end
   end
-  return h, inflight, own
+  return head, inflight, own, table.concat(keep)
 end
 
--- hold writes key's fields (none, or the new state: pairs in w) with one
--- more request of this instance in flight, in one HSET, and makes sure the
--- key lives at least ttl ms (and its lease and a second): the time it is
--- known to live until is its field x, so that its expiry is extended only
--- when it falls short, by half as much again.
-local function hold(key, h, own, ttl, w)
-  w[#w + 1] = ifield; w[#w + 1] = own + 1
-  w[#w + 1] = efield; w[#w + 1] = now + lease
-  local keep = max(ttl, lease + 1000)
-  local x = tonumber(h.x)
-  if not x or x < now + keep then
-    keep = keep + floor(keep / 2)
-    w[#w + 1] = 'x'; w[#w + 1] = now + keep
-    call('HSET', key, unpack(w))
-    call('PEXPIRE', key, keep)
+-- store writes key's state: head, this instance's count n under its lease,
+-- the others' parts, living ms (at least the lease and a second).
+-- (ttl nil: the key keeps its expiry)
+local function store(key, head, n, others, ttl)
+  local mine = ''
+  if n > 0 then mine = ';' .. inst .. ' ' .. n .. ' ' .. (now + lease) end
+  local v = head .. mine .. others
+  if v == '' then
+    call('DEL', key)
+  elseif ttl then
+    call('SET', key, v, 'PX', max(ttl, lease + 1000))
   else
-    call('HSET', key, unpack(w))
+    call('SET', key, v, 'KEEPTTL')
   end
+end
+
+-- settle writes back, on a decision that writes nothing else, the
+-- releases it applied.
+local function settle(key, rel, head, own, others)
+  if rel > 0 then store(key, head, own, others, nil) end
 end
 
 local i = 5
@@ -117,9 +130,9 @@ local function params(n)
   return p
 end
 
-local function hybrid(p, slot)
-  local H, W = KEYS[k], KEYS[k + 1]; k = k + 2
-  -- limiter.Schedule.IndexAt and TimeOf of the leaky schedule
+-- the leaky schedule's index of now and its next tick
+-- (limiter.Schedule.IndexAt and TimeOf)
+local function leaky(p)
   local la, li, liv, lsw, lswi, lniv = p[1], p[2], p[3], p[4], p[5], p[6]
   local kn, next_tick
   if lsw ~= 0 and now >= lsw then
@@ -130,12 +143,28 @@ local function hybrid(p, slot)
     next_tick = la + (kn + 1 - li) * liv
     if lsw ~= 0 and kn + 1 >= lswi then next_tick = lsw + (kn + 1 - lswi) * lniv end
   end
+  -- the interval the tokens leak at, the longer one with a change pending
+  local iv = liv
+  if lsw ~= 0 then iv = max(liv, lniv) end
+  return kn, next_tick, iv
+end
+
+-- the tokens of a hybrid state's head, aged to tick kn
+local function tokens(head, kn, tr)
+  if head == '' then return 0 end
+  local a, b = string.match(head, '^(%S+) (%S+)$')
+  if not a then error({err = 'CORRUPT tokens hold ' .. string.format('%q', head)}) end
+  local tok, tk = num(a, 'tok', 0), num(b, 'tk')
+  if kn > tk then tok = max(0, tok - (kn - tk) * tr) end
+  return tok
+end
+
+local function hybrid(p, rel, slot)
+  local T, W = KEYS[k], KEYS[k + 1]; k = k + 2
+  local kn, next_tick, iv = leaky(p)
   local climit, swl, swd, ll, tr = p[14], p[15], p[16], p[17], p[18]
-  local h, inflight, own = hash(H)
-  local tok, tk = 0, nil
-  if h.tok then tok = num(h.tok, 'tok', 0) end
-  if h.tk then tk = num(h.tk, 'tk') end
-  if tk and kn > tk then tok = max(0, tok - (kn - tk) * tr) end
+  local head, inflight, own, others = load(T, rel)
+  local tok = tokens(head, kn, tr)
   -- The window (a group without one never reads it). The cleanup tick in
   -- force drops what is older than its cut; a timestamp counts while
   -- ts + duration > now.
@@ -156,33 +185,53 @@ local function hybrid(p, slot)
     end
   end
   if inflight + 1 > climit then
+    settle(T, rel, head, own, others)
     return {0, inflight, wc, oldest, tok, now, next_tick}
   end
-  -- the tokens are back at 0 after ceil(tok/tr) ticks: nothing to keep then
-  -- (with a change of interval pending, the longer one counts)
-  local iv = liv
-  if lsw ~= 0 then iv = max(liv, lniv) end
-  local verdict
+  local verdict, left = 2, tok
   if wc + 1 > swl then
     if tok + 1 > ll then
+      settle(T, rel, head, own, others)
       return {1, inflight, wc, oldest, tok, now, next_tick}
     end
-    verdict = 3
-    hold(H, h, own, max(1, next_tick + (ceil((tok + 1) / tr) - 1) * iv - now) + 1000, {'tok', tok + 1, 'tk', kn})
+    verdict, left = 3, tok + 1
   else
     call('ZREMRANGEBYSCORE', W, '-inf', now - swd)
     call('ZADD', W, now, now .. ':' .. slot)
     call('PEXPIRE', W, p[19])
-    verdict = 2
-    local ttl = 0
-    if tok > 0 then ttl = max(1, next_tick + (ceil(tok / tr) - 1) * iv - now) + 1000 end
-    hold(H, h, own, ttl, {})
   end
+  -- the tokens are back at 0 after ceil(left/tr) ticks: nothing to keep then
+  local ttl, th = 0, ''
+  if left > 0 then
+    ttl = max(1, next_tick + (ceil(left / tr) - 1) * iv - now) + 1000
+    th = left .. ' ' .. kn
+  end
+  store(T, th, own + 1, others, ttl)
   return {verdict, inflight, wc, oldest, tok, now, next_tick}
 end
 
+-- the manual reduction (limiter.ReduceHybrid) on a hybrid's tokens: the
+-- due leaky ticks first, then one token back when any is consumed; it never
+-- creates state
+local function hreduce(p)
+  local T = KEYS[k]; k = k + 2
+  local kn, next_tick, iv = leaky(p)
+  local head, _, own, others = load(T, 0)
+  if head == '' then return {0, now} end
+  local tok = tokens(head, kn, p[18])
+  if tok <= 0 then return {0, now} end
+  tok = tok - 1
+  local ttl, th = 0, ''
+  if tok > 0 then
+    ttl = max(1, next_tick + (ceil(tok / p[18]) - 1) * iv - now) + 1000
+    th = tok .. ' ' .. kn
+  end
+  store(T, th, own, others, ttl)
+  return {1, now}
+end
+
 -- package limiter/algo's integer step functions (algo.Decide, algo.Reduce)
-local function algo(op, p)
+local function algo(op, p, rel)
   local S = KEYS[k]; k = k + 1
   local kind, L, Per, U, climit = p[1], p[2], p[3], p[4], p[5]
   local rescaled = tonumber(ARGV[i]); i = i + 1
@@ -193,16 +242,22 @@ local function algo(op, p)
     nw = {tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])}
     i = i + 9
   end
-  local h, inflight, own = hash(S)
+  local head, inflight, own, others = load(S, rel)
   local A, B, C
-  local fresh = h.k == nil or num(h.k, 'k') ~= kind
+  local st
+  if head ~= '' then
+    st = {string.match(head, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')}
+    if #st ~= 7 then error({err = 'CORRUPT state holds ' .. string.format('%q', head)}) end
+  end
+  local fresh = st == nil or num(st[1], 'k') ~= kind
   if not fresh then
-    A, B, C = num(h.A, 'A', 0), num(h.B, 'B', 0), num(h.C, 'C', 0)
-    local l, pp, u = num(h.l, 'l', 1), num(h.p, 'p', 1), num(h.u, 'u', 0)
+    A, B, C = num(st[2], 'A', 0), num(st[3], 'B', 0), num(st[4], 'C', 0)
+    local l, pp, u = num(st[5], 'l', 1), num(st[6], 'p', 1), num(st[7], 'u', 0)
     if l ~= L or pp ~= Per or u ~= U then
       if ex and ex[1] == A and ex[2] == B and ex[3] == C and ex[4] == l and ex[5] == pp and ex[6] == u then
         A, B, C = nw[1], nw[2], nw[3]
       else
+        settle(S, rel, head, own, others)
         return {9, 0, A, B, C, now, l, pp, u}
       end
     end
@@ -215,6 +270,7 @@ local function algo(op, p)
     else A, B, C = 0, 0, 0 end
   end
   if op == 'a' and inflight + 1 > climit then
+    settle(S, rel, head, own, others)
     return {0, inflight, A, B, C, now, L, Per, U}
   end
   local nA, nB, nC, ok, ttl = A, B, C, false, 0
@@ -278,23 +334,23 @@ local function algo(op, p)
     ttl = nA + Per - now                                 -- still the previous window in the next one
   end
   if not ok then
+    settle(S, rel, head, own, others)
     if op == 'A' then return {6, 0, A, B, C, now, L, Per, U} end
     return {1, inflight, A, B, C, now, L, Per, U}
   end
-  local w = {'k', kind, 'A', nA, 'B', nB, 'C', nC, 'l', L, 'p', Per, 'u', U}
+  local nh = string.format('%d %d %d %d %d %d %d', kind, nA, nB, nC, L, Per, U)
   ttl = max(1, ttl) + 1000
   if op == 'A' then
-    call('HSET', S, unpack(w))
-    if call('PTTL', S) < ttl then call('PEXPIRE', S, ttl) end
+    store(S, nh, own, others, ttl)
     return {5, 0, A, B, C, now, L, Per, U}
   end
-  hold(S, h, own, ttl, w)
+  store(S, nh, own + 1, others, ttl)
   return {4, inflight, A, B, C, now, L, Per, U}
 end
 
 -- the sliding log: the timestamps of the admissions of the last period; a
 -- request is admitted while fewer than limit of them count (ts > now − period)
-local function slog(op, p, slot)
+local function slog(op, p, rel, slot)
   local Lk, Ck = KEYS[k], KEYS[k + 1]; k = k + 2
   local L, Per, climit = p[1], p[2], p[3]
   local lo = '(' .. (now - Per)
@@ -309,9 +365,15 @@ local function slog(op, p, slot)
     call('ZREM', Lk, newest[1])
     return {5, 0, count, gate, now}
   end
-  local ch, inflight, own = hash(Ck)
-  if inflight + 1 > climit then return {0, inflight, count, gate, now} end
-  if count + 1 > L then return {1, inflight, count, gate, now} end
+  local _, inflight, own, others = load(Ck, rel)
+  if inflight + 1 > climit then
+    settle(Ck, rel, '', own, others)
+    return {0, inflight, count, gate, now}
+  end
+  if count + 1 > L then
+    settle(Ck, rel, '', own, others)
+    return {1, inflight, count, gate, now}
+  end
   call('ZREMRANGEBYSCORE', Lk, '-inf', now - Per)
   call('ZADD', Lk, now, now .. ':' .. slot)
   call('PEXPIRE', Lk, Per + 1000)
@@ -319,35 +381,34 @@ local function slog(op, p, slot)
   if count + 1 >= L then
     gate = tonumber(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2])
   end
-  hold(Ck, ch, own, 0, {})
+  store(Ck, '', own + 1, others, 0)
   return {4, inflight, count, gate, now}
 end
 
 local function release(n)
   local K = KEYS[k]; k = k + 1
-  local left = call('HINCRBY', K, ifield, -n)
-  if left < 0 then
-    -- released on a key that lost its count (Redis restarted, the lease
-    -- ended): nothing of this instance's is in flight there
-    call('HSET', K, ifield, 0)
-    left = 0
-  end
-  return {left}
+  local head, _, own, others = load(K, n)
+  if head ~= '' or own > 0 or others ~= '' then store(K, head, own, others, nil) else call('DEL', K) end
+  return {own}
 end
 
-local nkeys = {h = 2, a = 1, A = 1, l = 2, L = 2, r = 1}
+local nkeys = {h = 2, H = 2, a = 1, A = 1, l = 2, L = 2, r = 1}
 
 local function entry(op)
   if op == 'h' then
     local p = params(19)
-    local slot = ARGV[i]; i = i + 1
-    return hybrid(p, slot)
+    local rel, slot = tonumber(ARGV[i]), ARGV[i + 1]; i = i + 2
+    return hybrid(p, rel, slot)
+  elseif op == 'H' then
+    return hreduce(params(19))
   elseif op == 'a' or op == 'A' then
-    return algo(op, params(5))
+    local p = params(5)
+    local rel = tonumber(ARGV[i]); i = i + 1
+    return algo(op, p, rel)
   elseif op == 'l' or op == 'L' then
     local p = params(3)
-    local slot = ARGV[i]; i = i + 1
-    return slog(op, p, slot)
+    local rel, slot = tonumber(ARGV[i]), ARGV[i + 1]; i = i + 2
+    return slog(op, p, rel, slot)
   elseif op == 'r' then
     local n = tonumber(ARGV[i]); i = i + 1
     return release(n)

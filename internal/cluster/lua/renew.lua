@@ -1,8 +1,8 @@
 -- limiterd strict mode: renew this instance's lease on the requests it
 -- holds in flight on one key (docs/cluster.md, "strict: one script call per
--- decision"): the lease field of its count, when it still counts any, and
--- the key's life, only ever extended.
--- KEYS[1] the hash holding the counts (as in decide.lua)
+-- decision"): the lease of its part of the state string (as in decide.lua),
+-- when it still counts any there, and the key's life, only ever extended.
+-- KEYS[1] the key holding the counts
 -- ARGV[1] now in ms, '' for Redis TIME; ARGV[2] lease ms; ARGV[3] instance id
 -- Returns 1 when renewed, 0 when this instance holds nothing there.
 local now
@@ -12,8 +12,20 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local lease = tonumber(ARGV[2])
-if redis.call('HEXISTS', KEYS[1], 'i:' .. ARGV[3]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'e:' .. ARGV[3], now + lease)
-if redis.call('PTTL', KEYS[1]) < lease + 1000 then redis.call('PEXPIRE', KEYS[1], lease + 1000) end
+local lease, inst = tonumber(ARGV[2]), ARGV[3]
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+local head, tail = string.match(raw, '^([^;]*)(.*)$')
+local out, found = {head}, 0
+for seg in string.gmatch(tail, ';([^;]*)') do
+  local id, n = string.match(seg, '^(%S+) (%S+) ')
+  if id == inst then
+    seg = id .. ' ' .. n .. ' ' .. (now + lease)
+    found = 1
+  end
+  out[#out + 1] = seg
+end
+if found == 0 then return 0 end
+local keep = math.max(redis.call('PTTL', KEYS[1]), lease + 1000)
+redis.call('SET', KEYS[1], table.concat(out, ';'), 'PX', keep)
 return 1
