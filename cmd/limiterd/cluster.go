@@ -153,7 +153,7 @@ func webCluster(b *cluster.Backend) ui.ClusterStatus {
 type clusterCollector struct {
 	b                                     *cluster.Backend
 	up, errors, failures, trips, commands *prometheus.Desc
-	dropped, repaired                     *prometheus.Desc
+	dropped, repaired, drift              *prometheus.Desc
 }
 
 func newClusterCollector(b *cluster.Backend) *clusterCollector {
@@ -173,6 +173,8 @@ func newClusterCollector(b *cluster.Backend) *clusterCollector {
 			"Commands sent to Redis.", nil, nil),
 		dropped: prometheus.NewDesc("limiterd_cluster_dropped_releases_total",
 			"Released in-flight slots Redis could not be told of in time: they expire with their lease.", nil, nil),
+		drift: prometheus.NewDesc("limiterd_cluster_drift_groups",
+			"Groups whose file-level settings on this instance differ from another instance's sharing the Redis.", nil, nil),
 		repaired: prometheus.NewDesc("limiterd_cluster_repaired_keys_total",
 			"(peer, group)s whose keys in Redis were of the wrong type or corrupt, deleted so that they start afresh.", nil, nil),
 	}
@@ -180,7 +182,7 @@ func newClusterCollector(b *cluster.Backend) *clusterCollector {
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.errors, c.failures, c.trips, c.commands, c.dropped, c.repaired} {
+	for _, d := range []*prometheus.Desc{c.up, c.errors, c.failures, c.trips, c.commands, c.dropped, c.repaired, c.drift} {
 		ch <- d
 	}
 }
@@ -203,6 +205,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.commands, prometheus.CounterValue, float64(s.Commands))
 	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(s.DroppedReleases))
 	ch <- prometheus.MustNewConstMetric(c.repaired, prometheus.CounterValue, float64(s.Repaired))
+	ch <- prometheus.MustNewConstMetric(c.drift, prometheus.GaugeValue, float64(len(c.b.Drifts())))
 }
 
 // clusterConditions returns the dashboard's banner while Redis is not in
@@ -212,16 +215,25 @@ func clusterConditions(b *cluster.Backend) func() []ui.Condition {
 		return nil
 	}
 	return func() []ui.Condition {
+		var out []ui.Condition
+		if d := b.Drifts(); len(d) > 0 {
+			var groups []string
+			for _, x := range d {
+				groups = append(groups, x.String())
+			}
+			out = append(out, ui.Condition{Kind: "drift", Title: "cluster: instances disagree",
+				Text: "— the file settings of " + strings.Join(groups, "; ") + " differ from this instance's: each applies its own limits to those groups."})
+		}
 		st := b.Status()
 		if st.Up {
-			return nil
+			return out
 		}
 		doing := map[cluster.OnFailure]string{
 			cluster.FailOpen:   "— requests are admitted unlimited (on_failure = open).",
 			cluster.FailClosed: "— requests are answered 503 (on_failure = closed).",
 			cluster.FailLocal:  "— requests are decided on this instance's own state (on_failure = local).",
 		}[st.OnFailure]
-		return []ui.Condition{{Kind: "down", Title: "cluster: Redis down", Text: doing}}
+		return append(out, ui.Condition{Kind: "down", Title: "cluster: Redis down", Text: doing})
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -30,6 +31,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -96,9 +98,12 @@ type Main struct {
 	cfg  *config.Config
 	live *live.Live
 	// cluster is the Redis backend in cluster mode, nil otherwise.
-	cluster  *cluster.Backend
-	lim      *limiter.Limiter
-	throttle *throttle.Throttle
+	cluster *cluster.Backend
+	// fileGroups are the groups' settings as the config file gives them
+	// (cluster mode compares them with the other instances').
+	fileGroups atomic.Pointer[map[string]limiter.GroupSettings]
+	lim        *limiter.Limiter
+	throttle   *throttle.Throttle
 	// dataPlane is the public listener, whose rate-limit fields
 	// (server.ratelimit_headers) a reload changes.
 	dataPlane *proxy.Handler
@@ -334,6 +339,8 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if cb != nil {
 		defer cb.Close()
 		m.cluster = cb
+		groups := maps.Clone(limCfg.Groups)
+		m.fileGroups.Store(&groups)
 	}
 	// The limiter's one observer: the dashboard's record of decisions and
 	// the log of refusals, which names groups by the limiter it observes.
@@ -454,6 +461,11 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if cb != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); replicateLive(bg, cb, lv) }()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cb.RunDrift(bg, func() map[string]limiter.GroupSettings { return *m.fileGroups.Load() })
+		}()
 	}
 
 	// Ready (READY=1 to systemd) once both listeners accept: the admin
@@ -593,6 +605,8 @@ func (m *Main) Reload() error {
 	if err := m.live.SetBase(limCfg); err != nil {
 		return err
 	}
+	groups := maps.Clone(limCfg.Groups)
+	m.fileGroups.Store(&groups)
 	m.logShadowed(views, limCfg.Groups)
 	if err := m.srv.SetTokens(admin, named); err != nil {
 		return err // checked above: cannot happen

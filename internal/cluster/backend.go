@@ -188,6 +188,7 @@ type Backend struct {
 	failClose atomic.Uint64
 	failLocal atomic.Uint64
 	lastEvict atomic.Int64 // evicted_keys at the last probe, -1 before the first
+	drift     atomic.Pointer[[]Drift]
 
 	// clock, when set (tests), is Redis's clock: scripts are given it
 	// instead of reading TIME.
