@@ -53,6 +53,7 @@ return {1, 0}
 
 var (
 	addr    = flag.String("addr", "127.0.0.1:6390", "redis-server address")
+	shards  = flag.String("cluster", "", "comma-separated masters of a Redis Cluster: limiterd's contenders run on it (and the Redis time is summed over them)")
 	pid     = flag.Int("pid", 0, "redis-server pid (for -stall)")
 	conc    = flag.Int("c", 64, "concurrent callers")
 	dur     = flag.Duration("d", 5*time.Second, "length of one measurement")
@@ -168,7 +169,11 @@ func newContender(name string) contender {
 			gs.Algorithm, gs.Limit, gs.Period, gs.Burst = algo.TokenBucket, 1_000_000, 1000, 1_000_000
 		}
 		cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{"general": gs}}
-		b, err := cluster.Open(cluster.Options{Addrs: []string{*addr}, Mode: mode, OnFailure: cluster.FailClosed,
+		addrs := []string{*addr}
+		if *shards != "" {
+			addrs = strings.Split(*shards, ",")
+		}
+		b, err := cluster.Open(cluster.Options{Addrs: addrs, Mode: mode, OnFailure: cluster.FailClosed,
 			Timeout: *timeout, Lease: 10 * time.Second, SyncInterval: 100 * time.Millisecond, Logger: log})
 		if err != nil {
 			panic(err)
@@ -244,20 +249,44 @@ func pct(lats []time.Duration, p float64) time.Duration {
 	return lats[int(float64(len(lats)-1)*p)]
 }
 
+// nodes returns the servers whose Redis time is counted: the Redis Cluster's
+// masters with -cluster, else the one redis-server.
+func nodes(admin *redis.Client) []*redis.Client {
+	if *shards == "" {
+		return []*redis.Client{admin}
+	}
+	var out []*redis.Client
+	for _, a := range strings.Split(*shards, ",") {
+		out = append(out, redis.NewClient(&redis.Options{Addr: a}))
+	}
+	return out
+}
+
 func throughput(admin *redis.Client, name string, round int) {
 	ctx := context.Background()
-	admin.FlushAll(ctx)
+	ns := nodes(admin)
+	for _, n := range ns {
+		n.FlushAll(ctx)
+	}
 	c := newContender(name)
 	defer c.close()
 	// Warm: scripts loaded, connections open.
 	load(c, 300*time.Millisecond, time.Second)
-	admin.ConfigResetStat(ctx)
+	for _, n := range ns {
+		n.ConfigResetStat(ctx)
+	}
 	t0, c0 := c.trips(), c.cmds()
 	start := time.Now()
 	n, errs, lats := load(c, *dur, time.Second)
 	el := time.Since(start)
 	trips, cmds := c.trips()-t0, c.cmds()-c0
-	usec := redisMicros(admin)
+	var usec float64
+	var perShard []string
+	for _, nd := range ns {
+		u := redisMicros(nd)
+		usec += u
+		perShard = append(perShard, fmt.Sprintf("%.2f", u/float64(n)))
+	}
 	perDec := func(v int64) string {
 		if v < 0 {
 			return "n/a"
@@ -267,6 +296,9 @@ func throughput(admin *redis.Client, name string, round int) {
 	fmt.Printf("%-13s %5d %12.0f %9s %9s %9s %10s %10s %12.2f %12.0f", name, round, float64(n)/el.Seconds(),
 		pct(lats, 0.5).Round(time.Microsecond), pct(lats, 0.99).Round(time.Microsecond), pct(lats, 1).Round(time.Millisecond),
 		perDec(cmds), perDec(trips), usec/float64(n), 1e6/(usec/float64(n)))
+	if len(ns) > 1 {
+		fmt.Printf("  (per shard µs/dec: %s)", strings.Join(perShard, " "))
+	}
 	if errs > 0 {
 		fmt.Printf("  (%d errors)", errs)
 	}
