@@ -70,11 +70,10 @@ func unpackSliding(b int64) (curr, prev int64) {
 // algoKeys returns the keys of (k, g)'s algorithm entry: its state (with
 // the in-flight counts), and for the sliding log its log then its counts.
 func algoKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
-	base := baseKey(k, g.Name, sc)
 	if g.Algorithm == algo.SlidingLog {
-		return []string{base + sufLog, base + sufLogCounts}
+		return []string{baseKey(k, g.Name, sc) + sufLog, stableKey(k, g.Name, sufLogCounts)}
 	}
-	return []string{base + sufState}
+	return []string{stableKey(k, g.Name, sufState)}
 }
 
 // countsKey is the key of algoKeys holding the in-flight counts.
@@ -106,7 +105,7 @@ func (b *Backend) algoCall(deadline time.Time, decide bool, k limiter.Key, g *li
 		if decide {
 			e.op = "a"
 		}
-		e.params = []any{int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit()}
+		e.params = []any{int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit(), sc.gen}
 		e.args = []any{rel, 0}
 	}
 	for attempt := 0; ; attempt++ {

@@ -281,21 +281,21 @@ func TestKeyErrors(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
-	gen0 := func(peer, suf string) string { return "ld:" + cluster.TagOf(peer, "general") + ":0" + suf }
+	key := func(peer string) string { return "ld:" + cluster.TagOf(peer, "general") + ":t" }
 	cases := []struct {
 		name  string
 		plant func(peer string) error
 	}{
-		{"wrong type", func(p string) error { return rdb.HSet(ctx, gen0(p, ":t"), "tok", 1).Err() }},
-		{"tokens not a number", func(p string) error { return rdb.Set(ctx, gen0(p, ":t"), "abc 1", 0).Err() }},
-		{"negative tokens", func(p string) error { return rdb.Set(ctx, gen0(p, ":t"), "-40 1", 0).Err() }},
+		{"wrong type", func(p string) error { return rdb.HSet(ctx, key(p), "tok", 1).Err() }},
+		{"tokens not a number", func(p string) error { return rdb.Set(ctx, key(p), "0 abc 1", 0).Err() }},
+		{"negative tokens", func(p string) error { return rdb.Set(ctx, key(p), "0 -40 1", 0).Err() }},
 		{"count not a number", func(p string) error {
-			return rdb.Set(ctx, gen0(p, ":t"), "1 1;other x 99999999999999", 0).Err()
+			return rdb.Set(ctx, key(p), "0 1 1;other x 99999999999999", 0).Err()
 		}},
 		{"negative count", func(p string) error {
-			return rdb.Set(ctx, gen0(p, ":t"), "1 1;other -3 99999999999999", 0).Err()
+			return rdb.Set(ctx, key(p), "0 1 1;other -3 99999999999999", 0).Err()
 		}},
-		{"garbage", func(p string) error { return rdb.Set(ctx, gen0(p, ":t"), "\x00\xff;;", 0).Err() }},
+		{"garbage", func(p string) error { return rdb.Set(ctx, key(p), "\x00\xff;;", 0).Err() }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

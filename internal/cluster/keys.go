@@ -46,6 +46,15 @@ func baseKey(k limiter.Key, g string, sc *sharedSched) string {
 	return keyPrefix + tagOf(p.String(), g) + ":" + sc.gen
 }
 
+// stableKey returns the key of peer k in group g named by suf that
+// outlives a change of the group's algorithm: the state strings holding
+// the requests in flight, which keep counting through it (the state's
+// fields carry their generation instead): ld:{<peer>|<group>}<suf>.
+func stableKey(k limiter.Key, g string, suf string) string {
+	p := k.Peer()
+	return keyPrefix + tagOf(p.String(), g) + suf
+}
+
 // algoSuffixes lists the suffixes of every key one (peer, group) may hold,
 // whatever its algorithm: what Forget deletes.
 var algoSuffixes = []string{sufCounts, sufTokens, sufHybrid, sufHybridWin, sufState, sufLog, sufLogCounts, sufOldSlots, sufOldAlgo}

@@ -28,16 +28,15 @@ func newStrict(b *Backend) *strict { return &strict{b: b} }
 // hybridKeys returns the keys of the hybrid decision for (k, g): its
 // tokens (and in-flight counts), its window.
 func hybridKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
-	base := baseKey(k, g.Name, sc)
-	return []string{base + sufTokens, base + sufHybridWin}
+	return []string{stableKey(k, g.Name, sufTokens), baseKey(k, g.Name, sc) + sufHybridWin}
 }
 
 // hybridParams returns the arguments of g's hybrid entries.
 func hybridParams(g *limiter.Group, sc *sharedSched) []any {
-	params := make([]any, 0, 19)
+	params := make([]any, 0, 20)
 	params = append(params, sc.args[:]...)
 	return append(params, g.CleanupAge(), g.PeerConcurrencyLimit(), g.SlidingWindowLimit, g.SlidingWindowDuration,
-		g.LeakyLimit, g.LeakyTickReduction, windowTTL(g, sc))
+		g.LeakyLimit, g.LeakyTickReduction, windowTTL(g, sc), sc.gen)
 }
 
 // groupParams names the arguments a group's entries share in one batch:
@@ -185,7 +184,9 @@ func (s *strict) forget(ctx context.Context, k limiter.Key, g *limiter.Group) (b
 	return forgetShared(ctx, s.b, k, g)
 }
 
-// forgetShared deletes every key of (k, g) (one DEL: they share a slot).
+// forgetShared deletes (k, g)'s state: every key of its generation (one
+// DEL: they share a slot), and the fields of its state strings, whose
+// requests in flight keep counting until they are released.
 func forgetShared(ctx context.Context, b *Backend, k limiter.Key, g *limiter.Group) (bool, error) {
 	deadline, _ := ctx.Deadline()
 	sc, err := b.sched.forDecision(g, deadline)
@@ -200,13 +201,28 @@ func forgetShared(ctx context.Context, b *Backend, k limiter.Key, g *limiter.Gro
 	b.t.roundTrips.Add(1)
 	b.t.commands.Add(1)
 	n, err := b.rdb.Del(ctx, keys...).Result()
-	return n > 0, err
+	if err != nil {
+		return false, err
+	}
+	found := n > 0
+	for _, suf := range []string{sufTokens, sufState} {
+		v, err := b.t.doEntry(deadline, &entry{op: "f", keys: []string{stableKey(k, g.Name, suf)}})
+		r, err2 := ints(v)
+		if err == nil {
+			err = err2
+		}
+		if err != nil {
+			return found, err
+		}
+		found = found || len(r) == 1 && r[0] == 1
+	}
+	return found, nil
 }
 
 func (s *strict) probe(ctx context.Context) error {
 	base := keyPrefix + tagOf("canary:"+s.b.inst, "canary")
 	sched := schedArgs(limiter.NewSchedule(0, 1000))
-	params := append(append(sched[:], sched[:]...), 1000, 1<<30, 1, 1000, 1, 1, 2000)
+	params := append(append(sched[:], sched[:]...), 1000, 1<<30, 1, 1000, 1, 1, 2000, 0)
 	keys := []string{base + sufTokens, base + sufHybridWin}
 	c := &call{ent: &entry{op: "h", keys: keys, pkey: 1, params: params, args: []any{0, "probe"}}, keys: keys}
 	s.b.t.exec(ctx, []*call{c})

@@ -5,9 +5,9 @@
 -- slot. An entry that fails (a key of the wrong type, a value no decision
 -- can have written) answers its error and the others go on.
 --
--- A (peer, group)'s state is one string: its fields, then, per instance,
--- its requests in flight and its lease (ms), "<fields>;<instance> <n>
--- <lease>;…" — read with one GET and one anchored match, written with one
+-- A (peer, group)'s state is one string: the generation and its fields,
+-- then, per instance, its requests in flight and its lease (ms),
+-- "<generation> <fields>;<instance> <n> <lease>;…" — read with one GET and one anchored match, written with one
 -- SET PX (measured cheaper than hash fields, whose every argument Redis
 -- converts apart). The count of an instance whose lease ended is not
 -- counted, and is dropped at the next write.
@@ -22,17 +22,18 @@
 --
 --  'h' hybrid decision, 'H' its manual reduction  KEYS t ("tok tk"),
 --      w (ZSET window)
---      params(19): the leaky schedule (6), the cleanup schedule (6), cleanup
+--      params(20): the leaky schedule (6), the cleanup schedule (6), cleanup
 --      expiry, concurrency_limit, sliding_window_limit, sliding_window_duration,
 --      leaky_limit, leaky_tick_reduction, ms the window key outlives an
---      admission; then rel, the releases of this instance on the key not
+--      admission, the generation; then rel, the releases of this instance on the key not
 --      sent yet (applied first), and the slot id.
 --      -> {verdict, inflight, window, oldest, tokens, now, next_tick}
 --      verdict 0 concurrency, 1 rate_limit, 2 window, 3 bucket;
 --      the reduction answers {1 reduced | 0 nothing to give back, now}
 --  'a' decision of token_bucket (1), gcra (2), fixed_window (3) or
 --      sliding_window (5), 'A' its manual reduction  KEYS s ("k A B C l p u")
---      params(5): kind, limit, period, burst, concurrency_limit; then rel;
+--      params(6): kind, limit, period, burst, concurrency_limit, the
+--      generation; then rel;
 --      then 0, or 1
 --      and the state "A B C l p u" the caller read and rescaled and the
 --      state A B C to put in its place.
@@ -44,6 +45,8 @@
 --      c (no fields: the counts only)
 --      params(3): limit, period, concurrency_limit; then rel, the slot id.
 --      -> {verdict, inflight, count, gate, now}
+--  'f' forget  KEYS a state string: its fields go, the counts stay
+--      -> {1 | 0 there were none}
 --  'r' release  KEYS the key holding the counts; n
 --      -> {the count left}
 -- An entry that fails answers {-1, error}.
@@ -73,10 +76,20 @@ end
 -- requests in flight of the instances whose lease holds, this instance's
 -- own count less rel (releases of this instance not sent yet), and the
 -- other instances' parts still under lease (to write back).
+-- The fields part begins with the generation of the group's state it
+-- belongs to (a change of algorithm moves it on: the fields are then
+-- dropped, the counts kept); curgen is the entry's (nil: keep the fields
+-- whatever their generation, as a release does).
+local curgen
 local function load(key, rel)
   local raw = call('GET', key)
   if not raw then return '', 0, 0, '' end
   local head, tail = string.match(raw, '^([^;]*)(.*)$')
+  if curgen and head ~= '' then
+    local g, rest = string.match(head, '^(%S+) (.*)$')
+    num(g, 'generation', 0)
+    if g == curgen then head = rest else head = '' end
+  end
   local inflight, own, keep = 0, 0, {}
   for seg in string.gmatch(tail, ';([^;]*)') do
     local id, n, e = string.match(seg, '^(%S+) (%S+) (%S+)$')
@@ -101,6 +114,7 @@ end
 local function store(key, head, n, others, ttl)
   local mine = ''
   if n > 0 then mine = ';' .. inst .. ' ' .. n .. ' ' .. (now + lease) end
+  if curgen and head ~= '' then head = curgen .. ' ' .. head end
   local v = head .. mine .. others
   if v == '' then
     call('DEL', key)
@@ -392,23 +406,39 @@ local function release(n)
   return {own}
 end
 
-local nkeys = {h = 2, H = 2, a = 1, A = 1, l = 2, L = 2, r = 1}
+-- forget drops key's fields (a peer forgotten), keeping the counts
+local function forget()
+  local K = KEYS[k]; k = k + 1
+  local head, _, own, others = load(K, 0)
+  if head == '' then return {0} end
+  store(K, '', own, others, nil)
+  return {1}
+end
+
+local nkeys = {h = 2, H = 2, a = 1, A = 1, l = 2, L = 2, r = 1, f = 1}
 
 local function entry(op)
+  curgen = nil
   if op == 'h' then
-    local p = params(19)
+    local p = params(20)
+    curgen = tostring(p[20])
     local rel, slot = tonumber(ARGV[i]), ARGV[i + 1]; i = i + 2
     return hybrid(p, rel, slot)
   elseif op == 'H' then
-    return hreduce(params(19))
+    local p = params(20)
+    curgen = tostring(p[20])
+    return hreduce(p)
   elseif op == 'a' or op == 'A' then
-    local p = params(5)
+    local p = params(6)
+    curgen = tostring(p[6])
     local rel = tonumber(ARGV[i]); i = i + 1
     return algo(op, p, rel)
   elseif op == 'l' or op == 'L' then
     local p = params(3)
     local rel, slot = tonumber(ARGV[i]), ARGV[i + 1]; i = i + 2
     return slog(op, p, rel, slot)
+  elseif op == 'f' then
+    return forget()
   elseif op == 'r' then
     local n = tonumber(ARGV[i]); i = i + 1
     return release(n)
