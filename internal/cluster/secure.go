@@ -179,6 +179,12 @@ func Hint(kind string, err error, o *Options) string {
 		}
 		return "cluster.redis.ca_file"
 	case KindConnection:
+		if o.TLS != nil && o.TLS.CertFile == "" {
+			msg := err.Error()
+			if strings.Contains(msg, "reset by peer") || strings.Contains(msg, "broken pipe") || strings.Contains(msg, "EOF") {
+				return "cluster.redis.cert_file and key_file (the server closed the TLS connection: does it require a client certificate?)"
+			}
+		}
 		if o.MasterName != "" {
 			msg := err.Error()
 			if strings.Contains(msg, "sentinel") || strings.Contains(msg, "master") {
