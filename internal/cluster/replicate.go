@@ -60,7 +60,7 @@ func decodeRecord(s string) (record, bool) {
 
 // Replicator carries the operators' live edits between the instances
 // sharing a Redis (docs/cluster.md, "Live edits") so that they converge
-// whatever Redis loses (decision 192). Every field of the live state (a
+// whatever Redis loses (decision 193). Every field of the live state (a
 // group's override, an exemption, the switch) is a record stamped by the
 // edit that made it (a hybrid clock: milliseconds, a counter, the
 // instance), removals included (tombstones): the greater stamp wins,
