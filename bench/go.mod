@@ -8,6 +8,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/valyala/fasthttp v1.78.0
+	golang.org/x/net v0.62.0
 	golang.org/x/time v0.16.0
 )
 
@@ -28,6 +29,7 @@ require (
 	go.etcd.io/bbolt v1.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace github.com/limiterd/limiterd => ../
