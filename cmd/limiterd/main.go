@@ -538,6 +538,22 @@ func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, n
 		Now:                    now,
 		RejectLog:              rejects,
 		RateLimitHeaders:       s.RateLimitHeaders,
+		HTTP2:                  http2Options(s),
+	}
+}
+
+// http2Options are the public listener's HTTP/2 settings from [server].
+func http2Options(s config.Server) proxy.HTTP2Options {
+	peerRate := s.HTTP2PeerStreamRate
+	if peerRate == 0 {
+		peerRate = -1 // no limit
+	}
+	return proxy.HTTP2Options{
+		Off:                  !s.HTTP2,
+		MaxConcurrentStreams: uint32(s.HTTP2MaxConcurrentStreams),
+		MaxHeaderListSize:    int(s.HTTP2MaxHeaderListSize),
+		ConnStreamRate:       s.HTTP2ConnStreamRate,
+		PeerStreamRate:       peerRate,
 	}
 }
 

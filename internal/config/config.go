@@ -97,6 +97,13 @@ type Server struct {
 	UpstreamMaxConns       int           // connections to the node, busy and idle
 	MaxConns               int           // open client connections
 	MaxConnsPerIP          int           // open connections of one client address; 0: no cap
+
+	// Cleartext HTTP/2 on the public listener (config/dataplane.go).
+	HTTP2                     bool  // serve a connection that opens with the HTTP/2 preface as HTTP/2
+	HTTP2MaxConcurrentStreams int   // streams open at once on one connection
+	HTTP2MaxHeaderListSize    int64 // bytes of a request's decoded header list
+	HTTP2ConnStreamRate       int   // new streams per second of one connection
+	HTTP2PeerStreamRate       int   // new streams per second of one client address; 0: no limit
 }
 
 // Admin is the [admin] table: the admin listener and its token.

@@ -45,6 +45,11 @@ upstream_read_timeout = "90s"
 upstream_max_conns = 64
 max_conns = 4096
 max_conns_per_ip = 0
+http2 = false
+http2_max_concurrent_streams = 32
+http2_max_header_list_size = "16KiB"
+http2_conn_stream_rate = 50
+http2_peer_stream_rate = 0
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +60,7 @@ max_conns_per_ip = 0
 		ClientBodyTimeout: 7 * time.Second, SendTimeout: 8 * time.Second, UpstreamConnectTimeout: time.Second,
 		UpstreamHeaderTimeout: 2 * time.Minute, UpstreamReadTimeout: 90 * time.Second, UpstreamMaxConns: 64,
 		MaxConns: 4096, MaxConnsPerIP: 0,
+		HTTP2: false, HTTP2MaxConcurrentStreams: 32, HTTP2MaxHeaderListSize: 16 << 10, HTTP2ConnStreamRate: 50,
 	}
 	if c.Server != want {
 		t.Fatalf("server:\n got %+v\nwant %+v", c.Server, want)
@@ -77,15 +83,25 @@ send_timeout = "soon"
 upstream_max_conns = 0
 max_conns = 99999999
 max_conns_per_ip = -1
+http2 = "yes"
+http2_max_concurrent_streams = 0
+http2_max_header_list_size = "100B"
+http2_conn_stream_rate = 0
+http2_peer_stream_rate = -5
 `)
 	wantLines := []string{
 		`config: server.send_timeout: must be a duration such as "5s", "100ms" or "1m30s", got "soon"`,
+		`config: server.http2: must be true or false, got string "yes"`,
 		`config: server.max_request_body: must be a size such as "64MiB", "512KiB" or "1048576" (units B, KiB, MiB, GiB, KB, MB, GB), got "64 parsecs"`,
 		"config: server.read_header_timeout: must be a duration > 0, got 0s",
 		"config: server.idle_timeout: must be a duration > 0, got -1s",
 		"config: server.upstream_max_conns: must be an integer from 1 to 16777216, got 0",
 		"config: server.max_conns: must be an integer from 1 to 16777216, got 99999999",
 		"config: server.max_conns_per_ip: must be an integer from 0 to 16777216, got -1",
+		"config: server.http2_max_concurrent_streams: must be an integer from 1 to 16777216, got 0",
+		`config: server.http2_max_header_list_size: must be from 1KiB to 16MiB, got "100B"`,
+		"config: server.http2_conn_stream_rate: must be an integer from 1 to 16777216, got 0",
+		"config: server.http2_peer_stream_rate: must be an integer from 0 to 16777216, got -5",
 	}
 	got := errorLines(t, err)
 	if len(got) != len(wantLines) {

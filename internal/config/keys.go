@@ -173,6 +173,16 @@ func buildKeys() []Key {
 			func(c *Config) *int { return &c.Server.MaxConns }, between(1, maxConns, "")),
 		num("server.max_conns_per_ip", 512, restart, "open connections of one client address (IPv6: its peers.ipv6_prefix); more get 429 and are closed; trusted proxies and exempt peers are not capped; 0: no cap",
 			func(c *Config) *int { return &c.Server.MaxConnsPerIP }, between(0, maxConns, "")),
+		flag("server.http2", true, restart, "serve a connection that opens with the HTTP/2 preface as cleartext HTTP/2 (h2c, prior knowledge), on the same port; false: answer it 400, as HTTP/1.1",
+			func(c *Config) *bool { return &c.Server.HTTP2 }),
+		num("server.http2_max_concurrent_streams", 100, restart, "streams open at once on one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS); each stream is a request, and each beyond the first of a connection counts toward max_conns_per_ip",
+			func(c *Config) *int { return &c.Server.HTTP2MaxConcurrentStreams }, between(1, maxConns, "")),
+		sizeBetween("server.http2_max_header_list_size", "64KiB", restart, "a request whose decoded header list is larger is answered 431 (SETTINGS_MAX_HEADER_LIST_SIZE)",
+			func(c *Config) *int64 { return &c.Server.HTTP2MaxHeaderListSize }, 1<<10, 16<<20),
+		num("server.http2_conn_stream_rate", 1000, restart, "new streams per second one HTTP/2 connection may open, with a burst of as many; beyond, GOAWAY ENHANCE_YOUR_CALM",
+			func(c *Config) *int { return &c.Server.HTTP2ConnStreamRate }, between(1, maxConns, "")),
+		num("server.http2_peer_stream_rate", 2000, restart, "the same over all the HTTP/2 connections of one client address (keyed as max_conns_per_ip; trusted proxies and exempt peers are free of it); 0: no limit",
+			func(c *Config) *int { return &c.Server.HTTP2PeerStreamRate }, between(0, maxConns, "")),
 
 		word("arweave.version", "2.9.6", reload, "which Arweave node's limiter to reproduce, with its group defaults (see the groups below)",
 			[]Value{{"2.9.6", ""}, {"2.9.7", ""}}, limiter.ParseArweaveVersion, func(c *Config) *limiter.ArweaveVersion { return &c.Arweave.Version }),
@@ -681,6 +691,24 @@ func size(name, def string, ch Change, help string, at func(*Config) *int64) Key
 				b.p.add(key, err.Error())
 			case n < 1:
 				b.p.addf(key, "must be at least 1 byte, got %q", s)
+			}
+			*at(b.c) = n
+		},
+		get: func(c *Config) any { return FormatSize(*at(c)) },
+	}
+}
+
+// sizeBetween is a size key from lo to hi bytes.
+func sizeBetween(name, def string, ch Change, help string, at func(*Config) *int64, lo, hi int64) Key {
+	return Key{Name: name, Type: Size, Default: def, Change: ch, Help: help, Bounds: FormatSize(lo) + " to " + FormatSize(hi),
+		build: func(b *builder, key string, v any) {
+			s := v.(string)
+			n, err := ParseSize(s)
+			switch {
+			case err != nil:
+				b.p.add(key, err.Error())
+			case n < lo || n > hi:
+				b.p.addf(key, "must be from %s to %s, got %q", FormatSize(lo), FormatSize(hi), s)
 			}
 			*at(b.c) = n
 		},

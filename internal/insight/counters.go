@@ -36,4 +36,24 @@ type ProxyCounters struct {
 	// because peers.max_tracked of them were held:
 	// limiterd_check_leases_cut_total.
 	CheckLeasesCut atomic.Uint64
+
+	// The public listener's HTTP/2 (docs/metrics.md, "HTTP/2").
+	// HTTP2Conns counts the connections served as HTTP/2, HTTP2Open those
+	// open now: limiterd_http2_connections_total, limiterd_http2_connections.
+	HTTP2Conns atomic.Uint64
+	HTTP2Open  atomic.Int64
+	// HTTP2Streams counts the streams served (each a request):
+	// limiterd_http2_streams_total.
+	HTTP2Streams atomic.Uint64
+	// HTTP2StreamsRefused counts streams answered 429 because their client
+	// address had server.max_conns_per_ip connections and streams open:
+	// limiterd_connections_refused_total{cap="per_ip_streams"}.
+	HTTP2StreamsRefused atomic.Uint64
+	// HTTP2Calm counts the connections closed with GOAWAY
+	// ENHANCE_YOUR_CALM by limiterd's bounds (stream rates, control
+	// frames, CONTINUATION frames, a header block left open), HTTP2Errors
+	// the protocol errors the HTTP/2 server found (each a stream or
+	// connection error): limiterd_http2_errors_total{by}.
+	HTTP2Calm   atomic.Uint64
+	HTTP2Errors atomic.Uint64
 }

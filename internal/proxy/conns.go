@@ -40,13 +40,25 @@ type connLimiter struct {
 	mu    sync.Mutex
 	open  map[*limitedConn]struct{}
 	perIP map[netip.Addr]int
+	// h2 holds, for each client address with an HTTP/2 connection open,
+	// the rate of its new streams (server.http2_peer_stream_rate).
+	h2 map[netip.Addr]*peerStreams
+	// streamInterval and streamBurst are that rate, in nanoseconds; 0: no
+	// such limit.
+	streamInterval, streamBurst int64
+}
+
+// peerStreams is a client address's HTTP/2 connections and stream rate.
+type peerStreams struct {
+	conns int
+	rate  gcra
 }
 
 func newConnLimiter(ln net.Listener, maxConns, maxPerIP int, sendTimeout time.Duration, counts *insight.ProxyCounters,
 	log *slog.Logger, policy func(netip.Addr) (bool, int)) *connLimiter {
 	return &connLimiter{
 		Listener: ln, maxConns: maxConns, maxPerIP: maxPerIP, sendTimeout: sendTimeout, policy: policy, counts: counts, log: log,
-		open: map[*limitedConn]struct{}{}, perIP: map[netip.Addr]int{},
+		open: map[*limitedConn]struct{}{}, perIP: map[netip.Addr]int{}, h2: map[netip.Addr]*peerStreams{},
 	}
 }
 
@@ -130,6 +142,86 @@ func (l *connLimiter) key(c net.Conn) (netip.Addr, bool) {
 		}
 	}
 	return a, true
+}
+
+// peerKey returns the client address of c as the per-address cap keys
+// it, whether or not that cap is on; keyed is false for the addresses
+// free of it (trusted proxies, exempt peers).
+func (l *connLimiter) peerKey(c net.Conn) (netip.Addr, bool) {
+	tcp, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	a := tcp.AddrPort().Addr().Unmap().WithZone("")
+	uncapped, bits := l.policy(a)
+	if uncapped {
+		return netip.Addr{}, false
+	}
+	if a.Is6() && bits > 0 && bits < 128 {
+		if p, err := a.Prefix(bits); err == nil {
+			a = p.Addr()
+		}
+	}
+	return a, true
+}
+
+// addH2 and dropH2 count an HTTP/2 connection of the address key, which
+// keeps its stream rate while it has one.
+func (l *connLimiter) addH2(key netip.Addr) {
+	l.mu.Lock()
+	p := l.h2[key]
+	if p == nil {
+		p = &peerStreams{rate: gcra{interval: l.streamInterval, burst: l.streamBurst}}
+		l.h2[key] = p
+	}
+	p.conns++
+	l.mu.Unlock()
+}
+
+func (l *connLimiter) dropH2(key netip.Addr) {
+	l.mu.Lock()
+	if p := l.h2[key]; p != nil {
+		if p.conns--; p.conns <= 0 {
+			delete(l.h2, key)
+		}
+	}
+	l.mu.Unlock()
+}
+
+// allowStream reports whether the address key may open a stream at now
+// (Unix nanoseconds), and counts it.
+func (l *connLimiter) allowStream(key netip.Addr, now int64) bool {
+	if l.streamInterval == 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.h2[key]
+	return p == nil || p.rate.allow(now)
+}
+
+// addStream counts one more stream of the address key toward
+// server.max_conns_per_ip, unless that is over it; dropStream uncounts
+// one.
+func (l *connLimiter) addStream(key netip.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.maxPerIP > 0 && l.perIP[key] >= l.maxPerIP {
+		l.counts.HTTP2StreamsRefused.Add(1)
+		return false
+	}
+	l.perIP[key]++
+	return true
+}
+
+func (l *connLimiter) dropStream(key netip.Addr) {
+	l.mu.Lock()
+	if n := l.perIP[key] - 1; n > 0 {
+		l.perIP[key] = n
+	} else {
+		delete(l.perIP, key)
+	}
+	l.mu.Unlock()
 }
 
 // forget removes a closed connection from the counts.
@@ -224,6 +316,11 @@ type limitedConn struct {
 	// until the server reads it (pending).
 	first   [1]byte
 	pending bool
+	// firstDL, when set, is the latest the first read deadline the server
+	// sets may be: the end of read_header_timeout from the connection's
+	// opening, part of which was spent waiting for its first bytes
+	// (sniff).
+	firstDL time.Time
 	// idleExit is set when the last read found nothing before its
 	// deadline (the server's keep-alive wait ended); park is set when the
 	// server's Close was taken for "park it".
@@ -302,6 +399,18 @@ func (c conn) ReadFrom(r io.Reader) (int64, error) {
 func (c conn) SetWriteDeadline(t time.Time) error {
 	c.writeDL = t
 	return c.TCPConn.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the deadline of the reads to come, the first no
+// later than firstDL.
+func (c conn) SetReadDeadline(t time.Time) error {
+	if !c.firstDL.IsZero() {
+		if t.IsZero() || t.After(c.firstDL) {
+			t = c.firstDL
+		}
+		c.firstDL = time.Time{}
+	}
+	return c.TCPConn.SetReadDeadline(t)
 }
 
 // SetDeadline sets both deadlines; see SetWriteDeadline.

@@ -336,11 +336,12 @@ func TestDotSegmentsClassifiedRaw(t *testing.T) {
 	}
 }
 
-// TestHTTP2PrefaceRefused: a client that opens with the HTTP/2 preface
-// (prior knowledge, as newer Arweave nodes try first) gets an HTTP/1.1 400
-// and a closed connection at once, and then talks HTTP/1.1.
+// TestHTTP2PrefaceRefused: with server.http2 off, a client that opens
+// with the HTTP/2 preface (prior knowledge, as newer Arweave nodes try
+// first) gets an HTTP/1.1 400 and a closed connection at once, and then
+// talks HTTP/1.1.
 func TestHTTP2PrefaceRefused(t *testing.T) {
-	p := newPlane(t, nil, nil)
+	p := newPlane(t, nil, func(o *proxy.Options) { o.HTTP2.Off = true })
 	settings := "\x00\x00\x00\x04\x00\x00\x00\x00\x00" // an empty SETTINGS frame
 	got, closed := p.raw("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + settings)
 	if status(got) != "HTTP/1.1 400 Bad Request" || !closed {

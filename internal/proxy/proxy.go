@@ -17,6 +17,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"sync"
@@ -101,6 +102,10 @@ type Options struct {
 	// negative value means no cap.
 	MaxConnsPerIP int
 
+	// HTTP2 configures cleartext HTTP/2 on the public listener (on by
+	// default).
+	HTTP2 HTTP2Options
+
 	// RateLimitHeaders is server.ratelimit_headers: the rate-limit fields
 	// a limited answer carries (the zero value is both sets, the default);
 	// SetRateLimitHeaders changes it later.
@@ -132,6 +137,9 @@ type Handler struct {
 	now  func() time.Time
 
 	srv       *fasthttp.Server
+	h2        *http.Server  // the HTTP/2 server; nil when HTTP/2 is off
+	h2ln      *connQueue    // its listener
+	h2done    chan struct{} // closed when h2's Serve has returned
 	upstream  *upstream
 	parkAfter time.Duration
 	upHost    []byte // the node's host:port, Host of a request without one
@@ -173,6 +181,7 @@ func New(lim *limiter.Limiter, opts Options) *Handler {
 	h.parkAfter = cmp.Or(opts.parkAfter, parkAfter)
 	h.SetRateLimitHeaders(opts.RateLimitHeaders)
 	h.srv = h.newServer()
+	h.newHTTP2()
 	h.upstream = h.newUpstream()
 	return h
 }
@@ -203,6 +212,7 @@ func withDefaults(o Options) Options {
 	if o.MaxConnsPerIP == 0 {
 		o.MaxConnsPerIP = DefaultMaxConnsPerIP
 	}
+	o.HTTP2.withDefaults()
 	if o.Upstream == nil {
 		o.Upstream = &url.URL{Scheme: "http", Host: "127.0.0.1:1984"}
 	}
@@ -241,6 +251,10 @@ func (h *Handler) Serve(ln net.Listener) error {
 	}
 	gate := newConnLimiter(ln, maxConns, h.opts.MaxConnsPerIP, h.opts.SendTimeout, &h.Counts, h.log, h.connPolicy)
 	gate.clock = &h.clock
+	if r := h.opts.HTTP2.PeerStreamRate; r > 0 {
+		gate.streamInterval = int64(time.Second) / int64(r)
+		gate.streamBurst = int64(time.Second)
+	}
 	h.mu.Lock()
 	if h.shut {
 		h.mu.Unlock()
@@ -252,6 +266,13 @@ func (h *Handler) Serve(ln net.Listener) error {
 		h.parked = newParker(h)
 	}
 	h.clock.start()
+	if h.h2 != nil {
+		h.h2done = make(chan struct{})
+		go func() {
+			_ = h.h2.Serve(h.h2ln) // ends when Shutdown closes h2ln
+			close(h.h2done)
+		}()
+	}
 	select {
 	case <-h.serving:
 	default:
@@ -266,7 +287,7 @@ func (h *Handler) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		go h.serve(c.(conn))
+		go h.serveNew(c.(conn))
 	}
 }
 
@@ -302,9 +323,15 @@ func (h *Handler) connPolicy(a netip.Addr) (bool, int) {
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.shut = true
-	gate, parked := h.gate, h.parked
+	gate, parked, h2done := h.gate, h.parked, h.h2done
 	h.mu.Unlock()
 	h.draining.Store(true)
+	if h2done != nil && h.Counts.HTTP2Open.Load() > 0 {
+		// GOAWAY to the HTTP/2 connections: their streams in flight end,
+		// no new one begins; the wait for them is below. (Without one
+		// open, closing h2ln below is all there is to do.)
+		go func() { _ = h.h2.Shutdown(ctx) }()
+	}
 	var err error
 	if gate != nil {
 		gate.closing.Store(true)
@@ -328,6 +355,10 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		}
 	}
 	h.upstream.closeIdle()
+	if h2done != nil {
+		_ = h.h2ln.Close()
+		<-h2done
+	}
 	h.mu.Lock()
 	h.clock.halt()
 	h.mu.Unlock()

@@ -66,7 +66,7 @@ var publicNames = [...]struct {
 // decision on its answer (setPublicFields).
 func (x *exchange) setRateLimitFields() {
 	if x.d.Limited {
-		x.keep.fields = x.h.setPublicFields(&x.ctx.Response.Header, &x.d, x.keep.fields, x.nodeFields)
+		x.keep.fields = x.h.setPublicFields(&x.out.Header, &x.d, x.keep.fields, x.nodeFields)
 	}
 }
 

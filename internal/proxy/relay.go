@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -20,8 +21,12 @@ import (
 // or the goroutine of a hijacked connection does. Whoever ends it calls
 // finish, and only the first call counts.
 type exchange struct {
-	h   *Handler
+	h *Handler
+	// ctx is the HTTP/1.1 request's, nil for an HTTP/2 stream; out is the
+	// answer being made, the head of the node's read into it (ctx's
+	// Response, or the stream's own).
 	ctx *fasthttp.RequestCtx
+	out *fasthttp.Response
 	d   limiter.Decision
 	// nodeFields is set when the node's answer carries a field named
 	// ratelimit…: ours must replace it.
@@ -76,12 +81,24 @@ type exchange struct {
 	// keep is what the exchange keeps across the pool.
 	keep struct {
 		up *fasthttp.Response // the node's answer, when streamed
+		// out and req are an HTTP/2 stream's answer and request for the
+		// node, made at its first stream.
+		out *fasthttp.Response
+		req *fasthttp.Request
 		// fields is where the rate-limit fields are formatted, so that
 		// formatting them allocates nothing.
 		fields []byte
 	}
 	// peerAddr and peerIP are the TCP peer as text (the connection's).
 	peerAddr, peerIP []byte
+
+	// An HTTP/2 stream's: its writer and request, the deadline of its
+	// writes, whether its head was written, and the error that ended it.
+	sw     http.ResponseWriter
+	sr     *http.Request
+	sendDL time.Time
+	wrote  bool
+	endErr error
 }
 
 // Errors that end an exchange.
@@ -106,7 +123,7 @@ func (h *Handler) newExchange(ctx *fasthttp.RequestCtx) *exchange {
 		x = new(exchange)
 		x.keep.up = new(fasthttp.Response)
 	}
-	x.h, x.ctx = h, ctx
+	x.h, x.ctx, x.out = h, ctx, &ctx.Response
 	x.refs.Store(1)
 	return x
 }
@@ -119,6 +136,10 @@ func (x *exchange) unref() {
 	}
 	h, keep := x.h, x.keep
 	keep.up.Reset()
+	if keep.out != nil {
+		keep.out.Reset()
+		keep.req.Reset()
+	}
 	*x = exchange{}
 	x.keep = keep
 	h.exchanges.Put(x)
@@ -162,7 +183,7 @@ func (x *exchange) finish(err error) {
 // away before its answer.
 func (x *exchange) answered() {
 	if x.status == 0 && !x.start.IsZero() && !x.clientGone {
-		x.status = x.ctx.Response.StatusCode()
+		x.status = x.out.StatusCode()
 	}
 }
 

@@ -52,18 +52,22 @@ func (h *Handler) reject(ctx *fasthttp.RequestCtx, d *limiter.Decision) {
 	r.SetStatusCode(http.StatusTooManyRequests)
 	if prefersJSON(b2s(ctx.Request.Header.Peek("Accept"))) {
 		r.Header.SetContentTypeBytes(valueJSON)
-		body := append(b[:0], `{"error":"too_many_requests","group":`...)
-		body = appendJSONString(body, h.lim.GroupName(d.Group))
-		body = append(body, `,"reason":`...)
-		body = appendJSONString(body, d.Reason.String())
-		body = append(body, `,"retry_after":`...)
-		body = strconv.AppendInt(body, d.RetryAfter, 10)
-		body = append(body, "}\n"...)
-		r.SetBody(body)
+		r.SetBody(h.rejectionJSON(b[:0], d))
 		return
 	}
 	r.Header.SetContentTypeBytes(valueText)
 	r.SetBodyRaw(bodyTooMany)
+}
+
+// rejectionJSON appends the JSON body of a 429 for d to b.
+func (h *Handler) rejectionJSON(b []byte, d *limiter.Decision) []byte {
+	b = append(b, `{"error":"too_many_requests","group":`...)
+	b = appendJSONString(b, h.lim.GroupName(d.Group))
+	b = append(b, `,"reason":`...)
+	b = appendJSONString(b, d.Reason.String())
+	b = append(b, `,"retry_after":`...)
+	b = strconv.AppendInt(b, d.RetryAfter, 10)
+	return append(b, "}\n"...)
 }
 
 // appendJSONString appends s as encoding/json writes a string (HTML

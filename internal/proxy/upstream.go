@@ -224,7 +224,7 @@ func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp
 		return err
 	}
 	// The head is read straight into the client's answer.
-	hd := &x.ctx.Response.Header
+	hd := &x.out.Header
 	resp.SkipBody = req.Header.IsHead()
 	if err := readHead(hd, c.br); err != nil {
 		return err
@@ -242,7 +242,7 @@ func (u *upstream) roundTrip(x *exchange, c *upConn, req *fasthttp.Request, resp
 			return nil
 		}
 		b, _ := c.br.Peek(size)
-		x.ctx.Response.SetBody(b)
+		x.out.SetBody(b)
 		_, _ = c.br.Discard(size)
 		x.bodyTaken = true
 	}
@@ -397,7 +397,7 @@ func (c *upConn) readFirst(p []byte) (int, error) {
 		// first; one set for an earlier request is kept while it still
 		// ends a slice (moving it costs a timer's update).
 		dl := c.firstDL
-		if c.x != nil && now.Add(watchEvery).Before(dl) {
+		if c.watching() && now.Add(watchEvery).Before(dl) {
 			dl = now.Add(watchEvery)
 			if left := c.readDL.Sub(now); left >= watchEvery*3/4 && left <= watchEvery && c.readDL.Before(c.firstDL) {
 				dl = c.readDL
@@ -424,12 +424,18 @@ func (c *upConn) readFirst(p []byte) (int, error) {
 			return n, err
 		}
 		// A slice ended without an answer: is the client still there?
-		if c.x != nil && c.x.client.gone() {
+		if c.watching() && c.x.client.gone() {
 			c.x.clientGone = true
 			return 0, errClientGone
 		}
 	}
 }
+
+// watching reports whether the exchange on c looks at its client while
+// the node thinks: an HTTP/1.1 one does (see watchEvery); an HTTP/2
+// stream does not, since its server tells it when the stream ends, and
+// its slot is held until the node has answered anyway.
+func (c *upConn) watching() bool { return c.x != nil && c.x.ctx != nil }
 
 // isTimeout reports whether an error of the upstream client is a
 // timeout: connecting, waiting for a free connection, or waiting for the
