@@ -3,10 +3,12 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -257,11 +259,79 @@ type h2Conn struct {
 	blockDL    time.Time
 	rate       gcra // new streams
 	control    gcra // control frames
+
+	// The writes: the server's frames, and limiterd's own GOAWAY between
+	// two of them (wmu held).
+	wmu      sync.Mutex
+	whdr     [9]byte
+	whn      int    // bytes of the outgoing frame's header seen
+	wremain  int    // bytes of its payload still to go
+	calmDue  bool   // a GOAWAY of limiterd's is to go at the next frame boundary
+	calmSent bool   // it went: the server's writes are dropped
+	calmLast uint32 // the last stream id the GOAWAY names
 }
 
-// errCalm is the connection error of a connection over one of h2Conn's
-// bounds.
-var errCalm = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+// Write writes the server's frames, and limiterd's GOAWAY once due, at
+// the first frame boundary.
+func (c *h2Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.calmSent {
+		return len(p), nil
+	}
+	n, err := c.conn.Write(p)
+	c.track(p[:n])
+	if c.calmDue && c.whn == 0 && c.wremain == 0 {
+		c.sendCalm()
+	}
+	return n, err
+}
+
+// track follows the frames of the bytes written.
+func (c *h2Conn) track(p []byte) {
+	for len(p) > 0 {
+		if c.wremain > 0 {
+			skip := min(c.wremain, len(p))
+			c.wremain -= skip
+			p = p[skip:]
+			continue
+		}
+		take := copy(c.whdr[c.whn:], p)
+		c.whn += take
+		p = p[take:]
+		if c.whn == len(c.whdr) {
+			c.whn = 0
+			c.wremain = int(c.whdr[0])<<16 | int(c.whdr[1])<<8 | int(c.whdr[2])
+		}
+	}
+}
+
+// calm ends the connection with GOAWAY ENHANCE_YOUR_CALM: now, when no
+// frame of the server's is half written, else after it.
+func (c *h2Conn) calm() {
+	c.h.Counts.HTTP2Calm.Add(1)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.calmDue, c.calmLast = true, c.lastStream
+	if c.whn == 0 && c.wremain == 0 {
+		c.sendCalm()
+	}
+}
+
+// sendCalm writes the GOAWAY (c.wmu held).
+func (c *h2Conn) sendCalm() {
+	c.calmDue, c.calmSent = false, true
+	last := c.calmLast
+	f := [17]byte{0, 0, 8, byte(http2.FrameGoAway), 0, 0, 0, 0, 0,
+		byte(last >> 24), byte(last >> 16), byte(last >> 8), byte(last),
+		0, 0, 0, byte(http2.ErrCodeEnhanceYourCalm)}
+	_, _ = c.conn.Write(f[:])
+}
+
+// errCalm ends the reads of a connection over one of h2Conn's bounds,
+// after its GOAWAY ENHANCE_YOUR_CALM: the server takes it for the client
+// gone, and closes.
+var errCalm = io.EOF
 
 // Read gives the server what the socket delivered, looking at each frame
 // header on the way.
@@ -297,12 +367,19 @@ func (c *h2Conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// SetReadDeadline is a no-op: h2Conn sets its read deadlines itself (a
+// header block left open), and the server's own (the preface's, which
+// sniff saw whole already) would undo them.
+func (c *h2Conn) SetReadDeadline(time.Time) error { return nil }
+
 // readSocket reads the socket, with a deadline while a header block is
 // open (read_header_timeout from its first frame) and none otherwise.
 func (c *h2Conn) readSocket(p []byte) (int, error) {
 	n, err := c.TCPConn.Read(p)
 	if err != nil && c.inBlock && isTimeout(err) {
-		err = errCalm // the header block stayed open too long
+		c.h.log.Debug("http2: a header block stayed open past read_header_timeout", "peer", string(c.peerAddr))
+		c.calm()
+		err = errCalm
 	}
 	return n, err
 }
@@ -330,7 +407,7 @@ func (c *h2Conn) inspect() {
 		if err := c.frame(http2.FrameType(c.hdr[3]), http2.Flags(c.hdr[4]), c.remain,
 			uint32(c.hdr[5]&0x7f)<<24|uint32(c.hdr[6])<<16|uint32(c.hdr[7])<<8|uint32(c.hdr[8])); err != nil {
 			c.err, c.limit = err, max(start, c.r)
-			c.h.Counts.HTTP2Calm.Add(1)
+			c.calm()
 			return
 		}
 	}

@@ -215,7 +215,7 @@ func (h *Handler) forwardStream(w http.ResponseWriter, r *http.Request, x *excha
 			continue
 		}
 		name := string(k)
-		wh[name] = append(wh[name], string(v))
+		wh[name] = append(wh[name], string(trimOWS(v)))
 	}
 	if size >= 0 {
 		wh["Content-Length"] = []string{strconv.Itoa(size)}
@@ -341,8 +341,22 @@ func (b *streamBody) Read(p []byte) (int, error) {
 // (lower-case on the wire, as HTTP/2 writes every name).
 func (h *Handler) setStreamFields(wh http.Header, d *limiter.Decision) {
 	if d.Limited {
-		h.setRateLimitHeaders(wh, d)
+		h.rateLimitFields(d, nil, func(name string, v []byte) {
+			wh[headerKey(name)] = []string{string(trimOWS(v))}
+		})
 	}
+}
+
+// trimOWS drops the spaces and tabs that end a field value: HTTP/1.1
+// takes them for optional whitespace, not part of the value, while HTTP/2
+// holds a value that ends with one malformed (RFC 9113, 8.2.1). The node's
+// ratelimit-limit ends with a space (docs/replies.md, "The Arweave
+// fields").
+func trimOWS(v []byte) []byte {
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
 }
 
 // rejectStream writes the 429 of docs/replies.md ("Rejections"), as
