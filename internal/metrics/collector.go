@@ -51,6 +51,7 @@ type metricsCollector struct {
 	upstreamErrors, internalErrors, exemptPath        *prometheus.Desc
 	checkLeasesCut                                    *prometheus.Desc
 	badRequests, tooLarge, connsRefused               *prometheus.Desc
+	h2Open, h2Conns, h2Streams, h2Errors              *prometheus.Desc
 
 	algorithm, groupEntries, logTimestamps, stateDropped *prometheus.Desc
 }
@@ -123,6 +124,15 @@ func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCoun
 		connsRefused: prometheus.NewDesc("limiterd_connections_refused_total",
 			"Client connections closed at once by a cap: per_ip (server.max_conns_per_ip) or total (server.max_conns).",
 			[]string{"cap"}, nil),
+		h2Open: prometheus.NewDesc("limiterd_http2_connections",
+			"Public-listener connections served as HTTP/2 open now.", nil, nil),
+		h2Conns: prometheus.NewDesc("limiterd_http2_connections_total",
+			"Public-listener connections served as HTTP/2 (opened with the client preface).", nil, nil),
+		h2Streams: prometheus.NewDesc("limiterd_http2_streams_total",
+			"HTTP/2 streams served by the public listener, each a request.", nil, nil),
+		h2Errors: prometheus.NewDesc("limiterd_http2_errors_total",
+			"HTTP/2 protocol errors, by who found them: the server (a stream or connection error) or limiterd (a bound of docs/http2.md: GOAWAY ENHANCE_YOUR_CALM).",
+			[]string{"by"}, nil),
 
 		algorithm: prometheus.NewDesc("limiterd_algorithm_info",
 			"The algorithm each group decides with: 1 for the group's, labelled by its name.",
@@ -158,6 +168,10 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.badRequests
 		ch <- c.tooLarge
 		ch <- c.connsRefused
+		ch <- c.h2Open
+		ch <- c.h2Conns
+		ch <- c.h2Streams
+		ch <- c.h2Errors
 	}
 	if len(c.extra) == 0 {
 		return
@@ -244,6 +258,12 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.tooLarge, c.pc.TooLarge.Load())
 		counter(c.connsRefused, c.pc.ConnsRefusedPerIP.Load(), "per_ip")
 		counter(c.connsRefused, c.pc.ConnsRefusedTotal.Load(), "total")
+		counter(c.connsRefused, c.pc.HTTP2StreamsRefused.Load(), "per_ip_streams")
+		gauge(c.h2Open, c.pc.HTTP2Open.Load())
+		counter(c.h2Conns, c.pc.HTTP2Conns.Load())
+		counter(c.h2Streams, c.pc.HTTP2Streams.Load())
+		counter(c.h2Errors, c.pc.HTTP2Errors.Load(), "server")
+		counter(c.h2Errors, c.pc.HTTP2Calm.Load(), "limiterd")
 	}
 	c.collectExtra(ch)
 }

@@ -319,8 +319,9 @@ func TestCollectorAllGroups(t *testing.T) {
 	}
 	// Per group: 9 ar_ counter series, 6 gauges, 7 limiterd_ counter
 	// series, 3 limiterd_ gauges (entries, sliding log timestamps, the
-	// algorithm), one histogram; then 11 process-wide series.
-	if n, want := testutil.CollectAndCount(c), 26*len(groups)+11; n != want {
+	// algorithm), one histogram; then 17 process-wide series (6 of them
+	// HTTP/2's).
+	if n, want := testutil.CollectAndCount(c), 26*len(groups)+17; n != want {
 		t.Errorf("CollectAndCount = %d, want %d", n, want)
 	}
 	if n := testutil.CollectAndCount(c, "ar_limiter_rejected_total"); n != 2*len(groups) {
