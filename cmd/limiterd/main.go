@@ -539,6 +539,7 @@ func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, n
 		RejectLog:              rejects,
 		RateLimitHeaders:       s.RateLimitHeaders,
 		HTTP2:                  http2Options(s),
+		UpstreamH2C:            s.UpstreamProtocol == "h2c",
 	}
 }
 

@@ -104,6 +104,9 @@ type Server struct {
 	HTTP2MaxHeaderListSize    int64 // bytes of a request's decoded header list
 	HTTP2ConnStreamRate       int   // new streams per second of one connection
 	HTTP2PeerStreamRate       int   // new streams per second of one client address; 0: no limit
+	// UpstreamProtocol is how the node is reached: "http1" (HTTP/1.1) or
+	// "h2c" (cleartext HTTP/2, prior knowledge).
+	UpstreamProtocol string
 }
 
 // Admin is the [admin] table: the admin listener and its token.

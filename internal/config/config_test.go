@@ -86,7 +86,7 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 			ClientBodyTimeout: 60 * time.Second, SendTimeout: 60 * time.Second, UpstreamConnectTimeout: 5 * time.Second,
 			UpstreamHeaderTimeout: 60 * time.Second, UpstreamReadTimeout: 60 * time.Second, UpstreamMaxConns: 1024,
 			MaxConns: 16384, MaxConnsPerIP: 512, HTTP2: true, HTTP2MaxConcurrentStreams: 100, HTTP2MaxHeaderListSize: 64 << 10,
-			HTTP2ConnStreamRate: 1000, HTTP2PeerStreamRate: 2000},
+			HTTP2ConnStreamRate: 1000, HTTP2PeerStreamRate: 2000, UpstreamProtocol: "http1"},
 		Log:      config.Log{Format: "text", Level: "info", Rejections: "sampled"},
 		Admin:    config.Admin{Listen: "127.0.0.1:1986", CheckLease: 30 * time.Second, AuditMaxEntries: 1_000_000, MaxConns: 1024},
 		Peers:    config.Peers{IPv6Prefix: 64, Exempt: []string{"127.0.0.1"}, MaxTracked: 1000000},

@@ -50,6 +50,7 @@ http2_max_concurrent_streams = 32
 http2_max_header_list_size = "16KiB"
 http2_conn_stream_rate = 50
 http2_peer_stream_rate = 0
+upstream_protocol = "h2c"
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +62,7 @@ http2_peer_stream_rate = 0
 		UpstreamHeaderTimeout: 2 * time.Minute, UpstreamReadTimeout: 90 * time.Second, UpstreamMaxConns: 64,
 		MaxConns: 4096, MaxConnsPerIP: 0,
 		HTTP2: false, HTTP2MaxConcurrentStreams: 32, HTTP2MaxHeaderListSize: 16 << 10, HTTP2ConnStreamRate: 50,
+		UpstreamProtocol: "h2c",
 	}
 	if c.Server != want {
 		t.Fatalf("server:\n got %+v\nwant %+v", c.Server, want)
@@ -88,6 +90,7 @@ http2_max_concurrent_streams = 0
 http2_max_header_list_size = "100B"
 http2_conn_stream_rate = 0
 http2_peer_stream_rate = -5
+upstream_protocol = "h3"
 `)
 	wantLines := []string{
 		`config: server.send_timeout: must be a duration such as "5s", "100ms" or "1m30s", got "soon"`,
@@ -102,6 +105,7 @@ http2_peer_stream_rate = -5
 		`config: server.http2_max_header_list_size: must be from 1KiB to 16MiB, got "100B"`,
 		"config: server.http2_conn_stream_rate: must be an integer from 1 to 16777216, got 0",
 		"config: server.http2_peer_stream_rate: must be an integer from 0 to 16777216, got -5",
+		`config: server.upstream_protocol: must be one of http1, h2c, got "h3"`,
 	}
 	got := errorLines(t, err)
 	if len(got) != len(wantLines) {

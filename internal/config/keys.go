@@ -183,6 +183,9 @@ func buildKeys() []Key {
 			func(c *Config) *int { return &c.Server.HTTP2ConnStreamRate }, between(1, maxConns, "")),
 		num("server.http2_peer_stream_rate", 2000, restart, "the same over all the HTTP/2 connections of one client address (keyed as max_conns_per_ip; trusted proxies and exempt peers are free of it); 0: no limit",
 			func(c *Config) *int { return &c.Server.HTTP2PeerStreamRate }, between(0, maxConns, "")),
+		oneOf("server.upstream_protocol", "http1", restart, "how the node is reached, for HTTP/1.1 requests and HTTP/2 streams alike (the node accepts both)",
+			func(c *Config) *string { return &c.Server.UpstreamProtocol },
+			Value{"http1", "HTTP/1.1, a pool of keep-alive connections"}, Value{"h2c", "cleartext HTTP/2 (prior knowledge), requests multiplexed"}),
 
 		word("arweave.version", "2.9.6", reload, "which Arweave node's limiter to reproduce, with its group defaults (see the groups below)",
 			[]Value{{"2.9.6", ""}, {"2.9.7", ""}}, limiter.ParseArweaveVersion, func(c *Config) *limiter.ArweaveVersion { return &c.Arweave.Version }),

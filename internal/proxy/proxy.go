@@ -92,6 +92,9 @@ type Options struct {
 	// UpstreamMaxConns caps the connections to the node, busy and idle
 	// (server.upstream_max_conns).
 	UpstreamMaxConns int
+	// UpstreamH2C reaches the node over cleartext HTTP/2 rather than
+	// HTTP/1.1 (server.upstream_protocol = "h2c").
+	UpstreamH2C bool
 	// MaxConns caps the public listener's open connections
 	// (server.max_conns): 503 and closed beyond. It is lowered to fit the
 	// process's limit on open files.

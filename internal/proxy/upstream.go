@@ -37,6 +37,10 @@ type upstream struct {
 	open   map[*upConn]struct{}
 	closed bool
 	reaper *time.Timer // closes idle connections past maxIdleTime (upstream_reap.go)
+
+	// h2c is the node's client over HTTP/2 (upstream_h2c.go) when
+	// server.upstream_protocol is "h2c"; nil for HTTP/1.1.
+	h2c *h2cUpstream
 }
 
 // upstreamHeaderBytes bounds the head of the node's answers (502 beyond).
@@ -67,6 +71,9 @@ func (h *Handler) newUpstream() *upstream {
 	}
 	if u.Scheme == "https" {
 		up.tls = &tls.Config{ServerName: u.Hostname()}
+	}
+	if h.opts.UpstreamH2C {
+		up.newH2C()
 	}
 	return up
 }
@@ -166,6 +173,9 @@ func (u *upstream) discard(c *upConn) {
 // cutAll cuts off every exchange with the node still running (a drain
 // that ran out of time).
 func (u *upstream) cutAll() {
+	if u.h2c != nil {
+		u.h2c.cancel()
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for c := range u.open {
@@ -176,6 +186,9 @@ func (u *upstream) cutAll() {
 // closeIdle closes the pooled connections, and every one released from
 // now on.
 func (u *upstream) closeIdle() {
+	if u.h2c != nil {
+		u.h2c.tr.CloseIdleConnections()
+	}
 	u.mu.Lock()
 	idle := u.idle
 	u.idle, u.closed = nil, true
@@ -192,6 +205,9 @@ func (u *upstream) closeIdle() {
 // closed before a byte of the answer (the node closed it while pooled) is
 // sent once more on a new connection.
 func (u *upstream) do(x *exchange, req *fasthttp.Request, resp *fasthttp.Response, hasBody bool) error {
+	if u.h2c != nil {
+		return u.h2c.do(x, req, hasBody)
+	}
 	for attempt := 0; ; attempt++ {
 		c, reused, err := u.acquire()
 		if err != nil {
@@ -282,7 +298,8 @@ func readHead(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
 
 // upBody is the body of the node's answer: it reads the answer's stream,
 // and when closed returns the connection to the pool if the body was read
-// to its end and the exchange ended cleanly, or closes it.
+// to its end and the exchange ended cleanly, or closes it. Over h2c it
+// has no connection (c nil): s is the stream's body, closed with it.
 type upBody struct {
 	u    *upstream
 	c    *upConn
@@ -301,10 +318,21 @@ func (b *upBody) Read(p []byte) (int, error) {
 
 // buffered returns how many bytes of the body (and maybe of its framing)
 // were read ahead with the head.
-func (b *upBody) buffered() int { return b.c.br.Buffered() }
+func (b *upBody) buffered() int {
+	if b.c == nil {
+		return 0
+	}
+	return b.c.br.Buffered()
+}
 
 // CloseWithError ends the body: err is nil when it was passed on whole.
 func (b *upBody) CloseWithError(err error) error {
+	if b.c == nil {
+		if c, ok := b.s.(io.Closer); ok {
+			_ = c.Close()
+		}
+		return nil
+	}
 	b.c.x = nil
 	reusable := err == nil && b.eof && !b.resp.ConnectionClose()
 	_ = b.resp.CloseBodyStream()
