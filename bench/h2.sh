@@ -15,7 +15,10 @@
 #   (s) the floor of the Go HTTP/2 server alone: the same answer made
 #       locally, no upstream (bench/cmd/h2impl).
 # Then the implementation choice: net/http's HTTP/2 server against
-# x/net/http2's ServeConn, both answering locally, alternated.
+# x/net/http2's ServeConn, both answering locally, alternated; and the way
+# to the node: limiterd with server.upstream_protocol "http1" against
+# "h2c", in front of one net/http node stand-in speaking both (benchnode
+# -h2c-listen), under h2load (HTTP/2 clients) and wrk (HTTP/1.1 clients).
 # Throughput is h2load's req/s; p99 is computed from h2load's per-request
 # log (--log-file). 2 shared cores: read the medians and their ratios.
 # Needs: apt-get install nghttp2-client nginx-light haproxy.
@@ -44,7 +47,7 @@ go -C bench build -o "$work/benchnode" ./cmd/benchnode
 go -C bench build -o "$work/h2impl" ./cmd/h2impl
 go build -o "$work/limiterd" ./cmd/limiterd
 
-"$work/benchnode" -listen 127.0.0.1:18080 & pids+=($!)
+"$work/benchnode" -listen 127.0.0.1:18080 -h2c-listen 127.0.0.1:18090 & pids+=($!)
 "$work/h2impl" -xnet 127.0.0.1:18110 -std 127.0.0.1:18111 & pids+=($!)
 "$work/h2impl" -xnet 127.0.0.1:18112 -std 127.0.0.1:18113 -upstream 127.0.0.1:18080 & pids+=($!)
 cat > "$work/limiterd.toml" <<TOML
@@ -65,6 +68,13 @@ leaky_tick_reduction = 1000000000
 concurrency_limit = 100000
 TOML
 "$work/limiterd" -config "$work/limiterd.toml" 2>"$work/limiterd.log" & pids+=($!)
+for proto in http1 h2c; do
+  port=18191 admin=18196
+  [ $proto = h2c ] && port=18192 admin=18197
+  sed -e "s/18181/$port/; s/18186/$admin/; s/18080/18090/; s|$work/data|$work/data-$proto|" \
+    -e "s/^http2_peer_stream_rate = 0$/&\nupstream_protocol = \"$proto\"/" "$work/limiterd.toml" > "$work/limiterd-$proto.toml"
+  "$work/limiterd" -config "$work/limiterd-$proto.toml" 2>"$work/limiterd-$proto.log" & pids+=($!)
+done
 
 mkdir -p "$work/nginx"
 cat > "$work/nginx.conf" <<NGINX
@@ -84,6 +94,7 @@ http {
   server {
     listen 127.0.0.1:18183 http2;
     http2_max_concurrent_streams 128;
+    keepalive_requests 100000000;
     location / {
       limit_req zone=perip burst=1000000 nodelay;
       limit_conn perconn 60000;
@@ -167,3 +178,21 @@ for r in $(seq "$rounds"); do
 done
 printf 'x/net ServeConn  median %9s req/s  rounds:%s\n' "$(echo "$x" | median)" "$x"
 printf 'net/http         median %9s req/s  rounds:%s\n' "$(echo "$s" | median)" "$s"
+
+echo "== the way to the node: upstream_protocol http1 against h2c, a net/http node speaking both, $rounds rounds"
+command -v wrk >/dev/null || echo "(wrk is not installed: HTTP/1.1 clients skipped)"
+declare -A up
+for r in $(seq "$rounds"); do
+  for proto in http1 h2c; do
+    port=18191
+    [ $proto = h2c ] && port=18192
+    read -r a _ _ < <(h2run "http://127.0.0.1:$port/info"); up[h2-$proto]="${up[h2-$proto]:-} $a"
+    if command -v wrk >/dev/null; then
+      b=$(wrk -t2 -c64 -d"${secs}s" "http://127.0.0.1:$port/info" 2>&1 | awk '/Requests\/sec/ {print $2}')
+      up[h1-$proto]="${up[h1-$proto]:-} $b"
+    fi
+  done
+done
+for k in h2-http1 h2-h2c h1-http1 h1-h2c; do
+  [ -n "${up[$k]:-}" ] && printf '%-10s median %9s req/s  rounds:%s\n' "$k" "$(echo "${up[$k]}" | median)" "${up[$k]}"
+done
