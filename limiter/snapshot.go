@@ -115,15 +115,24 @@ type RestoreReport struct {
 
 // Shift returns how far every time of snap moves when it is restored at
 // ms: by the step between its timeline and the wall clock (WallAt −
-// TakenAt, when WallAt is set), then back with a clock that went backwards
-// since it was taken (a clock that went back counts as no gap).
+// TakenAt, when WallAt is set and they are MinWallStep or more apart),
+// then back with a clock that went backwards since it was taken (a clock
+// that went back counts as no gap).
 func (snap *Snapshot) Shift(ms int64) int64 {
 	var off int64
 	if snap.WallAt != 0 {
-		off = snap.WallAt - snap.TakenAt
+		if off = snap.WallAt - snap.TakenAt; off > -MinWallStep && off < MinWallStep {
+			off = 0 // the two readings' own jitter, not a step
+		}
 	}
 	return off + min(0, ms-(snap.TakenAt+off))
 }
+
+// MinWallStep is, in ms, how far a snapshot's WallAt must be from its
+// TakenAt for Shift to move the snapshot by it: the two clocks are read a
+// moment apart, so a millisecond between them is no step of the wall
+// clock (a step is one second or more).
+const MinWallStep = 1000
 
 // Restore replaces all state with snap, as of now: the group schedules keep
 // their phase, and the ticks that fell between snap.TakenAt and now apply

@@ -151,3 +151,17 @@ func TestRestoreAcrossAStep(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotReadingsJitter: a snapshot whose two readings are a few ms
+// apart (they are taken a moment apart) restores without any shift; one a
+// second or more apart is a step, and moves it.
+func TestSnapshotReadingsJitter(t *testing.T) {
+	snap := limiter.Snapshot{TakenAt: 1_000_000, WallAt: 1_000_001}
+	if s := snap.Shift(1_000_500); s != 0 {
+		t.Fatalf("1 ms apart: shift %d, want 0", s)
+	}
+	snap.WallAt = 1_000_000 + limiter.MinWallStep
+	if s := snap.Shift(1_005_000); s != limiter.MinWallStep {
+		t.Fatalf("a second apart: shift %d, want %d", s, limiter.MinWallStep)
+	}
+}
