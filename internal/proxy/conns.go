@@ -33,8 +33,7 @@ type connLimiter struct {
 	counts *insight.ProxyCounters
 	log    *slog.Logger
 	clock  *coarseClock
-	// closing is set by Shutdown: a connection done with a request is
-	// closed rather than kept.
+	// closing is set by Shutdown once it has closed the listener.
 	closing atomic.Bool
 
 	mu    sync.Mutex
@@ -104,7 +103,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			continue
 		}
 		lc := &limitedConn{TCPConn: tc, l: l, key: key, keyed: keyed}
-		lc.idle.Store(true) // until its first request begins
+		lc.waiting(l.clock.now().UnixNano()) // until its first request begins
 		l.open[lc] = struct{}{}
 		if keyed {
 			l.perIP[key]++
@@ -259,13 +258,15 @@ func (l *connLimiter) closeAll() {
 	}
 }
 
-// closeIdle closes the connections waiting for a request, parked or not
-// (a drain's start).
-func (l *connLimiter) closeIdle() {
+// closeIdle closes the connections that have waited for a request,
+// parked or not, since cutoff or before (a drain). Each is claimed first:
+// a request that begins on it meanwhile is never served (see busy).
+func (l *connLimiter) closeIdle(cutoff time.Time) {
+	ns := cutoff.UnixNano()
 	l.mu.Lock()
 	var idle []*limitedConn
 	for c := range l.open {
-		if c.idle.Load() {
+		if c.claim(ns) {
 			idle = append(idle, c)
 		}
 	}
@@ -299,9 +300,10 @@ type limitedConn struct {
 	key    netip.Addr
 	keyed  bool
 	closed atomic.Bool
-	// idle is set while the connection waits for a request (fasthttp's
-	// ConnState, and while parked).
-	idle atomic.Bool
+	// idleSince is connBusy while a request is under way, the Unix
+	// nanoseconds since it waits for one (fasthttp's ConnState, and while
+	// parked), or connClaimed once a drain took it to close.
+	idleSince atomic.Int64
 
 	// The fields below belong to the goroutine serving the connection
 	// (one at a time: the server's, then the parking one's).
@@ -345,6 +347,42 @@ func (c *limitedConn) peerText() (addr, ip []byte) {
 	}
 	return c.peer, ip
 }
+
+// The states of limitedConn.idleSince other than waiting.
+const (
+	connBusy    = 0
+	connClaimed = -1
+)
+
+// waiting marks c as waiting for a request since now (Unix nanoseconds),
+// unless it already is or a drain claimed it.
+func (c *limitedConn) waiting(now int64) {
+	c.idleSince.CompareAndSwap(connBusy, max(now, 1))
+}
+
+// busy marks c as serving a request; false when a drain has claimed it
+// to close: the request must not be served.
+func (c *limitedConn) busy() bool {
+	for {
+		v := c.idleSince.Load()
+		switch {
+		case v == connClaimed:
+			return false
+		case v == connBusy || c.idleSince.CompareAndSwap(v, connBusy):
+			return true
+		}
+	}
+}
+
+// claim claims c for a drain to close when it has waited for a request
+// since cutoff (Unix nanoseconds) or before.
+func (c *limitedConn) claim(cutoff int64) bool {
+	v := c.idleSince.Load()
+	return v > 0 && v <= cutoff && c.idleSince.CompareAndSwap(v, connClaimed)
+}
+
+// claimed reports whether a drain has claimed c to close.
+func (c *limitedConn) claimed() bool { return c.idleSince.Load() == connClaimed }
 
 // closeNow closes the connection whatever its state.
 func (c *limitedConn) closeNow() {
@@ -420,9 +458,10 @@ func (c conn) SetDeadline(t time.Time) error {
 }
 
 // Close closes the connection, or, when the server gives it up after a
-// keep-alive wait that found nothing, keeps it open to be parked.
+// keep-alive wait that found nothing, keeps it open to be parked (during
+// a drain too: the drain closes it once it has waited long enough).
 func (c conn) Close() error {
-	if c.idleExit && !c.l.closing.Load() && !c.closed.Load() {
+	if c.idleExit && !c.closed.Load() {
 		c.idleExit, c.park = false, true
 		return nil
 	}

@@ -309,6 +309,9 @@ func TestShutdownDrains(t *testing.T) {
 		}
 		b, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err == nil && !resp.Close {
+			err = errors.New("the answer of a drain does not say Connection: close")
+		}
 		res <- result{string(b), err}
 	}()
 	eventually(t, "the request in flight", func() bool { return p.inflight() == 1 })
@@ -348,6 +351,56 @@ func TestShutdownDrains(t *testing.T) {
 		t.Errorf("%d connections open after the drain ran out", n)
 	}
 	_ = fmt.Sprint
+}
+
+// TestDrainServesTalkers: during a drain, a keep-alive connection that
+// sends its next request soon is answered (Connection: close, then
+// closed), not closed under the request; one that stays silent, parked
+// or not, is closed once it has waited a quarter of a second, and the
+// drain ends then, long before its deadline.
+func TestDrainServesTalkers(t *testing.T) {
+	p := newPlane(t, nil, proxy.ParkAfter(50*time.Millisecond))
+	get := "GET /info HTTP/1.1\r\nHost: node\r\n\r\n"
+	open := func() (net.Conn, *bufio.Reader) {
+		c := p.dial()
+		br := bufio.NewReader(c)
+		io.WriteString(c, get)
+		if resp, _ := readResponse(t, br, "GET"); resp.StatusCode != 200 || resp.Close {
+			t.Fatalf("before the drain: %s, close %v", resp.Status, resp.Close)
+		}
+		return c, br
+	}
+	talker, tbr := open()
+	silent, sbr := open()
+	time.Sleep(100 * time.Millisecond) // both parked
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- p.h.Shutdown(ctx)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	io.WriteString(talker, get)
+	resp, body := readResponse(t, tbr, "GET")
+	if resp.StatusCode != 200 || body != "from the node" || !resp.Close {
+		t.Fatalf("the talker during the drain: %s %q, close %v", resp.Status, body, resp.Close)
+	}
+	for _, br := range []*bufio.Reader{tbr, sbr} {
+		if _, err := br.ReadByte(); err == nil {
+			t.Fatal("a connection still open after the drain")
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the drain took %v with no request in flight", d)
+	}
+	_ = silent
+	if n := p.h.OpenConns(); n != 0 {
+		t.Errorf("%d connections open after the drain", n)
+	}
 }
 
 // TestIdleConnectionsParked: a keep-alive connection idle past the

@@ -192,7 +192,7 @@ func (h *Handler) serveHTTP2(c conn) {
 	hc := &h2Conn{conn: c, h: h, buf: make([]byte, h2ReadBufferSize)}
 	hc.peerAddr, hc.peerIP = c.peerText()
 	hc.peerKey, hc.peerKeyed = c.l.peerKey(c.TCPConn)
-	hc.idle.Store(true)
+	hc.waiting(c.l.clock.now().UnixNano())
 	hc.remain = clientPrefaceBytes // the server reads the preface first: no frame
 	hc.rate.interval = int64(time.Second) / int64(h.opts.HTTP2.ConnStreamRate)
 	hc.rate.burst = int64(time.Second)
@@ -239,8 +239,8 @@ type h2Conn struct {
 	peerKey          netip.Addr
 	peerKeyed        bool
 
-	// streams counts the streams being served; idle is the connection's
-	// idle flag (limitedConn.idle) kept in step with it.
+	// streams counts the streams being served; the connection waits
+	// (limitedConn.idleSince) while there are none.
 	streams atomic.Int32
 	gone    atomic.Bool // Close was called
 
@@ -475,7 +475,12 @@ func (c *h2Conn) closeBlock() {
 // is false when that is over the cap; the stream is then refused.
 func (c *h2Conn) streamBegins() bool {
 	n := c.streams.Add(1)
-	c.idle.Store(false)
+	if !c.busy() {
+		// A drain is closing the connection: the stream is refused,
+		// never served.
+		c.streamEnds(false)
+		return false
+	}
 	if n > 1 && c.keyed && !c.l.addStream(c.key) {
 		c.streamEnds(false)
 		return false
@@ -491,7 +496,7 @@ func (c *h2Conn) streamEnds(counted bool) {
 		c.l.dropStream(c.key)
 	}
 	if n == 0 {
-		c.idle.Store(true)
+		c.waiting(c.l.clock.now().UnixNano())
 	}
 }
 

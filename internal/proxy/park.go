@@ -29,8 +29,8 @@ func (h *Handler) serve(c conn) {
 
 // park parks c, waiting for its next request (until idle_timeout).
 func (h *Handler) park(c conn) {
-	c.idle.Store(true)
-	if c.l.closing.Load() {
+	c.waiting(c.l.clock.now().UnixNano())
+	if c.claimed() {
 		c.closeNow()
 		return
 	}
@@ -50,7 +50,10 @@ func (h *Handler) parkAlone(c conn) {
 		c.closeNow()
 		return
 	}
-	c.idle.Store(false)
+	if !c.busy() {
+		c.closeNow() // a drain claimed it
+		return
+	}
 	c.pending = true
 	h.serve(c)
 }
@@ -58,16 +61,26 @@ func (h *Handler) parkAlone(c conn) {
 // resume hands a parked connection whose next request has begun (or
 // which the client closed) back to the server.
 func (h *Handler) resume(c conn) {
-	c.idle.Store(false)
+	if !c.busy() {
+		c.closeNow() // a drain claimed it
+		return
+	}
 	go h.serve(c)
 }
 
-// connState follows fasthttp's view of a connection: idle while it waits
-// for a request. A new connection is idle until its first request begins
-// (set at accept): a drain closes it rather than wait read_header_timeout
-// for a client that may never send one.
+// connState follows fasthttp's view of a connection: waiting while it
+// waits for a request. A new connection waits until its first request
+// begins (set at accept): a drain closes it once it has waited
+// drainIdleAfter rather than wait read_header_timeout for a client that
+// may never send one. A request that begins on a connection a drain
+// claimed is answered 503 unserved (Handler.handle).
 func connState(nc net.Conn, st fasthttp.ConnState) {
 	if c, ok := nc.(conn); ok {
-		c.idle.Store(st == fasthttp.StateIdle || st == fasthttp.StateNew)
+		switch st {
+		case fasthttp.StateIdle, fasthttp.StateNew:
+			c.waiting(c.l.clock.now().UnixNano())
+		case fasthttp.StateActive:
+			c.busy()
+		}
 	}
 }

@@ -318,11 +318,20 @@ func (h *Handler) connPolicy(a netip.Addr) (bool, int) {
 	return false, cfg.IPv6Prefix
 }
 
-// Shutdown stops the public listener: no new connection is accepted,
-// idle ones are closed, the answers in flight say Connection: close, and it
-// waits for them to end until ctx does; then it closes every connection
-// left, cuts off the exchanges with the node still running, and returns
-// ctx's error.
+// drainIdleAfter is how long a drain lets a connection wait for its next
+// request before closing it: a client that sends often gets its next
+// request answered, with Connection: close, rather than its connection
+// closed under the request it is sending (docs/operations.md, "Restarts
+// nobody notices").
+const drainIdleAfter = 250 * time.Millisecond
+
+// Shutdown stops the public listener: no new connection is accepted (a
+// listener passed by socket activation stays open in the process that
+// passed it, its queue for the next process), the answers say
+// Connection: close, a connection that has waited drainIdleAfter for a
+// request is closed, and it waits for every connection to end until ctx
+// does; then it closes every connection left, cuts off the exchanges
+// with the node still running, and returns ctx's error.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.shut = true
@@ -339,11 +348,8 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	if gate != nil {
 		gate.closing.Store(true)
 		_ = gate.Listener.Close()
-		if parked != nil {
-			parked.stop()
-		}
 		for gate.Open() > 0 {
-			gate.closeIdle()
+			gate.closeIdle(time.Now().Add(-drainIdleAfter))
 			select {
 			case <-ctx.Done():
 				err = ctx.Err()
@@ -351,6 +357,9 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 				continue
 			}
 			break
+		}
+		if parked != nil {
+			parked.stop()
 		}
 		if err != nil {
 			gate.closeAll()

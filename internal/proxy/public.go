@@ -109,6 +109,12 @@ func (h *Handler) handle(ctx *fasthttp.RequestCtx) {
 
 	if h.draining.Load() {
 		ctx.SetConnectionClose()
+		if c, ok := ctx.Conn().(conn); ok && c.claimed() {
+			// The drain is closing this connection as the request began:
+			// never served, it may be sent again to the next process.
+			unavailable(ctx)
+			return
+		}
 	}
 	// Refused before any decision: what cannot be proxied safely.
 	req := &ctx.Request.Header
@@ -270,6 +276,12 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target) {
 		h.lim.Reduce(h.now(), x.peerKey, x.d.Group)
 	}
 	x.nodeFields = cleanResponseHeaders(hd)
+	if h.draining.Load() {
+		// The node's head replaced the answer's, and a request in flight
+		// when the drain began is answered now: either way a drain's
+		// answer closes its connection.
+		ctx.SetConnectionClose()
+	}
 	x.setRateLimitFields()
 	if !x.answerBody {
 		// Taken whole already, or none: HEAD (its Content-Length, the
