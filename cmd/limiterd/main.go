@@ -499,7 +499,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 	cancel()
 	actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	_ = admin.Shutdown(actx)
+	_ = srv.Shutdown(actx, admin)
 	cancel()
 	stopBG()
 	wg.Wait()

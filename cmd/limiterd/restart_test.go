@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -406,5 +407,30 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	case <-p.exited:
 	case <-time.After(3 * time.Second):
 		t.Fatalf("still draining %v after the second signal", time.Since(start))
+	}
+}
+
+// TestStopIsPrompt: a connection to each listener that never sends a
+// request (a browser's preconnected socket to the dashboard) holds a stop
+// for a quarter of a second at most, not the admin listener's whole 2 s
+// timeout (net/http waits 5 s for such a connection).
+func TestStopIsPrompt(t *testing.T) {
+	up, _ := countingUpstream(t, nil)
+	cfg, _ := writeProcConfig(t, up.URL, "1h")
+	p := startProc(t, cfg)
+	for _, base := range []string{p.admin, p.public} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	time.Sleep(100 * time.Millisecond) // accepted
+	start := time.Now()
+	if code := p.stop(syscall.SIGTERM); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, p.stderr)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("SIGTERM to exit took %v with two silent connections open", d)
 	}
 }

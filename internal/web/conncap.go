@@ -27,12 +27,14 @@ type connCap struct {
 	mu   sync.Mutex
 	open int
 	idle map[*capConn]time.Time // idle keep-alive connections, since when
+	// fresh holds the connections that have not begun a request yet.
+	fresh map[*capConn]struct{}
 }
 
 // newConnCap returns a connCap capping at max open connections; 0: no cap (they are
 // still counted).
 func newConnCap(max int) *connCap {
-	return &connCap{max: max, idle: map[*capConn]time.Time{}}
+	return &connCap{max: max, idle: map[*capConn]time.Time{}, fresh: map[*capConn]struct{}{}}
 }
 
 // Listener returns ln under the cap: give it to the http.Server whose
@@ -109,6 +111,7 @@ func (a *connCap) release(c *capConn) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.idle, c)
+	delete(a.fresh, c)
 	if !c.handedOver {
 		a.open--
 	}
@@ -128,6 +131,26 @@ func (a *connCap) State(nc net.Conn, st http.ConnState) {
 		a.idle[c] = time.Now()
 	} else {
 		delete(a.idle, c)
+	}
+	if st == http.StateNew && !c.closed {
+		a.fresh[c] = struct{}{}
+	} else {
+		delete(a.fresh, c)
+	}
+}
+
+// hurryFresh gives the connections that have not begun a request until
+// deadline to begin one: past it their read fails and the server closes
+// them.
+func (a *connCap) hurryFresh(deadline time.Time) {
+	a.mu.Lock()
+	fresh := make([]*capConn, 0, len(a.fresh))
+	for c := range a.fresh {
+		fresh = append(fresh, c)
+	}
+	a.mu.Unlock()
+	for _, c := range fresh {
+		_ = c.Conn.SetReadDeadline(deadline)
 	}
 }
 

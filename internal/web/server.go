@@ -289,6 +289,38 @@ func (s *Server) HTTPServer() *http.Server {
 	}
 }
 
+// freshGrace is how long a stop lets a connection that has not begun a
+// request begin one (a client that connected just before the stop).
+const freshGrace = 250 * time.Millisecond
+
+// Shutdown stops hs, the server of HTTPServer serving Listener, as
+// http.Server.Shutdown does (no new connection, idle ones closed, a wait
+// for the requests in flight until ctx ends), except that a connection
+// that has not begun a request is closed once it has had freshGrace to
+// begin one, where net/http waits 5 s for it: a browser's preconnected
+// socket to the dashboard held a stop for the whole of its timeout.
+func (s *Server) Shutdown(ctx context.Context, hs *http.Server) error {
+	done := make(chan error, 1)
+	go func() { done <- hs.Shutdown(ctx) }()
+	deadline := time.Now().Add(freshGrace)
+	tick := time.NewTicker(freshGrace / 5)
+	defer tick.Stop()
+	for {
+		// Again until the grace is over: a connection accepted just before
+		// the stop may set its own read deadline after this one.
+		s.conns.hurryFresh(deadline)
+		select {
+		case err := <-done:
+			return err
+		case now := <-tick.C:
+			if now.After(deadline) {
+				s.conns.hurryFresh(deadline)
+				return <-done
+			}
+		}
+	}
+}
+
 // Listener returns ln under the cap of Options.MaxConns, for
 // HTTPServer's Serve: a connection over it displaces the keep-alive
 // connection idle the longest, or is answered 503 and closed.
