@@ -13,12 +13,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/redistest"
 )
 
 // The files of deploy/, from this package's directory.
 const (
 	unitFile      = "../../deploy/limiterd.service"
+	socketFile    = "../../deploy/limiterd.socket"
+	verifyUnits   = "../../deploy/verify-units.sh"
 	rulesFile     = "../../deploy/prometheus/limiterd-rules.yml"
 	dashboardFile = "../../deploy/grafana/limiterd.json"
 )
@@ -48,25 +51,33 @@ func isExecutable(p string) bool {
 	return err == nil && fi.Mode()&0o111 != 0
 }
 
-// TestSystemdUnit: deploy/limiterd.service has what docs/operations.md
-// ("The service") says it has, passes
-// `systemd-analyze verify` without a warning (on a copy whose ExecStart
-// is a limiterd that exists), and its command line is one limiterd takes.
-func TestSystemdUnit(t *testing.T) {
-	b, err := os.ReadFile(unitFile)
+// unitKeys returns the keys of a systemd unit file and their values, in
+// order.
+func unitKeys(t *testing.T, path string) map[string][]string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	unit := string(b)
 	keys := map[string][]string{}
-	for _, line := range strings.Split(unit, "\n") {
+	for _, line := range strings.Split(string(b), "\n") {
 		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
 			keys[k] = append(keys[k], v)
 		}
 	}
+	return keys
+}
+
+// TestSystemdUnit: deploy/limiterd.service and limiterd.socket have what
+// docs/operations.md ("The service", "Restarts nobody notices") says they
+// have, the socket's addresses are the shipped config's, both pass
+// `systemd-analyze verify` without a warning through
+// deploy/verify-units.sh (the command the docs give to check them before
+// installing), and the unit's command line is one limiterd takes.
+func TestSystemdUnit(t *testing.T) {
+	keys := unitKeys(t, unitFile)
 	want := map[string]string{
 		"Type": "notify", "NotifyAccess": "main", "StateDirectory": "limiterd", "ProtectSystem": "strict",
-		"NoNewPrivileges": "yes", "ExecReload": "/bin/kill -HUP $MAINPID", "User": "limiterd",
+		"NoNewPrivileges": "yes", "ExecReload": "/bin/kill -HUP $MAINPID", "User": "limiterd", "Also": "limiterd.socket",
 	}
 	for k, v := range want {
 		if !slices.Contains(keys[k], v) {
@@ -74,8 +85,17 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	execStart := keys["ExecStart"]
-	if len(execStart) != 1 || !strings.HasPrefix(execStart[0], "/usr/local/bin/limiterd serve ") {
+	if len(execStart) != 1 || !strings.HasPrefix(execStart[0], "/usr/bin/limiterd serve ") {
 		t.Fatalf("ExecStart = %v", execStart)
+	}
+	listen := map[string]string{}
+	for _, k := range config.Keys() {
+		if k.Name == "server.listen" || k.Name == "admin.listen" {
+			listen[k.Name], _ = k.Default.(string)
+		}
+	}
+	if got := unitKeys(t, socketFile)["ListenStream"]; !slices.Equal(got, []string{listen["server.listen"], listen["admin.listen"]}) {
+		t.Errorf("limiterd.socket listens on %q; the shipped config on %q then %q", got, listen["server.listen"], listen["admin.listen"])
 	}
 
 	bin := binary(t)
@@ -99,12 +119,9 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("limiterd %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 
-	analyze := tool(t, "systemd-analyze", "systemd")
-	copyPath := filepath.Join(t.TempDir(), "limiterd.service")
-	os.WriteFile(copyPath, []byte(strings.Replace(unit, "ExecStart=/usr/local/bin/limiterd ", "ExecStart="+bin+" ", 1)), 0o644)
-	out, err := exec.Command(analyze, "verify", copyPath).CombinedOutput()
-	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
-		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	tool(t, "systemd-analyze", "systemd")
+	if out, err := exec.Command(verifyUnits, bin).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Errorf("deploy/verify-units.sh: %v\n%s", err, out)
 	}
 }
 

@@ -419,14 +419,9 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		reg.MustRegister(newClusterCollector(cb))
 	}
 
-	publicLn, err := net.Listen("tcp", cfg.Server.Listen)
+	publicLn, adminLn, err := listeners(m.Env, cfg.Server.Listen, cfg.Admin.Listen, m.log)
 	if err != nil {
-		return fmt.Errorf("server.listen: %w", err)
-	}
-	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
-	if err != nil {
-		publicLn.Close()
-		return fmt.Errorf("admin.listen: %w", err)
+		return err
 	}
 	m.publicAddr, m.adminAddr = publicLn.Addr(), adminLn.Addr()
 	admin := srv.HTTPServer()
