@@ -211,3 +211,23 @@ func TestClusterSoakShort(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartsShort: 3 restarts on sockets held as systemd's
+// limiterd.socket holds them, under a steady load of 400 requests a
+// second: every request answered once, none refused or reset, the probe
+// peer's state restored before each new process accepts.
+func TestRestartsShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts limiterd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Restarts(ctx, RestartOptions{Bin: limiterd(t), Dir: t.TempDir(), Restarts: 3, Rate: 400, Conns: 8, Up: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + r.String())
+	if !r.OK() {
+		t.Error("requests lost, doubled or a probe admitted (above)")
+	}
+}

@@ -2,8 +2,9 @@
 // programs anyone can rerun (docs/reliability.md): a flood of distinct peers
 // against max_tracked (Flood), kill -9 at random moments under load with
 // live edits in between, alone and in cluster mode with Redis killed too
-// (CrashLoop, ClusterCrashLoop), and a long steady mixed load watched for
-// leaks (Soak).
+// (CrashLoop, ClusterCrashLoop), a long steady mixed load watched for
+// leaks (Soak), and restarts under load on sockets held as systemd holds
+// them, every request answered once (Restarts).
 //
 // Every driver runs the built limiterd binary as a child process on
 // loopback ports, with a fasthttp upstream and the load generators in this

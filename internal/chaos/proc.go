@@ -39,6 +39,11 @@ type Daemon struct {
 	// Env is added to the driver's environment for the daemon (config
 	// keys as LIMITERD_… variables).
 	Env []string
+	// Sockets, when set, are the listening sockets passed to every run of
+	// the daemon as systemd's socket activation passes them (fd 3 on,
+	// LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES "public:admin"): the
+	// public listener's, then the admin listener's.
+	Sockets []*os.File
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -55,6 +60,13 @@ func (d *Daemon) Start() error {
 	cmd := exec.Command(d.Bin, "serve", "-config", d.Config)
 	if len(d.Env) > 0 {
 		cmd.Env = append(os.Environ(), d.Env...)
+	}
+	if len(d.Sockets) > 0 {
+		// LISTEN_PID is the daemon's own pid: the shell's, which exec keeps.
+		names := []string{"public", "admin"}[:len(d.Sockets)]
+		cmd = exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ exec "$0" "$@"`, d.Bin, "serve", "-config", d.Config)
+		cmd.Env = append(append(os.Environ(), d.Env...), fmt.Sprintf("LISTEN_FDS=%d", len(d.Sockets)), "LISTEN_FDNAMES="+strings.Join(names, ":"))
+		cmd.ExtraFiles = d.Sockets
 	}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw

@@ -4,6 +4,7 @@
 //	chaos flood     -limiterd BIN [-ipv4 N] [-ipv6 N] [-max-tracked N]
 //	chaos crashloop -limiterd BIN [-rounds N] [-cluster]
 //	chaos soak      -limiterd BIN [-duration D] [-rate R] [-cluster] [-profiles DIR]
+//	chaos restart   -limiterd BIN [-restarts N] [-rate R] [-conns N] [-up D] [-wrk PATH]
 //
 // With -cluster, the soak runs two instances in cluster mode on a
 // redis-server it starts (redis-server on the PATH), the load split
@@ -26,7 +27,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: chaos flood|crashloop|soak -limiterd BIN [flags]")
+		fmt.Fprintln(os.Stderr, "usage: chaos flood|crashloop|soak|restart -limiterd BIN [flags]")
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -73,6 +74,20 @@ func main() {
 			}
 			r, err := chaos.CrashLoop(ctx, chaos.CrashOptions{Bin: *bin, Dir: *dir, Rounds: *rounds, Interval: *interval,
 				MinUp: *minUp, MaxUp: *maxUp, Rate: *rate, Seed: *seed, Log: logTo(*verbose), Progress: os.Stdout})
+			if err != nil {
+				return "", false, err
+			}
+			return r.String(), r.OK(), nil
+		}
+	case "restart":
+		restarts := fs.Int("restarts", 10, "restarts under load")
+		rate := fs.Float64("rate", 1000, "the load's requests per second")
+		conns := fs.Int("conns", 16, "the load's connections (half keep-alive, half one per request)")
+		up := fs.Duration("up", time.Second, "how long each process serves before its restart")
+		wrk := fs.String("wrk", "", "the load is wrk's (the `path` of wrk), not the driver's own")
+		run = func() (string, bool, error) {
+			r, err := chaos.Restarts(ctx, chaos.RestartOptions{Bin: *bin, Dir: *dir, Restarts: *restarts, Rate: *rate, Conns: *conns,
+				Up: *up, Wrk: *wrk, Log: logTo(*verbose), Progress: os.Stdout})
 			if err != nil {
 				return "", false, err
 			}
