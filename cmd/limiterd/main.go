@@ -318,6 +318,13 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err := os.MkdirAll(cfg.Server.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	// The database first: one written by a newer limiterd, or damaged, is
+	// refused before anything is written (a generated token, Redis).
+	db, err := openDB(cfg.Server.DataDir, m.log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
 	token, named, err := m.tokens(cfg)
 	if err != nil {
 		return err
@@ -352,11 +359,6 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err != nil {
 		return err
 	}
-	db, err := openDB(cfg.Server.DataDir, m.log)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	audit := newAuditBound(db, m.log)
 	audit.set(cfg.Admin.AuditMaxEntries)
 	th, err := throttle.New(now(), cfg.ThrottleConfig())

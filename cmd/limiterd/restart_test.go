@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	binenc "encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +20,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/limiterd/limiterd/internal/migrations"
 )
 
 var (
@@ -432,5 +438,49 @@ func TestStopIsPrompt(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("SIGTERM to exit took %v with two silent connections open", d)
+	}
+}
+
+// TestNewerDatabaseRefusedUntouched: a database a newer limiterd wrote is
+// refused before anything is written — the file byte for byte as it was,
+// no admin token generated — with a message naming both schema versions.
+func TestNewerDatabaseRefusedUntouched(t *testing.T) {
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	db, err := openDB(dataDir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	path := dbPath(dataDir)
+	b, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte("meta")).Put([]byte("schema_version"), binenc.BigEndian.AppendUint64(nil, 99))
+	})
+	b.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	cfg := filepath.Join(dir, "config.toml")
+	// No admin token: a start would generate one into the data dir.
+	os.WriteFile(cfg, []byte(strings.Replace(testConfig("http://127.0.0.1:1", dataDir, ""), `token = "test-token"`, "", 1)), 0o600)
+	out, err := exec.Command(binary(t), "serve", "-config", cfg).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1:\n%s", err, out)
+	}
+	want := fmt.Sprintf("its schema version is 99, newer than this limiterd's (%d)", len(migrations.All))
+	if !strings.Contains(string(out), want) || !strings.Contains(string(out), path) {
+		t.Errorf("the error does not name the file and both versions (%q):\n%s", want, out)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Error("the database was modified")
+	}
+	entries, _ := os.ReadDir(dataDir)
+	if len(entries) != 1 {
+		t.Errorf("the data dir holds %d files, want only the database: %v", len(entries), entries)
 	}
 }

@@ -157,7 +157,7 @@ func TestOpenTooNew(t *testing.T) {
 		if !errors.Is(err, store.ErrTooNew) {
 			t.Errorf("Open: %v, want ErrTooNew", err)
 		}
-		want := fmt.Sprintf("open %s: schema version 7 is newer than this limiterd (%d); upgrade limiterd", path, len(migrations.All))
+		want := fmt.Sprintf("open %s: its schema version is 7, newer than this limiterd's (%d): a newer limiterd wrote it; the file was left as it is: run that limiterd, or this one on the backup taken before the upgrade (docs/operations.md, \"Upgrades\")", path, len(migrations.All))
 		if err.Error() != want {
 			t.Errorf("error %q\nwant  %q", err, want)
 		}

@@ -165,7 +165,8 @@ func locked(path string, timeout time.Duration, cause error) error {
 
 func tooNew(path string, v uint64) error {
 	return &errorWith{
-		msg:  fmt.Sprintf("open %s: schema version %d is newer than this limiterd (%d); upgrade limiterd", path, v, len(migrations.All)),
+		msg: fmt.Sprintf("open %s: its schema version is %d, newer than this limiterd's (%d): a newer limiterd wrote it; the file was left as it is: run that limiterd, or this one on the backup taken before the upgrade (docs/operations.md, \"Upgrades\")",
+			path, v, len(migrations.All)),
 		errs: []error{ErrTooNew},
 	}
 }
