@@ -5,8 +5,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/limiterd/limiterd/internal/config"
 )
 
 // outside are names of documents that live outside this repository: a
@@ -51,4 +54,65 @@ func TestDocsStayInTheRepository(t *testing.T) {
 			}
 		}
 	}
+}
+
+// changelogRelease is a release's heading in CHANGELOG.md.
+var changelogRelease = regexp.MustCompile(`^## \[(Unreleased|\d+\.\d+\.\d+)\]( - (\d{4}-\d{2}-\d{2}))?$`)
+
+// TestChangelog: CHANGELOG.md is in the Keep a Changelog shape —
+// Unreleased first, then each release with its date, newest first — and
+// each release's upgrade notes hold every change config.Upgrades lists for
+// it, word for word as check-config prints them.
+func TestChangelog(t *testing.T) {
+	b, err := os.ReadFile("CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]string{}
+	var order []string
+	cur := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			m := changelogRelease.FindStringSubmatch(line)
+			if m == nil || (m[1] == "Unreleased") != (m[3] == "") {
+				t.Errorf("CHANGELOG.md: heading %q is neither [Unreleased] nor [X.Y.Z] - YYYY-MM-DD", line)
+				continue
+			}
+			cur = m[1]
+			order = append(order, cur)
+			continue
+		}
+		if cur != "" {
+			sections[cur] += line + "\n"
+		}
+	}
+	if len(order) < 2 || order[0] != "Unreleased" {
+		t.Fatalf("CHANGELOG.md's releases: %q, want [Unreleased] first and a release", order)
+	}
+	for i := 2; i < len(order); i++ {
+		if semverLess(order[i-1], order[i]) {
+			t.Errorf("CHANGELOG.md: %s before %s: newest first", order[i-1], order[i])
+		}
+	}
+	for _, u := range config.Upgrades() {
+		notes := sections[u.Release]
+		for _, want := range []string{u.Change, "Fix: " + u.Fix} {
+			if !strings.Contains(strings.Join(strings.Fields(notes), " "), want) {
+				t.Errorf("CHANGELOG.md's %s does not say (%s): %s", u.Release, strings.Join(u.Keys, ", "), want)
+			}
+		}
+	}
+}
+
+// semverLess reports whether X.Y.Z a is below b.
+func semverLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range 3 {
+		x, _ := strconv.Atoi(pa[i])
+		y, _ := strconv.Atoi(pb[i])
+		if x != y {
+			return x < y
+		}
+	}
+	return false
 }

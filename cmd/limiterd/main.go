@@ -213,15 +213,38 @@ func (m *Main) flagsAndArgs(name string, args []string, n int, extra func(*flag.
 	return src, pos, nil
 }
 
+// printConfigErrors writes a configuration's problems, "config: <key>:
+// <problem>" each; under a problem that a release's change explains (a
+// config an earlier limiterd accepted), what changed and the fix.
 func (m *Main) printConfigErrors(err error) {
-	for _, line := range strings.Split(err.Error(), "\n") {
-		if line = strings.TrimSpace(line); line == "" {
-			continue
+	var leaves []error
+	var walk func(error)
+	walk = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
 		}
-		if !strings.HasPrefix(line, "config: ") {
-			line = "config: " + line
+		leaves = append(leaves, err)
+	}
+	walk(err)
+	for _, leaf := range leaves {
+		for _, line := range strings.Split(leaf.Error(), "\n") {
+			if line = strings.TrimSpace(line); line == "" {
+				continue
+			}
+			if !strings.HasPrefix(line, "config: ") {
+				line = "config: " + line
+			}
+			fmt.Fprintln(m.Stderr, line)
 		}
-		fmt.Fprintln(m.Stderr, line)
+		var fe *limiter.FieldError
+		if errors.As(leaf, &fe) {
+			if u, ok := config.UpgradeOf(fe); ok {
+				fmt.Fprintf(m.Stderr, "  changed in limiterd %s: %s\n  fix: %s\n", u.Release, u.Change, u.Fix)
+			}
+		}
 	}
 }
 

@@ -235,7 +235,7 @@ func buildKeys() []Key {
 		after(word("peers.forwarded_header", "", reload, "the one header those proxies write (required with trusted_proxies; the other is never read)",
 			[]Value{{"x-forwarded-for", ""}, {"forwarded", ""}}, parseForwardedHeader, func(c *Config) *string { return &c.Peers.ForwardedHeader }), func(b *builder) {
 			if len(b.c.Peers.TrustedProxies) > 0 && b.c.Peers.ForwardedHeader == "" {
-				b.p.add("peers.forwarded_header", "must be set when peers.trusted_proxies is not empty: name the header your proxies write, x-forwarded-for or forwarded (the other is never believed)")
+				b.p.addErr("peers.forwarded_header", "must be set when peers.trusted_proxies is not empty: name the header your proxies write, x-forwarded-for or forwarded (the other is never believed)", upgradeForwardedHeader)
 			}
 		}),
 		num("peers.ipv6_prefix", 64, reload, "bits; IPv6 peers are keyed by this prefix (128: the whole address)",
@@ -556,7 +556,11 @@ func word[T comparable](name, def string, ch Change, help string, values []Value
 // keeps it as written.
 func parseForwardedHeader(s string) (string, error) {
 	if _, err := peer.ParseForwardedHeader(s); err != nil {
-		return s, fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "peers.forwarded_header: "))
+		msg := strings.TrimPrefix(err.Error(), "peers.forwarded_header: ")
+		if strings.EqualFold(s, "auto") {
+			return s, &upgradeProblem{msg: msg, u: upgradeForwardedAuto}
+		}
+		return s, fmt.Errorf("%s", msg)
 	}
 	return s, nil
 }

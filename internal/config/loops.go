@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The minimums of the durations that drive a loop (docs/config.md, "Loop
 // intervals"; why each, decision 161): a smaller value is refused at
@@ -22,6 +25,6 @@ const (
 // atLeast checks that d, a duration > 0 read at key, is at least min.
 func atLeast(p *problems, key string, d, min time.Duration) {
 	if d > 0 && d < min {
-		p.addf(key, "must be at least %s: it drives a loop (docs/config.md, \"Loop intervals\"), got %s", min, d)
+		p.addErr(key, fmt.Sprintf("must be at least %s: it drives a loop (docs/config.md, \"Loop intervals\"), got %s", min, d), upgradeLoopMinimums)
 	}
 }

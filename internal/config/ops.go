@@ -102,7 +102,7 @@ func buildTokens(b *builder, _ string, v any) {
 func checkAdminExposure(b *builder) {
 	c := b.c
 	if c.Admin.Listen != "" && c.Admin.Token == "" && c.Admin.TokenFile == "" && !loopbackListen(c.Admin.Listen) && !b.p.has("admin.listen") {
-		b.p.addf("admin.listen", "%q can be reached from other machines: set admin.token or admin.token_file explicitly (a generated token is only for an admin listener on loopback)", c.Admin.Listen)
+		b.p.addErr("admin.listen", fmt.Sprintf("%q can be reached from other machines: set admin.token or admin.token_file explicitly (a generated token is only for an admin listener on loopback)", c.Admin.Listen), upgradeExposedAdmin)
 	}
 }
 
@@ -168,9 +168,14 @@ func resolvePaths(c *Config, file string, origin map[string]string, dataDirFlag 
 // (chmod 600 or 640 it) and a token shorter than MinTokenLen. The error is
 // the problem of that key, "config: <key>: token file <path>: …".
 func ReadTokenFile(key, path string) (string, error) {
-	fail := func(format string, args ...any) (string, error) {
-		return "", wrap(&limiter.FieldError{Field: key, Problem: fmt.Sprintf("token file %s: ", path) + fmt.Sprintf(format, args...)})
+	failWith := func(u *Upgrade, format string, args ...any) (string, error) {
+		fe := &limiter.FieldError{Field: key, Problem: fmt.Sprintf("token file %s: ", path) + fmt.Sprintf(format, args...)}
+		if u != nil {
+			fe.Err = u
+		}
+		return "", wrap(fe)
 	}
+	fail := func(format string, args ...any) (string, error) { return failWith(nil, format, args...) }
 	f, err := os.Open(path)
 	if err != nil {
 		var pe *fs.PathError
@@ -188,7 +193,7 @@ func ReadTokenFile(key, path string) (string, error) {
 		return fail("not a regular file")
 	}
 	if perm := fi.Mode().Perm(); perm&0o007 != 0 {
-		return fail("every user of this machine can access it (mode %04o): chmod 600 it (or 640 with the group limiterd runs as)", perm)
+		return failWith(upgradeTokenFiles, "every user of this machine can access it (mode %04o): chmod 600 it (or 640 with the group limiterd runs as)", perm)
 	}
 	b := make([]byte, 4096)
 	n, err := f.Read(b)
@@ -202,7 +207,7 @@ func ReadTokenFile(key, path string) (string, error) {
 	case strings.ContainsAny(t, "\r\n"):
 		return fail("holds more than one line: it must hold the token alone")
 	case len(t) < MinTokenLen:
-		return fail("the token has %d characters, fewer than %d: use a random one, e.g. `openssl rand -hex 24 > %s`", len(t), MinTokenLen, path)
+		return failWith(upgradeTokenFiles, "the token has %d characters, fewer than %d: use a random one, e.g. `openssl rand -hex 24 > %s`", len(t), MinTokenLen, path)
 	}
 	return t, nil
 }
