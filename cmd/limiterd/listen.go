@@ -14,7 +14,8 @@ import (
 // that started it passed them (socket activation: systemd's
 // limiterd.socket, or systemd-socket-activate). A passed socket outlives
 // the process: while one limiterd drains and the next restores its state,
-// connections wait in the kernel's queue instead of being refused.
+// connections wait in the kernel's queue instead of being refused
+// (decision 196).
 
 // The roles of the passed sockets, as their names say (the socket unit's
 // FileDescriptorName=).

@@ -13,7 +13,7 @@ import (
 // release list each (a test keeps them in step). The check that refuses
 // such a config records its problem with the Upgrade in the problem's Err,
 // so that UpgradeOf finds it and check-config and the start-up error say,
-// under the problem, what changed and the fix.
+// under the problem, what changed and the fix (decision 198).
 type Upgrade struct {
 	// Release is the first release with the change, "0.1.0".
 	Release string

@@ -322,7 +322,7 @@ func (h *Handler) connPolicy(a netip.Addr) (bool, int) {
 // request before closing it: a client that sends often gets its next
 // request answered, with Connection: close, rather than its connection
 // closed under the request it is sending (docs/operations.md, "Restarts
-// nobody notices").
+// nobody notices"; decision 197).
 const drainIdleAfter = 250 * time.Millisecond
 
 // Shutdown stops the public listener: no new connection is accepted (a
