@@ -39,6 +39,22 @@ var (
 	}
 )
 
+// arweaveOlderKeys are keys of the node's configuration that limited
+// requests before its limiter groups (2.9.6), or that touch what limiterd
+// limits, with what takes their place in limiterd (docs/arweave297.md,
+// "The node's older keys"). A key under one of them (a map's entries) is
+// listed as the key itself.
+var arweaveOlderKeys = map[string]string{
+	"requests_per_minute_limit": "the node's older per-IP limit of requests a minute (ar_blacklist_middleware), which its limiter groups replaced in 2.9.6: " +
+		"limiterd limits by group (general: leaky_limit tokens per leaky_tick_interval ms, 450 per 30 s by default)",
+	"requests_per_minute_limit_by_ip": "the node's older per-IP overrides of requests_per_minute_limit: limiterd has no per-peer limit; " +
+		"exempt a peer (peers.exempt, POST /api/v1/exemptions) or deny it (kind deny_peer)",
+	"max_connections":              "the node's cap on its HTTP connections: limiterd's own is server.max_conns (default 16384), and server.max_conns_per_ip per client address",
+	"semaphores":                   "the node's caps on concurrent calls per endpoint, all peers together: limiterd caps each peer's requests in flight (concurrency_limit per group) and its connections to the node (server.upstream_max_conns)",
+	"http_api.tcp.num_acceptors":   "the node's acceptor processes: nothing in limiterd (Go's runtime accepts)",
+	"http_api.tcp.max_connections": "the node's cap on its HTTP connections: limiterd's own is server.max_conns",
+}
+
 // arweaveGroupOrder is the order in which the node lists its groups.
 var arweaveGroupOrder = []string{"general", "chunk", "data_sync_record", "recent_hash_list_diff", "block_index",
 	"wallet_list", "get_vdf", "get_vdf_session", "get_previous_vdf_session", "metrics"}
@@ -46,20 +62,24 @@ var arweaveGroupOrder = []string{"general", "chunk", "data_sync_record", "recent
 // imported is what import-arweave-config found in a node's file.
 type imported struct {
 	version limiter.ArweaveVersion
-	local   []string                     // the local peers' addresses
+	local   []string                     // the local peers' addresses and CIDRs
+	port    int64                        // the node's HTTP port (its "port"), 0 if unset
 	groups  map[string]map[string]string // group → key → TOML value
 	origin  map[string]string            // http_api.limiter.<g>.<k> of the output → the node's key
 	ignored []string
 }
 
-// importArweaveConfig is limiterd import-arweave-config FILE [-o OUT].
+// importArweaveConfig is limiterd import-arweave-config FILE [-o OUT]
+// [-force] [-merge CONFIG].
 func (m *Main) importArweaveConfig(args []string) int {
 	fs := flag.NewFlagSet("import-arweave-config", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	if helpRequested(args) {
 		fs.SetOutput(m.Stdout)
 	}
-	out := fs.String("o", "", "write the config.toml here (default: standard output)")
+	out := fs.String("o", "", "write the config.toml here, a new `FILE` (default: standard output; with -merge: CONFIG itself)")
+	force := fs.Bool("force", false, "let -o replace a file that exists")
+	merge := fs.String("merge", "", "write the node's limiter settings into this existing config.toml (`CONFIG`), keeping everything else")
 	setUsage(fs, "import-arweave-config")
 	var pos []string
 	for {
@@ -78,6 +98,18 @@ func (m *Main) importArweaveConfig(args []string) int {
 	if len(pos) != 1 {
 		fs.Usage()
 		return exitUsage
+	}
+	// Where the output goes, checked before the work: never over a file
+	// that exists unless asked.
+	dest := *out
+	if dest == "" {
+		dest = *merge
+	}
+	if *out != "" && !*force {
+		if _, err := os.Stat(*out); err == nil {
+			fmt.Fprintf(m.Stderr, "import-arweave-config: %s exists: -merge %s writes the node's limiter settings into it, keeping the rest; -force replaces it whole\n", *out, *out)
+			return exitUsage
+		}
 	}
 	b, err := os.ReadFile(pos[0])
 	if err != nil {
@@ -109,15 +141,58 @@ func (m *Main) importArweaveConfig(args []string) int {
 		}
 		return exitUsage
 	}
-	if *out == "" {
+	mode := os.FileMode(0o644)
+	if *merge != "" {
+		var changes []string
+		toml, mode, changes, err = im.mergeInto(*merge)
+		if err != nil {
+			fmt.Fprintf(m.Stderr, "import-arweave-config: -merge %s: %v\n", *merge, err)
+			return exitUsage
+		}
+		for _, c := range changes {
+			fmt.Fprintf(m.Stderr, "import-arweave-config: %s: %s\n", dest, c)
+		}
+	}
+	if dest == "" {
 		m.Stdout.Write(toml)
 		return exitOK
 	}
-	if err := os.WriteFile(*out, toml, 0o644); err != nil {
+	if err := writeReplacing(dest, toml, mode); err != nil {
 		fmt.Fprintln(m.Stderr, "limiterd:", err)
 		return exitRuntime
 	}
 	return exitOK
+}
+
+// writeReplacing writes b to path through a temporary file renamed over
+// it: path is whole, old or new, whatever happens. An existing file keeps
+// its mode and, when the process may, its owner.
+func writeReplacing(path string, b []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+		keepOwner(tmp, fi)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // importArweave reads a node's configuration (JSON, or YAML when the name
@@ -146,6 +221,7 @@ func importArweave(name string, b []byte) (imported, []error) {
 	var errs []error
 	flatten(root, "", flat, &errs)
 	var forms [2][]string // the keys of each form, 2.9.6 and 2.9.7
+	listed := map[string]bool{}
 	for _, key := range sortedKeys(flat) {
 		v := flat[key]
 		switch {
@@ -162,8 +238,21 @@ func importArweave(name string, b []byte) (imported, []error) {
 		case strings.HasPrefix(key, "limiter."):
 			forms[1] = append(forms[1], key)
 			errs = appendErr(errs, im.groupKey(key, strings.TrimPrefix(key, "limiter."), v, arweaveKeys297))
+		case key == "port":
+			if n, ok := integer(v); ok && n > 0 && n < 1<<16 {
+				im.port = n
+			} else {
+				errs = append(errs, &limiter.FieldError{Field: key, Problem: fmt.Sprintf("must be a port number, got %v", v)})
+			}
 		default:
-			im.ignored = append(im.ignored, key+": not a limiter setting")
+			line := key + ": not a limiter setting"
+			if older, ok := olderKey(key); ok {
+				line = older
+			}
+			if !listed[line] {
+				listed[line] = true
+				im.ignored = append(im.ignored, line)
+			}
 		}
 	}
 	if len(forms[0]) > 0 && len(forms[1]) > 0 {
@@ -173,6 +262,22 @@ func importArweave(name string, b []byte) (imported, []error) {
 		im.version = limiter.Arweave297
 	}
 	return im, errs
+}
+
+// olderKey returns the line that lists key, or the older key of the
+// node's it is an entry of, with what replaces it; ok false for a key that
+// is not one of arweaveOlderKeys. A map's entries give one line, the
+// map's, at its first entry.
+func olderKey(key string) (string, bool) {
+	for k, what := range arweaveOlderKeys {
+		if key == k {
+			return k + ": " + what, true
+		}
+		if strings.HasPrefix(key, k+".") {
+			return k + ": " + what, true
+		}
+	}
+	return "", false
 }
 
 func appendErr(errs []error, err error) []error {
@@ -261,30 +366,57 @@ func integer(v any) (int64, bool) {
 	return 0, false
 }
 
-// localPeers imports the node's local peers ("1.2.3.4:1984" or "1.2.3.4")
-// as addresses: limiterd keys peers by IP.
+// localPeers imports the node's local peers ("1.2.3.4:1984", "1.2.3.4"
+// or a CIDR, "10.0.0.0/8") as addresses and CIDRs: limiterd keys peers by
+// IP. Each is listed once, in the node's order; the work is linear in the
+// list.
 func (im *imported) localPeers(key string, v any) []error {
 	list, ok := v.([]any)
 	if !ok {
 		return []error{&limiter.FieldError{Field: key, Problem: "must be a list of addresses"}}
 	}
 	var errs []error
+	seen := make(map[string]bool, len(im.local)+len(list))
+	for _, a := range im.local {
+		seen[a] = true
+	}
 	for i, x := range list {
 		s, _ := x.(string)
-		addr, err := netip.ParseAddr(s)
-		if err != nil {
-			ap, perr := netip.ParseAddrPort(s)
-			addr, err = ap.Addr(), perr
-		}
-		if err != nil {
-			errs = append(errs, &limiter.FieldError{Field: fmt.Sprintf("%s[%d]", key, i), Problem: fmt.Sprintf("%q is not an IP address, with or without a port", x)})
+		a, ok := localPeer(s)
+		if !ok {
+			errs = append(errs, &limiter.FieldError{Field: fmt.Sprintf("%s[%d]", key, i), Problem: fmt.Sprintf("%q is not an IP address (with or without a port) or a CIDR", x)})
 			continue
 		}
-		if a := addr.Unmap().String(); !slices.Contains(im.local, a) {
+		if !seen[a] {
+			seen[a] = true
 			im.local = append(im.local, a)
 		}
 	}
 	return errs
+}
+
+// localPeer returns a local peer of the node's as peers.exempt writes it:
+// an address without its port, or a CIDR (its address masked).
+func localPeer(s string) (string, bool) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		p = p.Masked()
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
+		}
+		if p.IsSingleIP() {
+			return p.Addr().String(), true
+		}
+		return p.String(), true
+	}
+	addr, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, perr := netip.ParseAddrPort(s)
+		addr, err = ap.Addr(), perr
+	}
+	if err != nil {
+		return "", false
+	}
+	return addr.Unmap().String(), true
 }
 
 // toml writes the imported configuration: only what the node's file sets;
@@ -294,6 +426,16 @@ func (im *imported) toml(from string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# limiterd configuration imported from the Arweave node's %s\n", from)
 	b.WriteString("# (limiterd import-arweave-config). Keys not set here keep the node's\n# defaults for its version; see config.toml for every key.\n\n")
+	port := im.port
+	if port == 0 {
+		port = 1984
+	}
+	b.WriteString("[server]\n# limiterd beside the node first, on a spare port; then in its place\n# (docs/operations.md, \"The cut-over in front of a node\").\n")
+	fmt.Fprintf(&b, "listen = \"0.0.0.0:1985\"\nupstream = \"http://127.0.0.1:%d\"", port)
+	if im.port != 0 {
+		b.WriteString(" # the node's port")
+	}
+	b.WriteString("\n\n")
 	fmt.Fprintf(&b, "[arweave]\nversion = %q\n", im.version)
 	if len(im.local) > 0 {
 		b.WriteString("\n[peers]\n# The node's local peers: never limited (group local_peers).\nexempt = [")

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/limiter"
@@ -170,5 +172,193 @@ func TestImportArweaveConfigErrors(t *testing.T) {
 	}
 	if code, _, _ := runImport(t, "a.json", "b.json"); code != 2 {
 		t.Errorf("two FILEs: exit %d", code)
+	}
+}
+
+// TestImportNeverOverwrites: -o refuses a file that exists (it is left as
+// it was) unless -force is given; the refusal names -merge and -force.
+func TestImportNeverOverwrites(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "config.toml")
+	mine := "[server]\nlisten = \"127.0.0.1:1985\"\n"
+	os.WriteFile(out, []byte(mine), 0o640)
+	node := filepath.Join("testdata", "arweave-2.9.6-config.json")
+	code, _, stderr := runImport(t, node, "-o", out)
+	if code != 2 || !strings.Contains(stderr, out+" exists: -merge "+out) || !strings.Contains(stderr, "-force replaces it") {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if b, _ := os.ReadFile(out); string(b) != mine {
+		t.Fatalf("the file was changed:\n%s", b)
+	}
+	if code, _, stderr := runImport(t, node, "-o", out, "-force"); code != 0 {
+		t.Fatalf("-force: exit %d:\n%s", code, stderr)
+	}
+	if b, _ := os.ReadFile(out); !strings.Contains(string(b), "[http_api.limiter.general]") {
+		t.Fatalf("-force did not replace the file:\n%s", b)
+	}
+	if fi, _ := os.Stat(out); fi.Mode().Perm() != 0o640 {
+		t.Errorf("the replaced file's mode is %v, want the old one's, 0640", fi.Mode().Perm())
+	}
+}
+
+// TestImportLocalPeersAndOlderKeys: a CIDR among the local peers is
+// exempt as a CIDR; the node's port gives server.upstream; the node's
+// older keys are listed with what replaces them, a map's once.
+func TestImportLocalPeersAndOlderKeys(t *testing.T) {
+	node := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(node, []byte(`{"port": 1990, "local_peers": ["10.0.0.0/8", "10.1.2.3:1984", "192.168.0.7/32", "10.0.0.0/8"],
+		"requests_per_minute_limit": 900, "requests_per_minute_limit_by_ip": {"1.2.3.4": 10000, "5.6.7.8": 10},
+		"semaphores": {"get_chunk": 100, "get_tx_data": 10}, "max_connections": 512,
+		"http_api.limiter.general.leaky_limit": 600}`), 0o600)
+	out := filepath.Join(t.TempDir(), "limiterd.toml")
+	code, _, stderr := runImport(t, node, "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	c, _, err := config.Load(config.Source{Path: out, Required: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"10.0.0.0/8", "10.1.2.3", "192.168.0.7"}; !reflect.DeepEqual(c.Peers.Exempt, want) {
+		t.Errorf("exempt %q, want %q", c.Peers.Exempt, want)
+	}
+	if c.Server.Upstream != "http://127.0.0.1:1990" || c.Server.Listen != "0.0.0.0:1985" {
+		t.Errorf("[server]: listen %s, upstream %s", c.Server.Listen, c.Server.Upstream)
+	}
+	for _, want := range []string{
+		"ignored requests_per_minute_limit: the node's older per-IP limit of requests a minute",
+		"ignored requests_per_minute_limit_by_ip: the node's older per-IP overrides",
+		"ignored semaphores: the node's caps on concurrent calls per endpoint",
+		"ignored max_connections: the node's cap on its HTTP connections: limiterd's own is server.max_conns",
+	} {
+		if strings.Count(stderr, want) != 1 {
+			t.Errorf("stderr does not say once %q:\n%s", want, stderr)
+		}
+	}
+	os.WriteFile(node, []byte(`{"local_peers": ["10.0.0.0/33"]}`), 0o600)
+	if code, _, stderr := runImport(t, node); code != 2 || !strings.Contains(stderr, `local_peers[0]: "10.0.0.0/33" is not an IP address (with or without a port) or a CIDR`) {
+		t.Errorf("a bad CIDR: exit %d:\n%s", code, stderr)
+	}
+}
+
+// TestImportLinear: 100 000 local peers import in well under the time a
+// quadratic scan took (28 s for these before it was linear).
+func TestImportLinear(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"local_peers": [`)
+	for i := range 100_000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"10.%d.%d.%d:1984"`, i>>16, (i>>8)&255, i&255)
+	}
+	b.WriteString(`]}`)
+	node := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(node, []byte(b.String()), 0o600)
+	out := filepath.Join(t.TempDir(), "limiterd.toml")
+	start := time.Now()
+	code, _, stderr := runImport(t, node, "-o", out)
+	d := time.Since(start)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%.2000s", code, stderr)
+	}
+	t.Logf("100 000 local peers imported in %v", d)
+	if d > 10*time.Second {
+		t.Errorf("100 000 local peers took %v", d)
+	}
+	c, _, err := config.Load(config.Source{Path: out, Required: true})
+	if err != nil || len(c.Peers.Exempt) != 100_000 {
+		t.Fatalf("%v, %d exempt", err, len(c.Peers.Exempt))
+	}
+}
+
+// TestImportMerge: -merge writes the node's limiter settings into an
+// existing config — the version, its local peers added to the exempt
+// list, its group keys, under the file's name for a key when it has one —
+// and keeps every other line: listen, upstream, trusted proxies, tokens,
+// a group's other keys, the comments. A file it cannot edit without
+// guessing is left as it was.
+func TestImportMerge(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	mine := `# limiterd behind nginx
+[server]
+listen = "127.0.0.1:1985" # only nginx reaches it
+upstream = "http://127.0.0.1:1983"
+
+[admin]
+token = "0123456789abcdef0123456789abcdef"
+
+[peers]
+trusted_proxies = ["127.0.0.1"]
+forwarded_header = "x-forwarded-for"
+
+[http_api.limiter.general]
+leaky_limit = 450   # to be replaced
+mode = "dry_run"    # mine
+`
+	os.WriteFile(cfg, []byte(mine), 0o640)
+	code, stdout, stderr := runImport(t, filepath.Join("testdata", "arweave-2.9.7-config.yaml"), "-merge", cfg)
+	if code != 0 || stdout != "" {
+		t.Fatalf("exit %d, stdout %q:\n%s", code, stdout, stderr)
+	}
+	b, _ := os.ReadFile(cfg)
+	got := string(b)
+	for _, keep := range []string{"# limiterd behind nginx\n", `listen = "127.0.0.1:1985" # only nginx reaches it`, `upstream = "http://127.0.0.1:1983"`,
+		`token = "0123456789abcdef0123456789abcdef"`, `trusted_proxies = ["127.0.0.1"]`, `mode = "dry_run"    # mine`,
+		"leaky_limit = 900   # to be replaced\n"} {
+		if !strings.Contains(got, keep) {
+			t.Errorf("the merged file lacks %q:\n%s", keep, got)
+		}
+	}
+	c, _, err := config.Load(config.Source{Path: cfg, Required: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Groups["general"]
+	if c.Arweave.Version != limiter.Arweave297 || g.LeakyLimit != 900 || g.ConcurrencyLimit != 300 || g.NumberOfWorkers != 8 || g.Mode != limiter.ModeDryRun ||
+		c.Groups["get_vdf"].Mode != limiter.ModeOff || c.Groups["chunk"].LeakyLimit != 12000 {
+		t.Errorf("merged: version %v, general %+v, get_vdf mode %v", c.Arweave.Version, g, c.Groups["get_vdf"].Mode)
+	}
+	if want := []string{"127.0.0.1", "10.0.0.12", "10.0.0.13"}; !reflect.DeepEqual(c.Peers.Exempt, want) {
+		t.Errorf("exempt %q, want %q", c.Peers.Exempt, want)
+	}
+	for _, want := range []string{"arweave.version: 2.9.6 → 2.9.7", "peers.exempt: 2 local peers of the node's added (10.0.0.12, 10.0.0.13)",
+		"http_api.limiter.general.leaky_limit: 450 → 900"} {
+		if !strings.Contains(stderr, cfg+": "+want) {
+			t.Errorf("the summary lacks %q:\n%s", want, stderr)
+		}
+	}
+	if fi, _ := os.Stat(cfg); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want 0640 as before", fi.Mode().Perm())
+	}
+	// Again: nothing to change.
+	if code, _, stderr := runImport(t, filepath.Join("testdata", "arweave-2.9.7-config.yaml"), "-merge", cfg); code != 0 || !strings.Contains(stderr, "nothing changed") {
+		t.Errorf("a second merge: exit %d:\n%s", code, stderr)
+	}
+	// With -o, the merge goes to a new file and the config stays.
+	out := filepath.Join(dir, "merged.toml")
+	before, _ := os.ReadFile(cfg)
+	if code, _, stderr := runImport(t, filepath.Join("testdata", "arweave-2.9.6-config.json"), "-merge", cfg, "-o", out); code != 0 {
+		t.Fatalf("-merge with -o: exit %d:\n%s", code, stderr)
+	}
+	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
+		t.Error("-merge with -o changed the config")
+	}
+	if b, _ := os.ReadFile(out); !strings.Contains(string(b), `version = "2.9.6"`) {
+		t.Errorf("-o's merge:\n%s", b)
+	}
+
+	dotted := filepath.Join(dir, "dotted.toml")
+	odd := "http_api.limiter.general.leaky_limit = 5\n"
+	os.WriteFile(dotted, []byte(odd), 0o600)
+	code, _, stderr = runImport(t, filepath.Join("testdata", "arweave-2.9.6-config.json"), "-merge", dotted)
+	if code != 2 || !strings.Contains(stderr, "in a form this edit does not change") {
+		t.Errorf("a dotted key: exit %d:\n%s", code, stderr)
+	}
+	if b, _ := os.ReadFile(dotted); string(b) != odd {
+		t.Errorf("the file was changed:\n%s", b)
+	}
+	if code, _, stderr := runImport(t, filepath.Join("testdata", "arweave-2.9.6-config.json"), "-merge", filepath.Join(dir, "missing.toml")); code != 2 {
+		t.Errorf("-merge of a missing file: exit %d:\n%s", code, stderr)
 	}
 }

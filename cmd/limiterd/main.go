@@ -9,7 +9,7 @@
 //	limiterd check-config [-config PATH]
 //	limiterd backup -o FILE [-admin URL]
 //	limiterd demo [-duration D]
-//	limiterd import-arweave-config FILE [-o OUT]
+//	limiterd import-arweave-config FILE [-o OUT [-force]] [-merge CONFIG]
 //	limiterd version
 //	limiterd help
 //
