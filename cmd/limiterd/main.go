@@ -372,13 +372,16 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		groups := maps.Clone(limCfg.Groups)
 		m.fileGroups.Store(&groups)
 	}
-	// The limiter's one observer: the dashboard's record of decisions and
-	// the log of refusals, which names groups by the limiter it observes.
+	// The limiter's one observer: the dashboard's record of decisions, the
+	// log of refusals, which names groups by the limiter it observes, and
+	// the share of each group's peers refused, for the alerts
+	// (docs/operations.md, "LimiterdRejectingManyPeers").
 	var lim *limiter.Limiter
 	rec := insight.NewRecorder(insight.ArrivalsPerShard)
+	shares := insight.NewPeerShare()
 	m.rejects = insight.NewRejectLog(m.log, insight.RejectLogOptions{Mode: rejectMode(cfg.Log.Rejections),
 		GroupName: func(g limiter.GroupID) string { return lim.GroupName(g) }})
-	lim, err = limiter.New(backendOf(cb), now(), limCfg, limiter.WithObserver(insight.Observers{rec, m.rejects}))
+	lim, err = limiter.New(backendOf(cb), now(), limCfg, limiter.WithObserver(insight.Observers{rec, m.rejects, shares}))
 	if err != nil {
 		return err
 	}
@@ -439,6 +442,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		metrics.NewCollector(lim, &dp.Lat, &dp.Counts, snaps.Collect, metrics.ThrottleMetrics(th), srv.DaemonMetrics, audit.collect, clockMetrics(clk)),
 		metrics.NewExchangeCollector(&dp.Exchanges, lim.GroupName),
+		metrics.NewPeerShareCollector(shares, lim.GroupName, now),
 	)
 	if cb != nil {
 		reg.MustRegister(newClusterCollector(cb))
