@@ -157,3 +157,22 @@ func sameAddr(a net.Addr, want string) bool {
 	}
 	return ip.Equal(ta.IP)
 }
+
+// dashboardURL is the dashboard's address for the start-up log: the admin
+// listener's, with an unspecified address (every interface) as this
+// machine's loopback, where the operator's browser reaches it through SSH
+// (docs/operations.md, "Log in").
+func dashboardURL(a net.Addr) string {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok {
+		return "http://" + a.String() + "/"
+	}
+	ip := ta.IP
+	switch {
+	case ip.IsUnspecified() && ip.To4() == nil:
+		ip = net.IPv6loopback
+	case ip.IsUnspecified():
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port)) + "/"
+}

@@ -172,3 +172,18 @@ func TestSocketActivation(t *testing.T) {
 		t.Errorf("a file passed as the public listener: %v\n%s", err, out)
 	}
 }
+
+func TestDashboardURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:1986":  "http://127.0.0.1:1986/",
+		"0.0.0.0:1986":    "http://127.0.0.1:1986/",
+		"[::]:1986":       "http://[::1]:1986/",
+		"10.1.2.3:1986":   "http://10.1.2.3:1986/",
+		"[2001:db8::1]:1": "http://[2001:db8::1]:1/",
+	} {
+		a, _ := net.ResolveTCPAddr("tcp", addr)
+		if got := dashboardURL(a); got != want {
+			t.Errorf("dashboardURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}

@@ -499,7 +499,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	select {
 	case <-dp.Serving():
 		m.log.Info("limiterd serving", "version", versionLine(buildInfo()), "public", m.publicAddr.String(), "admin", m.adminAddr.String(),
-			"upstream", upstream.String(), "groups", len(limCfg.Groups))
+			"dashboard", dashboardURL(m.adminAddr), "upstream", upstream.String(), "groups", len(limCfg.Groups))
 		m.state.started(time.Now())
 		close(m.ready)
 		m.notify.ready("serving")

@@ -243,6 +243,9 @@ func TestLogs(t *testing.T) {
 		d.get("/info")
 	}
 	lines := logLines(t, d.stderr.String())
+	if serving := linesWith(lines, "limiterd serving"); len(serving) != 1 || serving[0]["dashboard"] != d.AdminURL()+"/" {
+		t.Errorf("the start-up line does not name the dashboard at %s/: %v", d.AdminURL(), serving)
+	}
 	rej := linesWith(lines, "rejected")
 	if len(rej) != 1 || rej[0]["peer"] != "127.0.0.1" || rej[0]["group"] != "general" || rej[0]["rate_limit"] != 1.0 || rej[0]["level"] != "INFO" {
 		t.Errorf("rejection lines: %v", rej)
