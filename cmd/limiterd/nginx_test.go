@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/limiterd/limiterd/internal/config"
 )
 
 // nginxBinary returns the path of an nginx with the auth_request module.
@@ -189,6 +191,30 @@ func do(t *testing.T, method, url, body string, hdr ...string) reply {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// TestNginxDocExemptWarning: docs/nginx.md's warning that an exempt
+// address is never limited names the shipped config's exempt list as it
+// is.
+func TestNginxDocExemptWarning(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "nginx.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exempt []string
+	for _, k := range config.Keys() {
+		if k.Name == "peers.exempt" {
+			exempt, _ = k.Default.([]string)
+		}
+	}
+	quoted := make([]string, len(exempt))
+	for i, a := range exempt {
+		quoted[i] = strconv.Quote(a)
+	}
+	want := "`peers.exempt = [" + strings.Join(quoted, ", ") + "]`"
+	if len(exempt) == 0 || !strings.Contains(string(doc), want) || !strings.Contains(string(doc), "**A request from an exempt address is never limited.**") {
+		t.Errorf("docs/nginx.md does not warn that the shipped exempt list, %s, is never limited", want)
+	}
 }
 
 // The configuration of docs/nginx.md, run by a real nginx in front of an
