@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,4 +116,35 @@ func semverLess(a, b string) bool {
 		}
 	}
 	return false
+}
+
+// TestReadmePrerequisites: the packages the README's apt-get line lists
+// for the tests are the ones .ci/run installs (besides git and
+// ca-certificates, which fetching the code needs).
+func TestReadmePrerequisites(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := regexp.MustCompile("(?m)^apt-get install (.+)$").FindSubmatch(readme)
+	installed := regexp.MustCompile(`(?m)^\s*for pkg in (.+); do$`).FindSubmatch(ci)
+	if listed == nil || installed == nil {
+		t.Fatalf("no apt-get line in README.md (%v) or no package loop in .ci/run (%v)", listed != nil, installed != nil)
+	}
+	want := strings.Fields(string(listed[1]))
+	var got []string
+	for _, p := range strings.Fields(string(installed[1])) {
+		if p != "git" && p != "ca-certificates" {
+			got = append(got, p)
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf(".ci/run installs %q, the README lists %q", got, want)
+	}
 }
