@@ -148,3 +148,56 @@ func TestReadmePrerequisites(t *testing.T) {
 		t.Errorf(".ci/run installs %q, the README lists %q", got, want)
 	}
 }
+
+// TestDocsNameWhatExists: a repository path a document names in backquotes
+// (`internal/proxy/proxy.go`, `deploy/limiterd.socket`) exists, and a test,
+// benchmark or fuzz target it names (TestSocketActivation, or the start of
+// one in a -run pattern) is one the code has. Decision records are left
+// out: they say what was true when they were taken.
+func TestDocsNameWhatExists(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "*.md", "*.go").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	var docs []string
+	var funcs []string
+	fn := regexp.MustCompile(`func ((?:Test|Benchmark|Fuzz)\w+)\(`)
+	for _, f := range strings.Fields(string(out)) {
+		switch {
+		case strings.HasSuffix(f, ".md") && !strings.HasPrefix(f, "docs/decisions/"):
+			docs = append(docs, f)
+		case strings.HasSuffix(f, ".go"):
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue // deleted in the work tree
+			}
+			for _, m := range fn.FindAllSubmatch(b, -1) {
+				funcs = append(funcs, string(m[1]))
+			}
+		}
+	}
+	path := regexp.MustCompile("`((?:cmd|internal|limiter|deploy|bench|throttleclient|docs)/[\\w./-]*\\w)`")
+	test := regexp.MustCompile(`\b((?:Test|Benchmark|Fuzz)[A-Z]\w*)`)
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			for _, m := range path.FindAllStringSubmatch(line, -1) {
+				if _, err := os.Stat(m[1]); err != nil {
+					t.Errorf("%s:%d names %s, which does not exist", doc, i+1, m[1])
+				}
+			}
+			for _, m := range test.FindAllStringSubmatch(line, -1) {
+				name := m[1]
+				if strings.HasSuffix(name, "Xxx") {
+					continue // a placeholder
+				}
+				if !slices.ContainsFunc(funcs, func(f string) bool { return strings.HasPrefix(f, name) }) {
+					t.Errorf("%s:%d names %s, which no test, benchmark or fuzz target is", doc, i+1, name)
+				}
+			}
+		}
+	}
+}

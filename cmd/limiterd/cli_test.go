@@ -289,3 +289,23 @@ func TestSDNotifyNotASocket(t *testing.T) {
 		}
 	}
 }
+
+// TestOperationsCommandTable: docs/operations.md's table of commands
+// ("Commands") has a row for each command `limiterd help` lists, under its
+// synopsis as help writes it (version and help are written their own way).
+func TestOperationsCommandTable(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(doc), "\n### Commands\n")
+	table, _, _ = strings.Cut(table, "\n### ")
+	for _, c := range commands {
+		if c.name == "version" || c.name == "help" {
+			continue
+		}
+		if !strings.Contains(table, "\n| `"+c.synopsis+"` |") {
+			t.Errorf("docs/operations.md's commands have no row \"| `%s` |\"", c.synopsis)
+		}
+	}
+}

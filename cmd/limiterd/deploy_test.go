@@ -473,3 +473,53 @@ func TestMetricNames(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsDocumented: every metric a daemon exports after traffic of
+// every kind (the Go runtime's go_* and process_* aside) has its row in
+// docs/metrics.md, and every row names a metric limiterd exports (cluster
+// mode's from a daemon on a redis-server, when one is installed).
+func TestMetricsDocumented(t *testing.T) {
+	doc, err := os.ReadFile(metricsDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_:]+)(?:\\{[^`]*\\})?`").FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = true
+	}
+	exported := exportedMetrics(t)
+	for _, m := range clusterMetrics {
+		exported[m] = true
+	}
+	if redistest.Available(t) {
+		srv := redistest.Start(t)
+		up, _ := countingUpstream(t, nil)
+		d := startDaemonWith(t, clusterConfig(up.URL, srv.Addr(), ""))
+		for m := range scrapeNames(t, d.AdminURL()) {
+			exported[m] = true
+		}
+	} else {
+		for m := range documented {
+			if strings.HasPrefix(m, "limiterd_cluster_") {
+				exported[m] = true // not checked: no redis-server here
+			}
+		}
+	}
+	for m := range exported {
+		family := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_sum"), "_count")
+		if !exported[family+"_bucket"] {
+			family = m
+		}
+		if strings.HasPrefix(family, "go_") || strings.HasPrefix(family, "process_") {
+			continue
+		}
+		if !documented[family] {
+			t.Errorf("%s is exported but has no row in docs/metrics.md", family)
+		}
+	}
+	for m := range documented {
+		if !exported[m] && !exported[m+"_bucket"] {
+			t.Errorf("docs/metrics.md documents %s, which limiterd does not export", m)
+		}
+	}
+}

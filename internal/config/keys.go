@@ -140,7 +140,7 @@ func Keys() []Key { return slices.Clone(keys) }
 func buildKeys() []Key {
 	const restart, reload = Restart, Reload
 	ks := []Key{
-		str("server.listen", "0.0.0.0:1985", restart, "host:port of the public listener (the proxy in front of the node)",
+		str("server.listen", "0.0.0.0:1985", restart, "host:port of the public listener (the proxy in front of the node); under socket activation, limiterd.socket's first address must be the same",
 			func(c *Config) *string { return &c.Server.Listen }, hostPort),
 		str("server.upstream", "http://127.0.0.1:1984", restart, "absolute http(s) URL of the node's HTTP API",
 			func(c *Config) *string { return &c.Server.Upstream }, upstreamURL),
@@ -198,7 +198,7 @@ func buildKeys() []Key {
 			func(c *Config) *string { return &c.Log.Rejections },
 			Value{"off", ""}, Value{"sampled", "at most one line per peer and group a minute, with the count"}, Value{"all", ""}),
 
-		after(str("admin.listen", "127.0.0.1:1986", restart, "host:port of the dashboard, /api/v1, /metrics, /healthz, /readyz",
+		after(str("admin.listen", "127.0.0.1:1986", restart, "host:port of the dashboard, /api/v1, /metrics, /healthz, /readyz; under socket activation, limiterd.socket's second address must be the same",
 			func(c *Config) *string { return &c.Admin.Listen }, hostPort), func(b *builder) {
 			// Port 0 asks the kernel for a free port: two of them never clash.
 			if s := b.c.Admin.Listen; s != "" && s == b.c.Server.Listen && !strings.HasSuffix(s, ":0") {
