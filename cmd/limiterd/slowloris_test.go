@@ -21,11 +21,15 @@ func drip(t *testing.T, addr string, n int, step, limit time.Duration) (answers 
 	head := "GET /info HTTP/1.1\r\nHost: a\r\nUser-Agent: " + strings.Repeat("s", 4096)
 	var wg sync.WaitGroup
 	for i := range n {
+		// The opening is taken before the dial: the server's clock starts
+		// at its accept, after the handshake, so no earlier than this; a
+		// dial that returns late on a loaded machine must not make the
+		// server's timeout look short.
+		start := time.Now()
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}
-		start := time.Now()
 		wg.Add(2)
 		got := make(chan struct{})
 		go func() { // the drip
