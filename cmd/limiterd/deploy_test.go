@@ -484,7 +484,7 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_:]+)(?:\\{[^`]*\\})?`").FindAllStringSubmatch(string(doc), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9_:]+)(?:\\{[^`]*\\})?`").FindAllStringSubmatch(string(doc), -1) {
 		documented[m[1]] = true
 	}
 	exported := exportedMetrics(t)
