@@ -38,7 +38,9 @@ func (d *Decision) Arweave() (f ratelimit.Fields, ok bool) {
 		h.Outcome = ratelimit.AdmittedWindow
 	case d.Via == ViaLeaky:
 		h.Outcome = ratelimit.AdmittedBucket
-	case d.Reason == ReasonConcurrency:
+	case d.Reason == ReasonConcurrency, d.Reason == ReasonAdaptive:
+		// A shed is a concurrency rejection to an Arweave client: nothing
+		// left, again in a second.
 		h.Outcome = ratelimit.RejectedConcurrency
 	case d.Reason == ReasonRateLimit:
 		h.Outcome = ratelimit.RejectedRate
@@ -53,12 +55,13 @@ func (d *Decision) Arweave() (f ratelimit.Fields, ok bool) {
 // left after the decision, reset the seconds until an admission is
 // possible again (0 while one is, rounded up as the IETF t is), amount
 // what that moment restores (1, or the limit when a fixed window ends). A
-// concurrency rejection is the node's {concurrency, 0, 1, concurrency}.
+// concurrency rejection, and an adaptive shed, is the node's {concurrency,
+// 0, 1, concurrency}.
 func (d *Decision) algoFields() (ratelimit.Fields, bool) {
 	g := d.q.g
 	f := ratelimit.Fields{Expiring: g.Limit, Usage: g.Limit, Concurrency: g.ConcurrencyLimit}
 	switch {
-	case d.Reason == ReasonConcurrency:
+	case d.Reason == ReasonConcurrency, d.Reason == ReasonAdaptive:
 		c := g.ConcurrencyLimit
 		f.Expiring, f.Remaining, f.Reset, f.ResetAmount = c, 0, 1, c
 	case d.Via == ViaAlgorithm, d.Reason == ReasonRateLimit:

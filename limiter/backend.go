@@ -186,6 +186,9 @@ type Group struct {
 	// scope is "shard" (nil otherwise); it is kept across versions while
 	// the scope and number_of_workers stay (see Limiter.build).
 	inflight *shardCounters
+	// adaptive is the group's adaptive concurrency (nil when off), kept
+	// across versions while it stays on (see groupAdaptive).
+	adaptive *adaptiveGroup
 	// params are GroupSettings.Params(); stateVer changes when the
 	// algorithm or the limits its state is measured in change (see
 	// local.sync).

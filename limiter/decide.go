@@ -42,9 +42,14 @@ const (
 	// while a store is down is the backend's own choice (docs/cluster.md
 	// on_failure), made before it answers.
 	ReasonUnavailable
+	// ReasonAdaptive: the group's adaptive concurrency limit shed the
+	// request (docs/limiting.md, "Adaptive concurrency"): the group holds
+	// its limit in flight and the peer its fair share of it. The data
+	// plane answers 503 (docs/replies.md, "Shedding").
+	ReasonAdaptive
 )
 
-var reasonNames = [...]string{"", "concurrency", "rate_limit", "denied", "unavailable"}
+var reasonNames = [...]string{"", "concurrency", "rate_limit", "denied", "unavailable", "adaptive"}
 
 // String returns the metric label of r.
 func (r Reason) String() string { return reasonNames[r] }
@@ -76,6 +81,10 @@ type Decision struct {
 	// sc is the counter of the shard whose slot the admission holds (scope
 	// "shard"), given back by Release whatever became of the entry.
 	sc *atomic.Int64
+	// ad is the group's adaptive concurrency the request was counted in
+	// (nil when off), as its peer's count of it, given back by Release.
+	ad *adaptiveGroup
+	as *atomic.Int32
 	// reduce is the reduce_on_status of the route rule Check matched (nil:
 	// none); the settings it points into are immutable.
 	reduce *[]int
@@ -185,6 +194,10 @@ func (d *Decision) Release() {
 		d.sc = nil
 		sc.Add(-1)
 	}
+	if as := d.as; as != nil {
+		d.as = nil
+		d.ad.release(as)
+	}
 	b := d.b
 	if b == nil {
 		return
@@ -204,13 +217,18 @@ type policyStats struct {
 	wouldRate   atomic.Uint64 // dry_run rejections by rate limit let through
 	shardConc   atomic.Uint64 // rejections by a full worker shard (shardFull)
 	shardWould  atomic.Uint64 // those of them a dry_run group let through
+	shed        atomic.Uint64 // requests the adaptive limit shed
+	shedWould   atomic.Uint64 // those a dry_run group would have shed, let through
 }
 
 // Decide decides one request of peer p in group g at now (docs/limiting.md,
 // "The hybrid decision"). The policy is here: the deny list, the exemption (→
 // local_peers), the global switch and the group's mode; with
 // concurrency_scope "shard" (docs/arweave297.md) the in-flight count of the
-// peer's worker shard, over all its peers; then the group's Backend takes the
+// peer's worker shard, over all its peers; with adaptive_concurrency the
+// group's in-flight count over all its peers against its adaptive limit
+// and the peer's fair share of it (docs/limiting.md, "Adaptive
+// concurrency"); then the group's Backend takes the
 // state part (the peer's concurrency, then sliding window and leaky bucket,
 // StepHybrid, or the group's algorithm, package algo), and a dry_run group
 // lets a rejection through. An admitted request must be released
@@ -221,7 +239,9 @@ type policyStats struct {
 // back when over the limit) and given back when the Backend does not admit,
 // so the shard never holds more than concurrency_limit; the Backend, told so
 // by PeerConcurrencyLimit, keeps count of the peer's own requests in flight
-// (the ar_limiter concurrency gauges) without a limit.
+// (the ar_limiter concurrency gauges) without a limit. The adaptive count
+// is taken the same way, after the shard's: a request it sheds consumes
+// nothing of the peer's limits.
 func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	st := l.set.Load()
 	if int(g) >= MaxGroups || !st.groups[g].defined {
@@ -260,10 +280,31 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 			return d
 		}
 	}
-	out, u, h := gr.backend.Admit(ms, KeyOf(&p.Key), gr)
+	key := KeyOf(&p.Key)
+	var as *atomic.Int32
+	if ad := gr.adaptive; ad != nil {
+		var shed bool
+		if as, shed = ad.acquire(key, gr.Mode == ModeDryRun); shed {
+			d = l.adaptiveShed(gr, g, ms)
+			if d.Allowed { // dry_run: let through, counted in flight
+				d.ad, d.as, d.sc = ad, as, sc
+			} else if sc != nil {
+				sc.Add(-1)
+			}
+			if l.observer != nil {
+				l.observe(ms, &p.Key, &d, false)
+			}
+			return d
+		}
+	}
+	out, u, h := gr.backend.Admit(ms, key, gr)
 	if sc != nil && (out.Via == ViaNone || out.Via == ViaUnlimited) {
 		sc.Add(-1) // no slot held: no limit was evaluated, or a rejection
 		sc = nil
+	}
+	if as != nil && (out.Via == ViaNone && gr.Mode != ModeDryRun || out.Reason == ReasonUnavailable) {
+		gr.adaptive.release(as) // the request does not reach the node
+		as = nil
 	}
 	if out.Reason == ReasonUnavailable {
 		l.policy[g].unavailable.Add(1)
@@ -278,6 +319,9 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	// (cluster on_failure = "open"); no limit was evaluated.
 	d.Group, d.Limited = g, out.Via != ViaUnlimited
 	d.Via, d.Reason, d.RetryAfter = out.Via, out.Reason, out.RetryAfter
+	if as != nil {
+		d.ad, d.as = gr.adaptive, as
+	}
 	if out.Via != ViaNone {
 		d.Allowed = true
 		d.b, d.h, d.sc = gr.backend, h, sc
@@ -367,6 +411,41 @@ func (l *Limiter) shardFull(gr *Group, g GroupID, ms int64) Decision {
 		d.Allowed, d.WouldReject = true, true
 	}
 	return d
+}
+
+// adaptiveShed is the decision of a request the group's adaptive limit
+// sheds (docs/limiting.md, "Adaptive concurrency"): Reason ReasonAdaptive,
+// Retry-After 1, the quota of a concurrency rejection; a dry_run group lets
+// it through. The Backend is not asked, as for shardFull.
+func (l *Limiter) adaptiveShed(gr *Group, g GroupID, ms int64) Decision {
+	ps := &l.policy[g]
+	d := Decision{Group: g, Limited: true, Reason: ReasonAdaptive, RetryAfter: 1, q: quotaState{g: gr, ms: ms, full: true}}
+	if gr.Mode == ModeDryRun {
+		ps.shedWould.Add(1)
+		d.Allowed, d.WouldReject = true, true
+		return d
+	}
+	ps.shed.Add(1)
+	return d
+}
+
+// Adaptive reports whether d was counted by its group's adaptive
+// concurrency (docs/limiting.md, "Adaptive concurrency"): Sample then
+// feeds the group's controller. A caller may skip timing the node's
+// answer when it is false.
+func (d *Decision) Adaptive() bool { return d.ad != nil }
+
+// Sample reports the node's answer to a request d admitted to its group's
+// adaptive concurrency (docs/limiting.md, "Adaptive concurrency"), once,
+// when its head arrives (before or after Release): now, the latency from
+// the request's sending to the answer's head, and failed for a 5xx, a
+// timeout or a reset (congestion, whatever the latency). It does nothing
+// for a decision its group's adaptive concurrency did not count (off,
+// exempt, rejected, on an exempt path).
+func (d *Decision) Sample(now time.Time, latency time.Duration, failed bool) {
+	if d.ad != nil {
+		d.ad.sample(now.UnixMilli(), d.q.ms, latency, failed)
+	}
 }
 
 // denied reports whether p is on the deny list, counting the denial in g.

@@ -95,6 +95,7 @@ type GroupSettings struct {
 	Period    int64     `json:"period"`
 	Burst     int64     `json:"burst"`
 	Shards
+	Adaptive
 }
 
 // Params returns the limits of a group whose algorithm is not the hybrid,
@@ -142,7 +143,10 @@ func (s GroupSettings) Validate(group string) error {
 	if key, problem := algo.Problem(s.Algorithm, s.Limit, s.Period, s.Burst); key != "" {
 		return settingError(group, key, problem)
 	}
-	return s.Shards.validate(group)
+	if err := s.Shards.validate(group); err != nil {
+		return err
+	}
+	return s.Adaptive.validate(group)
 }
 
 // FieldError says that one field is wrong: a configuration key
@@ -285,6 +289,7 @@ func arweave(window, leaky, reduction, concurrency int64) GroupSettings {
 		LeakyTickReduction:    reduction,
 		ConcurrencyLimit:      concurrency,
 		Shards:                Shards{NumberOfWorkers: 5},
+		Adaptive:              DefaultAdaptive(),
 	}
 }
 

@@ -40,6 +40,9 @@ const (
 	PartLimits
 	// PartShards are the worker shards of 2.9.7 (docs/arweave297.md).
 	PartShards
+	// PartAdaptive are the adaptive concurrency's (docs/limiting.md,
+	// "Adaptive concurrency"), read whatever the algorithm.
+	PartAdaptive
 )
 
 // GroupKey is one key of a group table: its name, the type, bounds or
@@ -68,7 +71,7 @@ type GroupKey struct {
 
 // groupKeyTable lists every key of a group table, in the order of
 // docs/config.md: the hybrid's, the common ones, the other algorithms',
-// the worker shards'.
+// the worker shards', the adaptive concurrency's.
 var groupKeyTable = []GroupKey{
 	intKey(KeySlidingWindowLimit, PartHybrid, 0, maxSetting, func(s *GroupSettings) *int64 { return &s.SlidingWindowLimit }),
 	intKey(KeySlidingWindowDuration, PartHybrid, 1, maxSetting, func(s *GroupSettings) *int64 { return &s.SlidingWindowDuration }),
@@ -97,6 +100,32 @@ var groupKeyTable = []GroupKey{
 	intKey(KeyBurst, PartLimits, 0, algo.MaxValue, func(s *GroupSettings) *int64 { return &s.Burst }),
 	intKey(KeyNumberOfWorkers, PartShards, 1, MaxWorkers, func(s *GroupSettings) *int64 { return &s.NumberOfWorkers }),
 	wordKey(KeyConcurrencyScope, PartShards, scopeNames, ParseConcurrencyScope, func(s *GroupSettings) *ConcurrencyScope { return &s.ConcurrencyScope }),
+	boolKey(KeyAdaptiveConcurrency, PartAdaptive, func(s *GroupSettings) *bool { return &s.AdaptiveConcurrency }),
+	wordKey(KeyAdaptiveAlgorithm, PartAdaptive, adaptiveNames, ParseAdaptiveAlgorithm, func(s *GroupSettings) *AdaptiveAlgorithm { return &s.AdaptiveAlgorithm }),
+	intKey(KeyAdaptiveMinLimit, PartAdaptive, 1, maxSetting, func(s *GroupSettings) *int64 { return &s.AdaptiveMinLimit }),
+	intKey(KeyAdaptiveMaxLimit, PartAdaptive, 1, maxSetting, func(s *GroupSettings) *int64 { return &s.AdaptiveMaxLimit }),
+	intKey(KeyAdaptiveWindow, PartAdaptive, minAdaptiveWindow, maxAdaptiveWindow, func(s *GroupSettings) *int64 { return &s.AdaptiveWindow }),
+	intKey(KeyAdaptivePercentile, PartAdaptive, 1, maxAdaptivePercents, func(s *GroupSettings) *int64 { return &s.AdaptivePercentile }),
+	intKey(KeyAdaptiveBuffer, PartAdaptive, 0, maxAdaptiveBuffer, func(s *GroupSettings) *int64 { return &s.AdaptiveBuffer }),
+	intKey(KeyAdaptiveSmoothing, PartAdaptive, 1, maxAdaptivePercents, func(s *GroupSettings) *int64 { return &s.AdaptiveSmoothing }),
+	intKey(KeyAdaptiveProbeInterval, PartAdaptive, minProbeInterval, maxSetting, func(s *GroupSettings) *int64 { return &s.AdaptiveProbeInterval }),
+	intKey(KeyAdaptiveProbeSamples, PartAdaptive, 1, maxProbeSamples, func(s *GroupSettings) *int64 { return &s.AdaptiveProbeSamples }),
+}
+
+// boolKey is a true-or-false key held by the field f returns.
+func boolKey(name string, part KeyPart, f func(*GroupSettings) *bool) GroupKey {
+	return GroupKey{
+		Name: name, Type: BoolKey, Part: part, kind: "true or false",
+		get: func(s *GroupSettings) any { return *f(s) },
+		set: func(s *GroupSettings, v any) error {
+			b, ok := v.(bool)
+			if !ok {
+				return errors.New("must be true or false")
+			}
+			*f(s) = b
+			return nil
+		},
+	}
 }
 
 // intKey is an integer key held by the field f returns.
@@ -249,7 +278,8 @@ func (p PartialGroup) Keys() []string {
 // Check checks every key p sets on its own: that the key exists, that its
 // value has the key's type (a word, one of its words) and, for a key
 // Validate does not check whatever the algorithm (limit, period, burst,
-// number_of_workers), that it is within the key's bounds: the keys are
+// number_of_workers) or whatever the group's adaptive_concurrency (the
+// adaptive keys), that it is within the key's bounds: the keys are
 // validated when present (docs/limiting.md, "Other algorithms"). The
 // error, a *FieldError, names the first bad key as field(key).
 func (p PartialGroup) Check(field func(key string) string) error {
@@ -261,7 +291,7 @@ func (p PartialGroup) Check(field func(key string) string) error {
 		if err := k.Check(p[name]); err != nil {
 			return &FieldError{Field: field(name), Problem: err.Error()}
 		}
-		if k.Part == PartLimits || k.Part == PartShards {
+		if k.Part == PartLimits || k.Part == PartShards || k.Part == PartAdaptive {
 			if n, ok := asInt64(p[name]); ok && (n < k.Min || n > k.Max) {
 				return &FieldError{Field: field(name), Problem: fmt.Sprintf("must be an integer from %d to %d, got %d", k.Min, k.Max, n)}
 			}

@@ -172,6 +172,11 @@ func (l *Limiter) Apply(now time.Time, cfg Config) (map[string]int, error) {
 // must be held.
 func (l *Limiter) install(prev, st *settings) map[GroupID]int {
 	l.set.Store(st)
+	for i := range st.groups {
+		if a := st.groups[i].adaptive; a != nil {
+			a.setParams(st.groups[i].Adaptive)
+		}
+	}
 	r, ok := l.backend.(Reconfigurer)
 	if !ok {
 		return nil
@@ -229,6 +234,7 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 		g := Group{ID: id, defined: true, backend: l.backend, Version: ver, Name: name, GroupSettings: gs,
 			params: gs.Params(), stateVer: ver, Arweave: cfg.ArweaveVersion}
 		g.inflight = groupShardCounters(prev, id, gs)
+		g.adaptive = groupAdaptive(prev, id, &gs, now)
 		if prev != nil && prev.groups[id].defined {
 			// The state stays valid while the algorithm stays and, for the
 			// two whose units are made of the limits (and the sliding

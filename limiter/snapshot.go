@@ -26,7 +26,7 @@ type Snapshot struct {
 	Entries []EntrySnapshot `json:"entries"`
 }
 
-// GroupSnapshot is the tick phase of one group.
+// GroupSnapshot is the tick phase of one group, and its adaptive limit.
 type GroupSnapshot struct {
 	Name    string   `json:"name"`
 	Leaky   Schedule `json:"leaky"`
@@ -36,6 +36,10 @@ type GroupSnapshot struct {
 	// limits converts them, and under another algorithm drops them.
 	Algorithm algo.Kind   `json:"algorithm"`
 	Params    algo.Params `json:"params,omitzero"`
+	// Adaptive is the group's adaptive concurrency limit and the node's
+	// unloaded latency (docs/limiting.md, "Adaptive concurrency"): nil when
+	// it is off or has measured nothing yet.
+	Adaptive *AdaptiveSnapshot `json:"adaptive,omitempty"`
 }
 
 // EntrySnapshot is the state of one (peer, group).
@@ -89,6 +93,9 @@ func (st *settings) groupSnapshots(ms int64) []GroupSnapshot {
 			if gr.Algorithm != algo.Hybrid {
 				gs.Params = gr.params
 			}
+			if gr.adaptive != nil {
+				gs.Adaptive = gr.adaptive.snapshot()
+			}
 			out = append(out, gs)
 		}
 	}
@@ -135,7 +142,9 @@ func (snap *Snapshot) Shift(ms int64) int64 {
 const MinWallStep = 1000
 
 // Restore replaces all state with snap, as of now: the group schedules keep
-// their phase, and the ticks that fell between snap.TakenAt and now apply
+// their phase, a group whose adaptive concurrency is on starts from its
+// saved limit and unloaded latency, and the ticks that fell between
+// snap.TakenAt and now apply
 // (entries left empty are not loaded). A clock that went backwards counts
 // as no gap: every time in the snapshot is moved back with it; a snapshot
 // taken on a timeline apart from the wall clock is moved onto it first
@@ -169,6 +178,14 @@ func (l *Limiter) Restore(now time.Time, snap Snapshot) (RestoreReport, error) {
 		return RestoreReport{Gap: gap}, err
 	}
 	l.install(l.set.Load(), st)
+	for _, sg := range snap.Groups {
+		if sg.Adaptive == nil {
+			continue
+		}
+		if id, ok := l.ids[sg.Name]; ok && st.groups[id].defined && st.groups[id].adaptive != nil {
+			st.groups[id].adaptive.restore(sg.Adaptive, ms)
+		}
+	}
 	l.enabled.Store(snap.Enabled)
 	for g := range st.groups {
 		if st.groups[g].defined && g != int(LocalPeers) {

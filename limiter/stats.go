@@ -30,6 +30,10 @@ type GroupStats struct {
 	LeakyTicks          uint64 // ar_limiter_leaky_ticks
 	AllowedAlgorithm    uint64 // admitted by an algorithm other than the hybrid
 	StateDrops          uint64 // entries dropped because the group's algorithm changed
+	// RejectedAdaptive counts the requests the adaptive limit shed
+	// (ar_limiter_rejected_total{reason="adaptive"}); a dry_run group's
+	// are in WouldReject.
+	RejectedAdaptive uint64
 
 	// Gauges: ar_limiter_peers and ar_limiter_tracked_items_total.
 	PeersConcurrency int64
@@ -42,6 +46,13 @@ type GroupStats struct {
 	// timestamps its sliding logs hold (limiterd's gauges).
 	Entries  int64
 	LogItems int64
+	// The adaptive concurrency's gauges (0 when it is off): the limit, the
+	// requests in flight it counts, the last window's latency and the
+	// unloaded one, µs. Add sums them as the other gauges.
+	AdaptiveLimit      int64
+	AdaptiveInflight   int64
+	AdaptiveLatencyUS  int64
+	AdaptiveUnloadedUS int64
 }
 
 // Add adds o's counters and gauges to s.
@@ -63,6 +74,11 @@ func (s *GroupStats) Add(o *GroupStats) {
 	s.Evictions += o.Evictions
 	s.AllowedAlgorithm += o.AllowedAlgorithm
 	s.StateDrops += o.StateDrops
+	s.RejectedAdaptive += o.RejectedAdaptive
+	s.AdaptiveLimit += o.AdaptiveLimit
+	s.AdaptiveInflight += o.AdaptiveInflight
+	s.AdaptiveLatencyUS += o.AdaptiveLatencyUS
+	s.AdaptiveUnloadedUS += o.AdaptiveUnloadedUS
 	s.Entries += o.Entries
 	s.LogItems += o.LogItems
 	s.PeersConcurrency += o.PeersConcurrency
@@ -84,7 +100,9 @@ func (l *Limiter) Stats() map[string]GroupStats {
 	// rejections read next are never fewer than those moved out of them.
 	// The shard rejections (shardFull) are the policy's alone: the
 	// let-through ones read first, so never more than all of them.
+	// The adaptive sheds are the policy's alone too.
 	var would, shard [MaxGroups][2]uint64
+	st := l.set.Load()
 	for g := range sum {
 		p, s := &l.policy[g], &sum[g]
 		s.Denied = p.denied.Load()
@@ -93,10 +111,17 @@ func (l *Limiter) Stats() map[string]GroupStats {
 		s.ReduceRequests = p.reduce.Load()
 		shard[g][1] = p.shardWould.Load()
 		shard[g][0] = p.shardConc.Load()
-		s.Requests = s.Denied + s.Unlimited + s.Unavailable + shard[g][0]
+		s.RejectedAdaptive = p.shed.Load()
+		shedWould := p.shedWould.Load()
+		s.Requests = s.Denied + s.Unlimited + s.Unavailable + shard[g][0] + s.RejectedAdaptive + shedWould
 		s.RejectedConcurrency = shard[g][0] - shard[g][1]
 		would[g] = [2]uint64{p.wouldConc.Load(), p.wouldRate.Load()}
-		s.WouldReject = would[g][0] + would[g][1] + shard[g][1]
+		s.WouldReject = would[g][0] + would[g][1] + shard[g][1] + shedWould
+		if a := st.groups[g].adaptive; a != nil {
+			v := a.view()
+			s.AdaptiveLimit, s.AdaptiveInflight = v.Limit, v.Inflight
+			s.AdaptiveLatencyUS, s.AdaptiveUnloadedUS = v.Latency.Microseconds(), v.Unloaded.Microseconds()
+		}
 	}
 	if sr, ok := l.backend.(StatsReporter); ok {
 		sr.AddStats(&sum)
@@ -117,6 +142,20 @@ func (l *Limiter) Stats() map[string]GroupStats {
 		out[name] = sum[g]
 	}
 	return out
+}
+
+// Adaptive returns what group g's adaptive concurrency stands at
+// (docs/limiting.md, "Adaptive concurrency"); ok is false when g is not
+// defined or its adaptive_concurrency is off.
+func (l *Limiter) Adaptive(g GroupID) (v AdaptiveView, ok bool) {
+	if int(g) >= MaxGroups {
+		return v, false
+	}
+	a := l.set.Load().groups[g].adaptive
+	if a == nil {
+		return v, false
+	}
+	return a.view(), true
 }
 
 // Tracked returns the number of (peer, group) entries tracked, 0 when the

@@ -132,3 +132,28 @@ func New(tb testing.TB, cfg limiter.Config, opts ...limiter.Option) *limiter.Lim
 	}
 	return l
 }
+
+// Adaptive names a group's adaptive concurrency (docs/limiting.md,
+// "Adaptive concurrency"); Settings turns it on, the other keys at
+// limiter.DefaultAdaptive. A zero field takes the default too.
+type Adaptive struct {
+	Min, Max     int64 // adaptive_min_limit, adaptive_max_limit
+	WindowMS     int64 // adaptive_window
+	ProbeSamples int64 // adaptive_probe_samples
+	Smoothing    int64 // adaptive_smoothing
+}
+
+// Settings returns a as the adaptive settings of a group, on.
+func (a Adaptive) Settings() limiter.Adaptive {
+	s := limiter.DefaultAdaptive()
+	s.AdaptiveConcurrency = true
+	for _, f := range []struct{ v, to *int64 }{
+		{&a.Min, &s.AdaptiveMinLimit}, {&a.Max, &s.AdaptiveMaxLimit}, {&a.WindowMS, &s.AdaptiveWindow},
+		{&a.ProbeSamples, &s.AdaptiveProbeSamples}, {&a.Smoothing, &s.AdaptiveSmoothing},
+	} {
+		if *f.v != 0 {
+			*f.to = *f.v
+		}
+	}
+	return s
+}

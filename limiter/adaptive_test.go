@@ -1,0 +1,459 @@
+package limiter_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/internal/limitertest"
+	"github.com/limiterd/limiterd/limiter"
+)
+
+// adaptiveGroup returns the settings of "api": a window of 1000 a second
+// and 100 in flight per peer, adaptive concurrency a.
+func adaptiveGroup(a limitertest.Adaptive) limiter.GroupSettings {
+	g := limitertest.Hybrid{Window: 1000, WindowMS: 1000, Leaky: 0, TickMS: 30_000, Reduction: 1, Concurrency: 100}.Settings()
+	g.Adaptive = a.Settings()
+	return g
+}
+
+// unloaded is a latency the controller's histogram holds exactly.
+const unloaded = 8448 * time.Microsecond
+
+// newAdaptive returns a limiter whose group "api" has adaptive
+// concurrency a (one answer measures the unloaded latency), that answer
+// given: its limit is a.Min from T0 + 2 ms on.
+func newAdaptive(t *testing.T, a limitertest.Adaptive, opts ...limiter.Option) (*limiter.Limiter, limiter.GroupID) {
+	t.Helper()
+	a.ProbeSamples = 1
+	cfg := limitertest.Config(map[string]limiter.GroupSettings{"api": adaptiveGroup(a)})
+	cfg.Exempt = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	l := limitertest.New(t, cfg, opts...)
+	g, _ := l.GroupID("api")
+	v, ok := l.Adaptive(g)
+	if !ok || !v.Probing || v.Limit != a.Min {
+		t.Fatalf("new: %+v %v, want measuring at the minimum", v, ok)
+	}
+	d := l.Decide(limitertest.At(1), limitertest.Peer("192.0.2.250"), g)
+	d.Sample(limitertest.At(2), unloaded, false)
+	d.Release()
+	if v, _ = l.Adaptive(g); v.Probing || v.Unloaded != unloaded || v.Limit != a.Min || v.Inflight != 0 {
+		t.Fatalf("measured: %+v", v)
+	}
+	return l, g
+}
+
+// holder keeps the decisions of one test, to release them.
+type holder struct {
+	t  *testing.T
+	l  *limiter.Limiter
+	g  limiter.GroupID
+	ds map[string][]limiter.Decision
+}
+
+// decide decides a request of addr at T0 + 10 ms and keeps it when
+// admitted; it reports whether it was.
+func (h *holder) decide(addr string) bool {
+	h.t.Helper()
+	d := h.l.Decide(limitertest.At(10), limitertest.Peer(addr), h.g)
+	if d.Allowed {
+		h.ds[addr] = append(h.ds[addr], d)
+	} else if d.Reason != limiter.ReasonAdaptive || d.RetryAfter != 1 || !d.Limited {
+		h.t.Fatalf("%s refused: %+v, want shed by the adaptive limit, Retry-After 1", addr, d)
+	}
+	return d.Allowed
+}
+
+// release releases one request of addr.
+func (h *holder) release(addr string) {
+	ds := h.ds[addr]
+	ds[len(ds)-1].Release()
+	h.ds[addr] = ds[:len(ds)-1]
+}
+
+func (h *holder) inflight() int64 {
+	v, _ := h.l.Adaptive(h.g)
+	return v.Inflight
+}
+
+// At the limit, a request is admitted only while its peer holds less than
+// its fair share of the limit (the limit divided by the peers in flight,
+// itself included, at least 1), and never past twice the limit: one peer
+// cannot take the node's whole capacity, a polite peer still gets in.
+func TestAdaptiveFairShare(t *testing.T) {
+	l, g := newAdaptive(t, limitertest.Adaptive{Min: 8, Max: 8})
+	h := &holder{t: t, l: l, g: g, ds: map[string][]limiter.Decision{}}
+	const a, b = "192.0.2.1", "192.0.2.2"
+	for i := range 8 {
+		if !h.decide(a) {
+			t.Fatalf("a's request %d below the limit: shed", i+1)
+		}
+	}
+	if h.decide(a) {
+		t.Fatal("a holds the whole limit alone, its share: admitted over it")
+	}
+	// b holds nothing: below its share (8 / 2 peers = 4), over the limit.
+	for i := range 4 {
+		if !h.decide(b) {
+			t.Fatalf("b's request %d, below its share of 4: shed", i+1)
+		}
+	}
+	if h.decide(b) || h.decide(a) {
+		t.Fatal("a and b at or over their share of 4: admitted")
+	}
+	if n := h.inflight(); n != 12 {
+		t.Fatalf("%d in flight, want 12", n)
+	}
+	// New peers hold nothing (a share of 8/3, 8/4… at least 1): each gets
+	// one, until the group holds twice the limit.
+	for i := range 4 {
+		if !h.decide("192.0.2." + string(rune('3'+i))) {
+			t.Fatalf("new peer %d: shed below the ceiling", i+1)
+		}
+	}
+	if h.decide("192.0.2.9") {
+		t.Fatal("a new peer at twice the limit: admitted")
+	}
+	// Once the group is back under its limit, anyone.
+	for range 5 {
+		h.release(a)
+	}
+	if n := h.inflight(); n != 11 {
+		t.Fatalf("%d in flight, want 11", n)
+	}
+	for range 3 {
+		h.release(a)
+	}
+	for range 4 {
+		h.release(b)
+	}
+	for i := range 2 {
+		if !h.decide(a) {
+			t.Fatalf("under the limit again: decision %d shed", i)
+		}
+	}
+	for addr, ds := range h.ds {
+		for _, d := range ds {
+			d.Release()
+		}
+		delete(h.ds, addr)
+	}
+	if v, _ := l.Adaptive(g); v.Inflight != 0 || v.Peers != 0 {
+		t.Fatalf("all released: %+v", v)
+	}
+}
+
+// A shed request never reaches the Backend: it consumes none of its
+// peer's limits; it is counted apart (ar_limiter_rejected_total{reason=
+// "adaptive"}), and the observer sees it undecided.
+func TestAdaptiveShedConsumesNothing(t *testing.T) {
+	var mu sync.Mutex
+	var seen []limiter.Observation
+	obs := observerFunc(func(o *limiter.Observation) {
+		mu.Lock()
+		seen = append(seen, *o)
+		mu.Unlock()
+	})
+	l, g := newAdaptive(t, limitertest.Adaptive{Min: 2, Max: 2}, limiter.WithObserver(obs))
+	h := &holder{t: t, l: l, g: g, ds: map[string][]limiter.Decision{}}
+	const a = "192.0.2.1"
+	h.decide(a)
+	h.decide(a)
+	before, _ := l.Entry(limitertest.At(10), limitertest.Peer(a).Key, g)
+	for range 5 {
+		if h.decide(a) {
+			t.Fatal("admitted over its share")
+		}
+	}
+	after, _ := l.Entry(limitertest.At(10), limitertest.Peer(a).Key, g)
+	if after.Requests != before.Requests || after.WindowActive != before.WindowActive || after.Inflight != 2 {
+		t.Fatalf("the entry moved with the sheds: before %+v, after %+v", before, after)
+	}
+	st := l.Stats()["api"]
+	if st.RejectedAdaptive != 5 || st.RejectedConcurrency != 0 || st.RejectedRateLimit != 0 || st.Requests != 8 || st.WouldReject != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	if st.AdaptiveLimit != 2 || st.AdaptiveInflight != 2 || st.AdaptiveUnloadedUS != 8448 {
+		t.Fatalf("gauges: %+v", st)
+	}
+	mu.Lock()
+	last := seen[len(seen)-1]
+	mu.Unlock()
+	if last.Decided || last.Allowed || last.Reason != limiter.ReasonAdaptive || last.Group != g {
+		t.Fatalf("observed: %+v", last)
+	}
+	if limiter.ReasonAdaptive.String() != "adaptive" {
+		t.Fatal(limiter.ReasonAdaptive.String())
+	}
+}
+
+type observerFunc func(*limiter.Observation)
+
+func (f observerFunc) Observe(o *limiter.Observation) { f(o) }
+
+// A request the peer's own limits reject gives its adaptive slot back.
+func TestAdaptivePeerRejectionGivesTheSlotBack(t *testing.T) {
+	a := limitertest.Adaptive{Min: 50, Max: 50}
+	g0 := adaptiveGroup(a)
+	g0.ConcurrencyLimit = 1
+	a.ProbeSamples = 1
+	g0.Adaptive = a.Settings()
+	l := limitertest.New(t, limitertest.Config(map[string]limiter.GroupSettings{"api": g0}))
+	g, _ := l.GroupID("api")
+	p := limitertest.Peer("192.0.2.1")
+	d := l.Decide(limitertest.At(1), p, g)
+	if r := l.Decide(limitertest.At(1), p, g); r.Allowed || r.Reason != limiter.ReasonConcurrency {
+		t.Fatalf("second in flight of a peer limited to 1: %+v", r)
+	}
+	if v, _ := l.Adaptive(g); v.Inflight != 1 {
+		t.Fatalf("in flight %d, want 1", v.Inflight)
+	}
+	d.Release()
+}
+
+// Exempt peers (local_peers) are never shed and never counted: their
+// requests are decided in local_peers, whose limits are none.
+func TestAdaptiveExemptNeverShed(t *testing.T) {
+	l, g := newAdaptive(t, limitertest.Adaptive{Min: 1, Max: 1})
+	h := &holder{t: t, l: l, g: g, ds: map[string][]limiter.Decision{}}
+	h.decide("192.0.2.1")
+	for range 50 {
+		d := l.Decide(limitertest.At(10), limitertest.Peer("10.1.2.3"), g)
+		if !d.Allowed || d.Group != limiter.LocalPeers || d.Via != limiter.ViaUnlimited {
+			t.Fatalf("exempt: %+v", d)
+		}
+		d.Sample(limitertest.At(11), time.Second, true) // not counted either
+	}
+	if n := h.inflight(); n != 1 {
+		t.Fatalf("%d in flight, want 1", n)
+	}
+	if v, _ := l.Adaptive(g); v.Limit != 1 || v.Latency != 0 {
+		t.Fatalf("exempt answers fed the controller: %+v", v)
+	}
+}
+
+// dry_run computes and counts without shedding: a would-be shed is let
+// through, counted in flight and in WouldReject, and never asks the
+// Backend (as enforcement would not).
+func TestAdaptiveDryRun(t *testing.T) {
+	a := limitertest.Adaptive{Min: 1, Max: 1, ProbeSamples: 1}
+	gs := adaptiveGroup(a)
+	gs.Mode = limiter.ModeDryRun
+	l := limitertest.New(t, limitertest.Config(map[string]limiter.GroupSettings{"api": gs}))
+	g, _ := l.GroupID("api")
+	p := limitertest.Peer("192.0.2.1")
+	var ds []limiter.Decision
+	for i := range 4 {
+		d := l.Decide(limitertest.At(1), p, g)
+		if !d.Allowed {
+			t.Fatalf("dry_run refused request %d: %+v", i+1, d)
+		}
+		if i > 0 && (!d.WouldReject || d.Reason != limiter.ReasonAdaptive) {
+			t.Fatalf("request %d over the limit: %+v, want a would-be adaptive shed", i+1, d)
+		}
+		ds = append(ds, d)
+	}
+	if v, _ := l.Adaptive(g); v.Inflight != 4 {
+		t.Fatalf("in flight %d, want 4", v.Inflight)
+	}
+	st := l.Stats()["api"]
+	if st.WouldReject != 3 || st.RejectedAdaptive != 0 || st.Requests != 4 {
+		t.Fatalf("stats: %+v", st)
+	}
+	if e, _ := l.Entry(limitertest.At(1), p.Key, g); e.Requests != 1 {
+		t.Fatalf("the backend saw %d requests, want 1 (the would-be sheds never reach it)", e.Requests)
+	}
+	for _, d := range ds {
+		d.Release()
+	}
+	if v, _ := l.Adaptive(g); v.Inflight != 0 {
+		t.Fatalf("released: in flight %d", v.Inflight)
+	}
+}
+
+// A node that answers at once with errors drives the limit down, through
+// the decisions' samples.
+func TestAdaptiveInstantErrorsDriveTheLimitDown(t *testing.T) {
+	l, g := newAdaptive(t, limitertest.Adaptive{Min: 3, Max: 200, WindowMS: 100, Smoothing: 100})
+	// First up: answers at the unloaded latency with 150 in flight.
+	clock := limitertest.NewClock(limitertest.At(10))
+	run := func(n int, latency time.Duration, failed bool) {
+		var ds []limiter.Decision
+		for i := range n {
+			d := l.Decide(clock.Now(), limitertest.Peer("192.0.2."+strings.Repeat("1", 1+i%3)), g)
+			if d.Allowed {
+				ds = append(ds, d)
+			}
+		}
+		for _, d := range ds {
+			clock.Add(time.Millisecond)
+			d.Sample(clock.Now(), latency, failed)
+			d.Release()
+		}
+		clock.Add(100 * time.Millisecond)
+	}
+	for range 40 {
+		run(200, unloaded, false)
+	}
+	up, _ := l.Adaptive(g)
+	if up.Limit < 100 {
+		t.Fatalf("at the unloaded latency, fully used: limit %d", up.Limit)
+	}
+	for range 4 {
+		run(200, 0, true) // a window each
+	}
+	down, _ := l.Adaptive(g)
+	if down.Limit >= up.Limit/4 {
+		t.Fatalf("instant errors: limit %d from %d, want it driven down", down.Limit, up.Limit)
+	}
+}
+
+// The adaptive state outlives a live change of the group (the limit is
+// kept, brought within new bounds); it goes when the key is turned off.
+func TestAdaptiveAcrossApply(t *testing.T) {
+	l, g := newAdaptive(t, limitertest.Adaptive{Min: 40, Max: 40})
+	cfg := l.Config()
+	gs := cfg.Groups["api"]
+	d := l.Decide(limitertest.At(5), limitertest.Peer("192.0.2.1"), g)
+	gs.AdaptiveMaxLimit, gs.AdaptiveMinLimit = 30, 3
+	cfg.Groups["api"] = gs
+	if _, err := l.Apply(limitertest.At(10), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := l.Adaptive(g); v.Limit != 30 || v.Inflight != 1 || v.Probing {
+		t.Fatalf("after a lower maximum: %+v", v)
+	}
+	gs.AdaptiveConcurrency = false
+	cfg.Groups["api"] = gs
+	if _, err := l.Apply(limitertest.At(20), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := l.Adaptive(g); ok {
+		t.Fatal("off, still adaptive")
+	}
+	d.Release() // to the counts it was taken from
+}
+
+// A restart starts from the saved limit and unloaded latency: the
+// snapshot's group part carries them, JSON and all.
+func TestAdaptiveSnapshotRestore(t *testing.T) {
+	l, g := newAdaptive(t, limitertest.Adaptive{Min: 3, Max: 500, WindowMS: 100})
+	clock := limitertest.NewClock(limitertest.At(10))
+	for range 30 {
+		var ds []limiter.Decision
+		for i := range 300 {
+			if d := l.Decide(clock.Now(), limitertest.Peer("192.0.2."+string(rune('1'+i%5))), g); d.Allowed {
+				ds = append(ds, d)
+			}
+		}
+		for _, d := range ds {
+			clock.Add(time.Millisecond / 4)
+			d.Sample(clock.Now(), unloaded, false)
+			d.Release()
+		}
+		clock.Add(100 * time.Millisecond)
+	}
+	want, _ := l.Adaptive(g)
+	if want.Limit <= 3 {
+		t.Fatalf("the limit did not grow: %+v", want)
+	}
+	snap := l.Snapshot(clock.Now())
+	b, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back limiter.Snapshot
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	l2 := limitertest.New(t, l.Config())
+	if v, _ := l2.Adaptive(g); !v.Probing || v.Limit != 3 {
+		t.Fatalf("a fresh limiter: %+v", v)
+	}
+	if _, err := l2.Restore(clock.Now(), back); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := l2.Adaptive(g)
+	if got.Limit != want.Limit || got.Unloaded != want.Unloaded || got.Probing {
+		t.Fatalf("restored %+v, want the limit and unloaded latency of %+v", got, want)
+	}
+}
+
+// Samples and decisions on many goroutines: the counts end at 0.
+func TestAdaptiveConcurrent(t *testing.T) {
+	l, g := newAdaptive(t, limitertest.Adaptive{Min: 5, Max: 50, WindowMS: 10})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := limitertest.Peer("192.0.2." + string(rune('1'+w)))
+			for i := range 2000 {
+				now := limitertest.At(int64(10 + i))
+				d := l.Decide(now, p, g)
+				d.Sample(now, time.Duration(i%7)*time.Millisecond, i%11 == 0)
+				d.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	if v, _ := l.Adaptive(g); v.Inflight != 0 || v.Peers != 0 {
+		t.Fatalf("after: %+v", v)
+	}
+}
+
+// Bad adaptive keys are refused naming the group and the key: the minimum
+// above the maximum, zero or negative bounds, an unknown algorithm,
+// parameters out of range; set while off too.
+func TestAdaptiveKeysValidated(t *testing.T) {
+	general := limiter.ArweaveGroups()[limiter.GroupGeneral]
+	for _, tc := range []struct {
+		set  limiter.PartialGroup
+		key  string
+		want string
+	}{
+		{limiter.PartialGroup{"adaptive_concurrency": true, "adaptive_min_limit": int64(200), "adaptive_max_limit": int64(100)}, "adaptive_min_limit", "must be at most adaptive_max_limit (100), got 200"},
+		{limiter.PartialGroup{"adaptive_min_limit": int64(2000)}, "adaptive_min_limit", "at most adaptive_max_limit (1000)"},
+		{limiter.PartialGroup{"adaptive_min_limit": int64(0)}, "adaptive_min_limit", "from 1 to 2147483647, got 0"},
+		{limiter.PartialGroup{"adaptive_max_limit": int64(-5)}, "adaptive_max_limit", "got -5"},
+		{limiter.PartialGroup{"adaptive_algorithm": "vegas"}, "adaptive_algorithm", `must be "gradient", got "vegas"`},
+		{limiter.PartialGroup{"adaptive_algorithm": 1}, "adaptive_algorithm", "must be a string"},
+		{limiter.PartialGroup{"adaptive_concurrency": "yes"}, "adaptive_concurrency", "must be true or false"},
+		{limiter.PartialGroup{"adaptive_window": int64(5)}, "adaptive_window", "from 10 to 60000, got 5"},
+		{limiter.PartialGroup{"adaptive_percentile": int64(0)}, "adaptive_percentile", "from 1 to 100"},
+		{limiter.PartialGroup{"adaptive_percentile": int64(101)}, "adaptive_percentile", "got 101"},
+		{limiter.PartialGroup{"adaptive_buffer": int64(-1)}, "adaptive_buffer", "from 0 to 100"},
+		{limiter.PartialGroup{"adaptive_smoothing": int64(0)}, "adaptive_smoothing", "from 1 to 100"},
+		{limiter.PartialGroup{"adaptive_probe_interval": int64(999)}, "adaptive_probe_interval", "from 1000"},
+		{limiter.PartialGroup{"adaptive_probe_samples": int64(0)}, "adaptive_probe_samples", "from 1 to 10000"},
+		{limiter.PartialGroup{"adaptive_probe_samples": 1.5}, "adaptive_probe_samples", "must be an integer"},
+	} {
+		_, err := tc.set.Resolve("api", general)
+		var fe *limiter.FieldError
+		if !errors.As(err, &fe) || fe.Field != "http_api.limiter.api."+tc.key || !strings.Contains(fe.Problem, tc.want) {
+			t.Errorf("%v: %v, want http_api.limiter.api.%s: …%s…", tc.set, err, tc.key, tc.want)
+		}
+	}
+	// Built in code: the same checks when on; off and all zero, none.
+	s := general
+	s.Adaptive = limiter.Adaptive{AdaptiveConcurrency: true}
+	if err := s.Validate("api"); err == nil || !strings.Contains(err.Error(), "adaptive_min_limit") {
+		t.Errorf("on with nothing set: %v", err)
+	}
+	s.Adaptive = limiter.Adaptive{}
+	if err := s.Validate("api"); err != nil {
+		t.Errorf("off and zero: %v", err)
+	}
+	s.Adaptive = limiter.DefaultAdaptive()
+	s.AdaptiveAlgorithm = 9
+	if err := s.Validate("api"); err == nil || !strings.Contains(err.Error(), "adaptive_algorithm") {
+		t.Errorf("algorithm 9: %v", err)
+	}
+	if _, err := limiter.ParseAdaptiveAlgorithm("gradient"); err != nil {
+		t.Error(err)
+	}
+}

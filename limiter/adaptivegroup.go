@@ -1,0 +1,220 @@
+package limiter
+
+// A group's adaptive concurrency at run time (docs/limiting.md, "Adaptive
+// concurrency"): the requests in flight over all its peers and per peer,
+// counted with atomics on the decision path, and the controller that sets
+// the limit from the node's answers, under a lock off it.
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// adaptiveSlots is the size of a group's table of per-peer in-flight
+// counts: a peer counts in the slot its key hashes to (decision 201).
+const adaptiveSlots = 4096
+
+// adaptiveGroup is the adaptive concurrency of one group: safe for
+// concurrent use. It is kept across the group's versions while
+// adaptive_concurrency stays on (see groupAdaptive), so that a request
+// admitted under one version gives its slot back to the counts it took it
+// from.
+type adaptiveGroup struct {
+	// bounds holds the limit (low 32 bits) and the ceiling (high 32): in
+	// flight up to the limit, anyone is admitted; above it, only a peer
+	// below its fair share, up to the ceiling (twice the limit, the limit
+	// itself while the unloaded latency is measured). One word, so that a
+	// decision reads both at once; alone on its cache line, which the
+	// decisions only read.
+	bounds atomic.Uint64
+	_      [56]byte
+	// counts holds the group's requests in flight (low 32 bits) and the
+	// peers they are of (high 32: the slots holding any; two peers sharing
+	// a slot count once), changed together by one addition.
+	counts atomic.Int64
+	_      [56]byte
+
+	// What the last window measured, for the dashboard and the metrics.
+	latency  atomic.Int64 // µs
+	unloaded atomic.Int64 // µs
+	probing  atomic.Bool
+
+	mu  sync.Mutex
+	ctl gradient
+
+	slots [adaptiveSlots]atomic.Int32
+}
+
+// onePeer is a peer's part of adaptiveGroup.counts.
+const onePeer = 1 << 32
+
+// split returns the requests in flight and the peers of a counts word.
+func split(w int64) (inflight, peers int64) { return w & (onePeer - 1), w >> 32 }
+
+// newAdaptiveGroup returns the adaptive concurrency of settings p (on,
+// valid) at ms, measuring the unloaded latency first.
+func newAdaptiveGroup(p Adaptive, ms int64) *adaptiveGroup {
+	a := &adaptiveGroup{}
+	a.ctl = *newGradient(p, ms)
+	a.publish()
+	return a
+}
+
+// publish copies the controller's limit and figures to the atomics the
+// decisions and the readers see. a.mu is held (or a is not shared yet).
+func (a *adaptiveGroup) publish() {
+	l := min(a.ctl.current(), maxSetting)
+	ceil := 2 * l
+	if a.ctl.probing {
+		ceil = l
+	}
+	a.bounds.Store(uint64(ceil)<<32 | uint64(l))
+	a.latency.Store(a.ctl.latency)
+	a.unloaded.Store(a.ctl.unloaded)
+	a.probing.Store(a.ctl.probing)
+}
+
+// setParams applies a group's new adaptive settings (on, valid).
+func (a *adaptiveGroup) setParams(p Adaptive) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ctl.p != p {
+		a.ctl.setParams(p)
+		a.publish()
+	}
+}
+
+// restore sets the limit and the unloaded latency of a snapshot at ms.
+func (a *adaptiveGroup) restore(s *AdaptiveSnapshot, ms int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ctl.restore(s.Limit, s.UnloadedUS, ms)
+	a.publish()
+}
+
+// slotOf returns the slot of peer k.
+func slotOf(k Key) uint32 {
+	return uint32(mix64(k.Lo^k.Hi*0x9e3779b97f4a7c15^uint64(k.Last)) >> (64 - 12))
+}
+
+// acquire takes an in-flight slot for peer k: admitted while the group
+// holds fewer than its limit; above it, while the peer holds less than
+// its fair share (the limit divided by the peers in flight, itself
+// included, at least 1) and the group less than its ceiling. It returns
+// the peer's count to give back (release), and shed true when the request
+// is over them; with force (dry_run) the slot is taken even then.
+func (a *adaptiveGroup) acquire(k Key, force bool) (slot *atomic.Int32, shed bool) {
+	b := a.bounds.Load()
+	limit, ceil := int64(b&(1<<32-1)), int64(b>>32)
+	s := &a.slots[slotOf(k)]
+	held := int64(s.Add(1)) - 1
+	d := int64(1)
+	if held == 0 {
+		d += onePeer
+	}
+	n, peers := split(a.counts.Add(d))
+	if n > limit && (n > ceil || held > 0 && held*peers >= limit) {
+		shed = true
+		if !force {
+			a.counts.Add(-d)
+			s.Add(-1)
+			return nil, true
+		}
+	}
+	return s, shed
+}
+
+// release gives back a slot acquire took.
+func (a *adaptiveGroup) release(s *atomic.Int32) {
+	d := int64(-1)
+	if s.Add(-1) == 0 {
+		d -= onePeer
+	}
+	a.counts.Add(d)
+}
+
+// sample feeds the controller with one answer of the node at ms to a
+// request admitted at admitted (docs/limiting.md, "Adaptive concurrency").
+func (a *adaptiveGroup) sample(ms, admitted int64, latency time.Duration, failed bool) {
+	us := latency.Microseconds()
+	n, _ := split(a.counts.Load())
+	a.mu.Lock()
+	if a.ctl.sample(ms, admitted, us, failed, n) {
+		a.publish()
+	}
+	a.mu.Unlock()
+}
+
+// AdaptiveView is what a group's adaptive concurrency stands at: for the
+// dashboard, the metrics and the API.
+type AdaptiveView struct {
+	// Limit is the limit in force (the minimum while the unloaded
+	// latency is measured).
+	Limit int64 `json:"limit"`
+	// Inflight are the group's requests in flight, all peers together;
+	// Peers, the peers they are of.
+	Inflight int64 `json:"inflight"`
+	Peers    int64 `json:"peers"`
+	// Latency is the last window's latency (its percentile), Unloaded
+	// the last measurement's; zero until there is one.
+	Latency  time.Duration `json:"latency_ns"`
+	Unloaded time.Duration `json:"unloaded_ns"`
+	// Probing is true while the unloaded latency is measured.
+	Probing bool `json:"probing"`
+}
+
+// view returns the figures now.
+func (a *adaptiveGroup) view() AdaptiveView {
+	n, peers := split(a.counts.Load())
+	return AdaptiveView{
+		Limit:    int64(a.bounds.Load() & (1<<32 - 1)),
+		Inflight: n,
+		Peers:    peers,
+		Latency:  time.Duration(a.latency.Load()) * time.Microsecond,
+		Unloaded: time.Duration(a.unloaded.Load()) * time.Microsecond,
+		Probing:  a.probing.Load(),
+	}
+}
+
+// snapshot returns what a restart restores, nil while nothing was
+// measured.
+func (a *adaptiveGroup) snapshot() *AdaptiveSnapshot {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := &a.ctl
+	if c.unloaded == 0 {
+		return nil
+	}
+	l := c.limit
+	if c.probing {
+		l = c.deferred
+	}
+	return &AdaptiveSnapshot{Limit: max(1, l/milli), UnloadedUS: c.unloaded}
+}
+
+// AdaptiveSnapshot is a group's adaptive limit as a snapshot keeps it
+// (GroupSnapshot.Adaptive): a restart starts from it rather than from the
+// minimum or the maximum.
+type AdaptiveSnapshot struct {
+	// Limit is the limit (outside a measurement of the unloaded latency,
+	// the one it goes back to).
+	Limit int64 `json:"limit"`
+	// UnloadedUS is the node's unloaded latency, µs.
+	UnloadedUS int64 `json:"unloaded_us"`
+}
+
+// groupAdaptive returns the adaptive concurrency of group id with settings
+// gs at ms: nil when off; prev's while it was on (its new settings are
+// applied when the version is installed, see Limiter.install); else new.
+func groupAdaptive(prev *settings, id GroupID, gs *GroupSettings, ms int64) *adaptiveGroup {
+	if !gs.AdaptiveConcurrency {
+		return nil
+	}
+	if prev != nil && prev.groups[id].defined {
+		if a := prev.groups[id].adaptive; a != nil {
+			return a
+		}
+	}
+	return newAdaptiveGroup(gs.Adaptive, ms)
+}
