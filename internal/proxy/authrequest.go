@@ -84,10 +84,14 @@ func (h *Handler) handleAuthRequest(w http.ResponseWriter, r *http.Request) {
 
 	h.setRateLimitHeaders(hd, &d)
 	switch {
-	case d.Reason == limiter.ReasonUnavailable:
+	case d.Reason == limiter.ReasonUnavailable || d.Reason == limiter.ReasonAdaptive && !d.Allowed:
 		// auth_request passes only 2xx, 401 and 403 on: a 403 that
-		// X-Limiterd-Status says is a 503, for nginx to map back.
+		// X-Limiterd-Status says is a 503, for nginx to map back (a shed
+		// request with its Retry-After).
 		hd.Set(hdrLimiterdStatus, "503")
+		if d.Reason == limiter.ReasonAdaptive {
+			hd.Set("Retry-After", strconv.FormatInt(d.RetryAfter, 10))
+		}
 		w.WriteHeader(http.StatusForbidden)
 	case d.Reason == limiter.ReasonDenied && !d.Allowed:
 		hd.Set(hdrLimiterdStatus, "403")

@@ -109,17 +109,28 @@ func (l *leases) shrink() {
 	}
 }
 
-func (l *leases) release(id string) bool {
+func (l *leases) release(id string) bool { return l.releaseWith(id, nil) }
+
+// releaseWith ends lease id, first telling answer (when not nil) of the
+// decision and when the lease was to end; it reports whether the lease
+// was held.
+func (l *leases) releaseWith(id string, answer func(d *limiter.Decision, expires time.Time)) bool {
 	l.mu.Lock()
 	x, ok := l.m[id]
 	delete(l.m, id)
 	l.shrink()
 	l.mu.Unlock()
 	if ok {
+		if answer != nil {
+			answer(&x.d, x.expires)
+		}
 		x.d.Release()
 	}
 	return ok
 }
+
+// maxLatencyMS bounds a released lease's latency_ms: a day.
+const maxLatencyMS = 86_400_000
 
 // expire releases the leases ended at now.
 func (l *leases) expire(now time.Time) {
@@ -165,7 +176,7 @@ type checkRequest struct {
 // checkResponse is the decision of POST /api/v1/check.
 type checkResponse struct {
 	Allowed     bool   `json:"allowed"`
-	Status      int    `json:"status"` // what a proxy should answer: 200, 429 or 403
+	Status      int    `json:"status"` // what a proxy should answer: 200, 429, 403 or 503
 	Group       string `json:"group"`
 	Via         string `json:"via,omitempty"`
 	Reason      string `json:"reason,omitempty"`
@@ -265,6 +276,11 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 		resp.Status = http.StatusForbidden
 	case d.Reason == limiter.ReasonUnavailable:
 		resp.Status = http.StatusServiceUnavailable
+	case d.Reason == limiter.ReasonAdaptive && !d.Allowed:
+		// Shed by the adaptive limit (docs/replies.md, "Shedding").
+		resp.Status = http.StatusServiceUnavailable
+		resp.RetryAfter = d.RetryAfter
+		w.Header().Set("Retry-After", fmt.Sprint(d.RetryAfter))
 	case !d.Allowed:
 		resp.Status = http.StatusTooManyRequests
 		resp.RetryAfter = d.RetryAfter
@@ -279,19 +295,45 @@ func (h *Handler) handleCheck(w http.ResponseWriter, r *http.Request) {
 
 // HandleRelease serves POST /api/v1/release: it gives back the in-flight
 // slot of a check admission before its lease ends.
+//
+// With the node's answer (status, and latency_ms from the request's
+// sending to the answer's head; the lease's age without it), the answer is
+// also reported to the group's adaptive concurrency (docs/limiting.md,
+// "Adaptive concurrency"), a 5xx or a status of 0 (no answer) as a
+// failure.
 func (h *Handler) HandleRelease(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		ID string `json:"id"`
+		ID        string `json:"id"`
+		Status    *int   `json:"status"`
+		LatencyMS *int64 `json:"latency_ms"`
 	}
 	err := jsonbody.Decode(r, &req)
 	if err == nil && req.ID == "" {
 		err = &limiter.FieldError{Field: "id", Problem: "required"}
 	}
+	if err == nil && req.Status != nil && (*req.Status != 0 && *req.Status < 100 || *req.Status > 599) {
+		err = &limiter.FieldError{Field: "status", Problem: fmt.Sprintf("must be 0 (no answer) or an HTTP status from 100 to 599, got %d", *req.Status)}
+	}
+	if err == nil && req.LatencyMS != nil && (*req.LatencyMS < 0 || *req.LatencyMS > maxLatencyMS) {
+		err = &limiter.FieldError{Field: "latency_ms", Problem: fmt.Sprintf("must be an integer from 0 to %d, got %d", maxLatencyMS, *req.LatencyMS)}
+	}
 	if err != nil {
 		jsonbody.Fail(w, err)
 		return
 	}
-	if !h.leases.release(req.ID) {
+	var answer func(d *limiter.Decision, expires time.Time)
+	if req.Status != nil {
+		status := *req.Status
+		answer = func(d *limiter.Decision, expires time.Time) {
+			now := h.now()
+			lat := now.Sub(expires.Add(-h.opts.CheckLease))
+			if req.LatencyMS != nil {
+				lat = time.Duration(*req.LatencyMS) * time.Millisecond
+			}
+			d.Sample(now, lat, status == 0 || status >= 500)
+		}
+	}
+	if !h.leases.releaseWith(req.ID, answer) {
 		jsonbody.WriteError(w, http.StatusNotFound, fmt.Sprintf("lease %q: not found (released already, or expired)", req.ID), "")
 		return
 	}

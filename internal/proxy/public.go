@@ -257,7 +257,7 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target) {
 
 	up := x.keep.up
 	x.client = watch(ctx.Conn())
-	err := h.upstream.do(x, req, up, hasBody)
+	err := h.doTimed(x, req, up, hasBody)
 	if err != nil {
 		h.upstreamFailed(ctx, x, err)
 		return

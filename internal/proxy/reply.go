@@ -43,8 +43,13 @@ func unavailable(ctx *fasthttp.RequestCtx) {
 }
 
 // reject writes the 429 of docs/replies.md ("Rejections"): Retry-After, and
-// "Too Many Requests" or, when the client prefers JSON, the reason as JSON.
+// "Too Many Requests" or, when the client prefers JSON, the reason as JSON;
+// the 503 of a request the adaptive limit shed (shed).
 func (h *Handler) reject(ctx *fasthttp.RequestCtx, d *limiter.Decision) {
+	if d.Reason == limiter.ReasonAdaptive {
+		h.shed(ctx, d)
+		return
+	}
 	r := &ctx.Response
 	var b [160]byte
 	r.Header.SetCanonical(hdrRetryAfter, strconv.AppendInt(b[:0], d.RetryAfter, 10))
