@@ -403,6 +403,17 @@ var groupHelp = map[string]struct {
 	limiter.KeyNumberOfWorkers: {help: "worker shards of the group (default 5, metrics 1)"},
 	limiter.KeyConcurrencyScope: {help: "what concurrency_limit counts", values: []Value{
 		{"peer", "the peer's requests in flight"}, {"shard", "those of every peer of its worker shard (2.9.7)"}}},
+	limiter.KeyAdaptiveConcurrency: {help: `true: the group's requests in flight, all peers together, are limited by a limit that follows the node's latency (docs/limiting.md, "Adaptive concurrency")`},
+	limiter.KeyAdaptiveAlgorithm: {help: "what sets the adaptive limit", values: []Value{
+		{"gradient", "Envoy's gradient controller: (unloaded latency × (1 + buffer)) / the window's latency, the unloaded latency measured now and then at the minimum"}}},
+	limiter.KeyAdaptiveMinLimit:      {help: "the adaptive limit's floor, and the limit while the unloaded latency is measured"},
+	limiter.KeyAdaptiveMaxLimit:      {help: "the adaptive limit's ceiling"},
+	limiter.KeyAdaptiveWindow:        {help: "ms; how often the adaptive limit is updated from the latencies of the window"},
+	limiter.KeyAdaptivePercentile:    {help: "the percentile of a window's latencies the limit follows (50: the median)"},
+	limiter.KeyAdaptiveBuffer:        {help: "percent above the unloaded latency that the window's latency may be before the limit shrinks"},
+	limiter.KeyAdaptiveSmoothing:     {help: "percent of each window's step the limit takes (100: no smoothing)"},
+	limiter.KeyAdaptiveProbeInterval: {help: "ms between two measurements of the node's unloaded latency (each starts up to 15 % later)"},
+	limiter.KeyAdaptiveProbeSamples:  {help: "answers a measurement of the unloaded latency takes"},
 }
 
 // The 2.9.7 names a group table may use instead of the 2.9.6 keys

@@ -15,15 +15,17 @@ import (
 const HistorySeconds = 3600
 
 // histSample is one group's second: the counters' increase during it and
-// the in-flight gauge at its end. A second never counts 4 billion of
-// anything; the fields saturate rather than wrap.
+// the gauges at its end (in flight; the adaptive limit and the latency it
+// follows, µs). A second never counts 4 billion of anything; the fields
+// saturate rather than wrap.
 type histSample struct {
 	requests, admitted, rejConc, rejRate, would, inflight, denied uint32
+	shed, limit, latency                                          uint32
 }
 
 // histCounters are the cumulative limiter counters History follows.
 type histCounters struct {
-	requests, admitted, rejConc, rejRate, would, denied uint64
+	requests, admitted, rejConc, rejRate, would, denied, shed uint64
 }
 
 func countersOf(s *limiter.GroupStats) histCounters {
@@ -34,6 +36,7 @@ func countersOf(s *limiter.GroupStats) histCounters {
 		rejRate:  s.RejectedRateLimit,
 		would:    s.WouldReject,
 		denied:   s.Denied,
+		shed:     s.RejectedAdaptive,
 	}
 }
 
@@ -46,7 +49,8 @@ type groupHistory struct {
 
 // History keeps, per group, the last hour of per-second samples of the
 // limiter's counters (requests, admitted, rejected by reason,
-// would_reject, denied) and of its in-flight gauge, for the overview's charts.
+// would_reject, denied, shed by the adaptive limit) and of its gauges (in
+// flight, the adaptive limit and its latency), for the overview's charts.
 // Server.Run feeds it once a second from Limiter.Stats; nothing on the
 // request path touches it. It is safe for concurrent use.
 type History struct {
@@ -102,7 +106,10 @@ func (h *History) Sample(now time.Time, stats map[string]limiter.GroupStats) {
 		s.rejRate = sat32(uint64(s.rejRate) + delta(cur.rejRate, g.prev.rejRate))
 		s.would = sat32(uint64(s.would) + delta(cur.would, g.prev.would))
 		s.denied = sat32(uint64(s.denied) + delta(cur.denied, g.prev.denied))
+		s.shed = sat32(uint64(s.shed) + delta(cur.shed, g.prev.shed))
 		s.inflight = sat32(uint64(max(st.ItemsConcurrency, 0)))
+		s.limit = sat32(uint64(max(st.AdaptiveLimit, 0)))
+		s.latency = sat32(uint64(max(st.AdaptiveLatencyUS, 0)))
 		g.prev = cur
 	}
 }
@@ -120,6 +127,13 @@ type Series struct {
 	// Denied counts the requests of denied peers (answered 403).
 	Denied   []uint64 `json:"denied"`
 	Inflight []uint64 `json:"inflight"`
+	// Shed counts the requests the adaptive limit shed (503);
+	// AdaptiveLimit and AdaptiveLatencyUS are its limit and the latency
+	// it followed, µs, at the second's end (0 without adaptive
+	// concurrency; summed over the groups for "").
+	Shed              []uint64 `json:"shed"`
+	AdaptiveLimit     []uint64 `json:"adaptive_limit"`
+	AdaptiveLatencyUS []uint64 `json:"adaptive_latency_us"`
 }
 
 // Series returns group's seconds from since (or from the first sample,
@@ -139,6 +153,7 @@ func (h *History) Series(group string, since time.Time) Series {
 	s.Requests, s.Admitted = make([]uint64, n), make([]uint64, n)
 	s.RejectedConcurrency, s.RejectedRateLimit = make([]uint64, n), make([]uint64, n)
 	s.WouldReject, s.Inflight, s.Denied = make([]uint64, n), make([]uint64, n), make([]uint64, n)
+	s.Shed, s.AdaptiveLimit, s.AdaptiveLatencyUS = make([]uint64, n), make([]uint64, n), make([]uint64, n)
 	var gs []*groupHistory
 	if group == "" {
 		gs = slices.Collect(maps.Values(h.groups))
@@ -157,6 +172,9 @@ func (h *History) Series(group string, since time.Time) Series {
 			s.WouldReject[k] += uint64(x.would)
 			s.Denied[k] += uint64(x.denied)
 			s.Inflight[k] += uint64(x.inflight)
+			s.Shed[k] += uint64(x.shed)
+			s.AdaptiveLimit[k] += uint64(x.limit)
+			s.AdaptiveLatencyUS[k] += uint64(x.latency)
 		}
 	}
 	return s

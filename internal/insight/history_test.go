@@ -88,12 +88,24 @@ func TestHistoryDenied(t *testing.T) {
 	}
 }
 
+// TestHistoryAdaptive: the requests the adaptive limit shed per second,
+// its limit and its latency at each second's end.
+func TestHistoryAdaptive(t *testing.T) {
+	h := insight.NewHistory()
+	h.Sample(hsec(0), map[string]limiter.GroupStats{"a": {Requests: 5, RejectedAdaptive: 2, AdaptiveLimit: 40, AdaptiveLatencyUS: 9000}})
+	h.Sample(hsec(1), map[string]limiter.GroupStats{"a": {Requests: 12, RejectedAdaptive: 6, AdaptiveLimit: 30, AdaptiveLatencyUS: 12000}})
+	s := h.Series("a", hsec(0))
+	if !slices.Equal(s.Shed, []uint64{0, 4}) || !slices.Equal(s.AdaptiveLimit, []uint64{40, 30}) || !slices.Equal(s.AdaptiveLatencyUS, []uint64{9000, 12000}) {
+		t.Fatalf("shed %v, limit %v, latency %v", s.Shed, s.AdaptiveLimit, s.AdaptiveLatencyUS)
+	}
+}
+
 func TestHistoryEmpty(t *testing.T) {
 	b, err := json.Marshal(insight.NewHistory().Series("", h0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"t":[],"requests":[],"admitted":[],"rejected_concurrency":[],"rejected_rate_limit":[],"would_reject":[],"denied":[],"inflight":[]}`
+	const want = `{"t":[],"requests":[],"admitted":[],"rejected_concurrency":[],"rejected_rate_limit":[],"would_reject":[],"denied":[],"inflight":[],"shed":[],"adaptive_limit":[],"adaptive_latency_us":[]}`
 	if string(b) != want {
 		t.Fatalf("%s", b)
 	}

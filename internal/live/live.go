@@ -233,6 +233,9 @@ type GroupView struct {
 	// NextLeakyTick is when the group's tokens are next reduced; the tick
 	// phase survives restarts.
 	NextLeakyTick time.Time `json:"next_leaky_tick"`
+	// Adaptive is what the group's adaptive concurrency stands at, nil
+	// when it is off (docs/limiting.md, "Adaptive concurrency").
+	Adaptive *limiter.AdaptiveView `json:"adaptive,omitempty"`
 }
 
 // Values returns every key of s by its name in config.toml, with JSON-ready
@@ -276,6 +279,9 @@ func (c *Live) groupLocked(name string) GroupView {
 	if id, ok := c.lim.GroupID(name); ok {
 		next, _ := c.lim.NextTicks(id, c.now())
 		v.NextLeakyTick = next.UTC()
+		if a, ok := c.lim.Adaptive(id); ok {
+			v.Adaptive = &a
+		}
 	}
 	return v
 }

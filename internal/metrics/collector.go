@@ -6,6 +6,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiterd/limiterd/internal/insight"
@@ -19,6 +21,7 @@ type StatsSource interface {
 	Tracked() int
 	GroupID(name string) (limiter.GroupID, bool)
 	Settings(g limiter.GroupID) (limiter.GroupSettings, bool)
+	Adaptive(g limiter.GroupID) (limiter.AdaptiveView, bool)
 }
 
 // The label names and values of the metrics.
@@ -54,6 +57,8 @@ type metricsCollector struct {
 	h2Open, h2Conns, h2Streams, h2Errors              *prometheus.Desc
 
 	algorithm, groupEntries, logTimestamps, stateDropped *prometheus.Desc
+
+	adaptiveLimit, adaptiveLatency, adaptiveUnloaded, adaptiveInflight, adaptiveProbing *prometheus.Desc
 }
 
 // NewCollector returns a prometheus.Collector that reads src, lat and pc
@@ -75,7 +80,7 @@ func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCoun
 		requests: prometheus.NewDesc("ar_limiter_requests_total",
 			"The number of requests the limiter has processed.", group, nil),
 		rejected: prometheus.NewDesc("ar_limiter_rejected_total",
-			"The number of requests rejected by the limiter (429), by reason: concurrency or rate_limit.",
+			"The number of requests rejected by the limiter (429), by reason: concurrency or rate_limit; and (503) adaptive, shed by the group's adaptive concurrency limit.",
 			[]string{labelGroup, labelReason}, nil),
 		reduce: prometheus.NewDesc("ar_limiter_reduce_requests_total",
 			"The number of manual reduction requests (one leaky-bucket token given back to a peer).", group, nil),
@@ -143,6 +148,17 @@ func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCoun
 			"Timestamps the sliding logs of a group hold now (one per admission of the last period, per peer).", group, nil),
 		stateDropped: prometheus.NewDesc("limiterd_algorithm_state_dropped_total",
 			"Entries dropped because their group's algorithm changed (a live edit, a reload, a restart).", group, nil),
+
+		adaptiveLimit: prometheus.NewDesc("limiterd_adaptive_limit",
+			"A group's adaptive concurrency limit now: its requests in flight, all peers together (the minimum while the node's unloaded latency is measured).", group, nil),
+		adaptiveLatency: prometheus.NewDesc("limiterd_adaptive_latency_seconds",
+			"The node's latency the adaptive limit follows: the last window's percentile of the answers' times to their head.", group, nil),
+		adaptiveUnloaded: prometheus.NewDesc("limiterd_adaptive_unloaded_latency_seconds",
+			"The node's unloaded latency the adaptive limit compares it with, as last measured.", group, nil),
+		adaptiveInflight: prometheus.NewDesc("limiterd_adaptive_inflight",
+			"A group's requests in flight, all peers together, as its adaptive concurrency counts them.", group, nil),
+		adaptiveProbing: prometheus.NewDesc("limiterd_adaptive_probing",
+			"1 while a group's adaptive limit is pinned at its minimum to measure the node's unloaded latency.", group, nil),
 	}
 }
 
@@ -154,6 +170,7 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.tickTokenReductions, c.tickDeletePeer, c.cleanupDeletePeer, c.peers,
 		c.trackedItems, c.wouldReject, c.denied, c.admitted, c.evictions, c.tracked,
 		c.algorithm, c.groupEntries, c.logTimestamps, c.stateDropped,
+		c.adaptiveLimit, c.adaptiveLatency, c.adaptiveUnloaded, c.adaptiveInflight, c.adaptiveProbing,
 	} {
 		ch <- d
 	}
@@ -200,6 +217,9 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
 	}
+	seconds := func(d *prometheus.Desc, v time.Duration, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v.Seconds(), labels...)
+	}
 
 	var evictions uint64
 	for name, s := range c.src.Stats() {
@@ -207,6 +227,25 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.requests, s.Requests, name)
 		counter(c.rejected, s.RejectedConcurrency, name, limiter.ReasonConcurrency.String())
 		counter(c.rejected, s.RejectedRateLimit, name, limiter.ReasonRateLimit.String())
+		g, defined := c.src.GroupID(name)
+		av, adaptive := limiter.AdaptiveView{}, false
+		if defined {
+			av, adaptive = c.src.Adaptive(g)
+		}
+		if adaptive || s.RejectedAdaptive > 0 {
+			counter(c.rejected, s.RejectedAdaptive, name, limiter.ReasonAdaptive.String())
+		}
+		if adaptive {
+			gauge(c.adaptiveLimit, av.Limit, name)
+			seconds(c.adaptiveLatency, av.Latency, name)
+			seconds(c.adaptiveUnloaded, av.Unloaded, name)
+			gauge(c.adaptiveInflight, av.Inflight, name)
+			probing := int64(0)
+			if av.Probing {
+				probing = 1
+			}
+			gauge(c.adaptiveProbing, probing, name)
+		}
 		counter(c.reduce, s.ReduceRequests, name)
 		counter(c.leakyTicks, s.LeakyTicks, name)
 		counter(c.tickReductionsPeer, s.TickReductionsPeer, name)

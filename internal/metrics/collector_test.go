@@ -203,7 +203,7 @@ ar_limiter_peers{limiter_id="metrics",limiting_type="sliding_window_timestamps"}
 # HELP ar_limiter_reduce_requests_total The number of manual reduction requests (one leaky-bucket token given back to a peer).
 # TYPE ar_limiter_reduce_requests_total counter
 ar_limiter_reduce_requests_total{limiter_id="metrics"} 1
-# HELP ar_limiter_rejected_total The number of requests rejected by the limiter (429), by reason: concurrency or rate_limit.
+# HELP ar_limiter_rejected_total The number of requests rejected by the limiter (429), by reason: concurrency or rate_limit; and (503) adaptive, shed by the group's adaptive concurrency limit.
 # TYPE ar_limiter_rejected_total counter
 ar_limiter_rejected_total{limiter_id="metrics",reason="concurrency"} 2
 ar_limiter_rejected_total{limiter_id="metrics",reason="rate_limit"} 1

@@ -45,6 +45,9 @@ func usedBy(k algo.Kind, key string) bool {
 	case limiter.KeyBurst:
 		return k.HasBurst()
 	}
+	if gk, ok := limiter.LookupGroupKey(key); ok && gk.Part == limiter.PartAdaptive {
+		return true // whatever the algorithm
+	}
 	return k == algo.Hybrid
 }
 
@@ -175,6 +178,9 @@ func (d *Dashboard) groupForm(v live.GroupView, submitted map[string]string, err
 			fl.Error = msg
 		}
 		f.Fields = append(f.Fields, fl)
+	}
+	if r, ok := d.adaptiveRow(v.Name); ok {
+		f.Adaptive = &templates.Adaptive{Rows: []templates.AdaptiveRow{r}, Minutes: sparkMinutes}
 	}
 	return f
 }

@@ -91,6 +91,7 @@ func (d *Dashboard) overview() templates.Overview {
 		o.Groups = append(o.Groups, groupNow(name, mode, id != limiter.LocalPeers, d.history.Series(name, since)))
 		o.Totals = append(o.Totals, templates.GroupRow{Name: name, Mode: mode, Stats: stats[name]})
 	}
+	o.Adaptive = templates.Adaptive{Rows: d.adaptiveRows(), Minutes: sparkMinutes}
 	return o
 }
 

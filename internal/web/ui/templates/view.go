@@ -156,6 +156,8 @@ type GroupForm struct {
 	// Record says what the what-if replays ("12 034 requests of the last
 	// hour").
 	Record string
+	// Adaptive is the group's adaptive concurrency, nil when it is off.
+	Adaptive *Adaptive
 }
 
 // Action is the form's target.

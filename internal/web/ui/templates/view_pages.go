@@ -23,6 +23,8 @@ type Overview struct {
 	// ClusterUp whether that is as configured.
 	Cluster   string
 	ClusterUp bool
+	// Adaptive is the groups' adaptive concurrency, when any has it on.
+	Adaptive Adaptive
 }
 
 // TalkerRow is one (peer, group) of a top list.
