@@ -26,7 +26,7 @@ func (h *Handler) doTimed(x *exchange, req *fasthttp.Request, resp *fasthttp.Res
 	}
 	sent := h.now()
 	err := h.upstream.do(x, req, resp, hasBody)
-	h.sampleNode(x, sent, err, &x.ctx.Response.Header)
+	h.sampleNode(x, sent, err, &x.out.Header)
 	return err
 }
 
@@ -57,6 +57,20 @@ func (h *Handler) shed(ctx *fasthttp.RequestCtx, d *limiter.Decision) {
 	ctype, body := shedBody(b[:0], b2s(ctx.Request.Header.Peek("Accept")), h.lim.GroupName(d.Group), d.RetryAfter)
 	r.Header.SetContentTypeBytes(ctype)
 	r.SetBody(body)
+}
+
+// shedStream writes the 503 of a shed HTTP/2 stream, as shed does. The
+// caller has set the rate-limit fields.
+func (h *Handler) shedStream(w http.ResponseWriter, r *http.Request, d *limiter.Decision) {
+	wh := w.Header()
+	var b [320]byte
+	wh["Retry-After"] = []string{strconv.FormatInt(d.RetryAfter, 10)}
+	wh["Cache-Control"] = []string{string(valueNoStore)}
+	ctype, body := shedBody(b[:0], r.Header.Get("Accept"), h.lim.GroupName(d.Group), d.RetryAfter)
+	wh["Content-Type"] = []string{string(ctype)}
+	wh["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(body)
 }
 
 // The problem type of a shed request: the temporary reduced capacity of

@@ -48,8 +48,8 @@ func startAt(t *testing.T, lim *limiter.Limiter, limit int64) limiter.GroupID {
 
 // A request the adaptive limit sheds is answered 503 with Retry-After,
 // no-store and the rate-limit fields, its body the problem type
-// temporary-reduced-capacity, the 429s' JSON or text, by its Accept; it
-// never reaches the node.
+// temporary-reduced-capacity, the 429s' JSON or text, by its Accept, over
+// HTTP/1.1 and HTTP/2; it never reaches the node.
 func TestShedReply(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
@@ -75,6 +75,8 @@ func TestShedReply(t *testing.T) {
 	eventually(t, "the held request in flight", func() bool { v, _ := p.lim.Adaptive(g); return v.Inflight == 1 })
 	hits := p.hits.Load()
 
+	// Over HTTP/1.1 and over HTTP/2 alike.
+	h2 := h2Client(t)
 	for _, tc := range []struct {
 		accept, ctype string
 		check         func(body string) bool
@@ -93,26 +95,28 @@ func TestShedReply(t *testing.T) {
 		}},
 		{"text/plain, application/problem+json;q=0.5", "text/plain; charset=utf-8", func(b string) bool { return b == "Service Unavailable\n" }},
 	} {
-		req, _ := http.NewRequest(http.MethodGet, p.base+"/info", nil)
-		if tc.accept != "" {
-			req.Header.Set("Accept", tc.accept)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		h := resp.Header
-		if resp.StatusCode != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" || h.Get("Cache-Control") != "no-store" ||
-			h.Get("Content-Type") != tc.ctype || h.Get("RateLimit-Policy") == "" || h.Get("ratelimit-limit") == "" || !tc.check(string(b)) {
-			t.Errorf("Accept %q: %d %v\n%s", tc.accept, resp.StatusCode, h, b)
+		for _, c := range []*http.Client{http.DefaultClient, h2} {
+			req, _ := http.NewRequest(http.MethodGet, p.base+"/info", nil)
+			if tc.accept != "" {
+				req.Header.Set("Accept", tc.accept)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			h := resp.Header
+			if resp.StatusCode != http.StatusServiceUnavailable || h.Get("Retry-After") != "1" || h.Get("Cache-Control") != "no-store" ||
+				h.Get("Content-Type") != tc.ctype || h.Get("RateLimit-Policy") == "" || h.Get("ratelimit-limit") == "" || !tc.check(string(b)) {
+				t.Errorf("%s, Accept %q: %d %v\n%s", resp.Proto, tc.accept, resp.StatusCode, h, b)
+			}
 		}
 	}
 	if p.hits.Load() != hits {
 		t.Fatal("a shed request reached the node")
 	}
-	if st := p.lim.Stats()["general"]; st.RejectedAdaptive != 4 || st.RejectedConcurrency != 0 {
+	if st := p.lim.Stats()["general"]; st.RejectedAdaptive != 8 || st.RejectedConcurrency != 0 {
 		t.Fatalf("stats: %+v", st)
 	}
 	free()
@@ -122,8 +126,9 @@ func TestShedReply(t *testing.T) {
 	p.settled()
 }
 
-// The node's answers feed the controller: their latency to the head, and
-// 5xx and broken exchanges as failures, which drive the limit down.
+// The node's answers feed the controller, over HTTP/1.1 and HTTP/2: their
+// latency to the head, and 5xx and broken exchanges as failures, which
+// drive the limit down.
 func TestNodeAnswersSampled(t *testing.T) {
 	p := newPlane(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -138,40 +143,43 @@ func TestNodeAnswersSampled(t *testing.T) {
 		}
 		io.WriteString(w, "from the node")
 	}, nil, adaptiveGeneral(limitertest.Adaptive{Min: 3, Max: 100, WindowMS: 10, Smoothing: 100}))
-	g := startAt(t, p.lim, 100)
-	get := func(path string) int {
-		resp, err := http.Get(p.base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	// A window of 10 answers over 20 ms: its latency is the node's.
-	for range 10 {
-		get("/slow")
-	}
-	v, _ := p.lim.Adaptive(g)
-	if v.Latency < 19*time.Millisecond || v.Latency > time.Second || v.Limit >= 100 {
-		t.Fatalf("after answers in 20 ms, 20 times the unloaded latency: %+v", v)
-	}
-	// Instant 500s and resets: congestion, though faster than the node's
-	// unloaded latency.
-	for _, path := range []string{"/fail", "/reset"} {
-		startAt(t, p.lim, 100)
-		before, _ := p.lim.Adaptive(g)
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			if s := get(path); s != 500 && s != 502 {
-				t.Fatalf("%s: %d", path, s)
+	h2 := h2Client(t)
+	for _, c := range []*http.Client{http.DefaultClient, h2} {
+		g := startAt(t, p.lim, 100)
+		get := func(path string) int {
+			resp, err := c.Get(p.base + path)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if v, _ = p.lim.Adaptive(g); v.Limit < before.Limit || time.Now().After(deadline) {
-				break
-			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode
 		}
-		if v.Limit >= before.Limit {
-			t.Fatalf("%s for 5 s: the limit stayed at %d", path, v.Limit)
+		// A window of 10 answers over 20 ms: its latency is the node's.
+		for range 10 {
+			get("/slow")
+		}
+		v, _ := p.lim.Adaptive(g)
+		if v.Latency < 19*time.Millisecond || v.Latency > time.Second || v.Limit >= 100 {
+			t.Fatalf("HTTP/2 %v: after answers in 20 ms, 20 times the unloaded latency: %+v", c == h2, v)
+		}
+		// Instant 500s and resets: congestion, though faster than the node's
+		// unloaded latency.
+		for _, path := range []string{"/fail", "/reset"} {
+			startAt(t, p.lim, 100)
+			before, _ := p.lim.Adaptive(g)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				if s := get(path); s != 500 && s != 502 {
+					t.Fatalf("HTTP/2 %v, %s: %d", c == h2, path, s)
+				}
+				if v, _ = p.lim.Adaptive(g); v.Limit < before.Limit || time.Now().After(deadline) {
+					break
+				}
+			}
+			if v.Limit >= before.Limit {
+				t.Fatalf("HTTP/2 %v, %s for 5 s: the limit stayed at %d", c == h2, path, v.Limit)
+			}
 		}
 	}
 	p.settled()

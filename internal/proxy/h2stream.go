@@ -118,6 +118,10 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request) {
 		x.status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
 		h2Fail(w, http.StatusServiceUnavailable)
+	case d.Reason == limiter.ReasonAdaptive && !d.Allowed:
+		x.status = http.StatusServiceUnavailable
+		h.setStreamFields(w.Header(), d)
+		h.shedStream(w, r, d)
 	case !d.Allowed:
 		x.status = http.StatusTooManyRequests
 		h.setStreamFields(w.Header(), d)
@@ -189,7 +193,7 @@ func (h *Handler) forwardStream(w http.ResponseWriter, r *http.Request, x *excha
 	if h.opts.hook != nil {
 		h.opts.hook("upstream")
 	}
-	err := h.upstream.do(x, req, x.keep.up, hasBody)
+	err := h.doTimed(x, req, x.keep.up, hasBody)
 	if err != nil {
 		h.streamUpstreamFailed(w, x, err)
 		return
