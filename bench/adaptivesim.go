@@ -77,6 +77,9 @@ type SimResult struct {
 	// measured.
 	Limit   []int64
 	Probing []bool
+	// Unloaded is the controller's unloaded latency at the same instants
+	// (0 until measured).
+	Unloaded []time.Duration
 	// Phases are the indices in Limit where each phase began.
 	Phases []int
 }
@@ -252,6 +255,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 			v, _ := lim.Adaptive(g)
 			res.Limit = append(res.Limit, v.Limit)
 			res.Probing = append(res.Probing, v.Probing)
+			res.Unloaded = append(res.Unloaded, v.Unloaded)
 			push(e.at+100_000, evSample, 0, nil)
 		case evArrive:
 			push(e.at+next(e.peer), evArrive, e.peer, nil)
@@ -336,6 +340,19 @@ func (r *SimResult) Settle(from, to int, band float64) time.Duration {
 		return -1
 	}
 	return time.Duration(settled-from) * 100 * time.Millisecond
+}
+
+// Follow returns how long after sample index from the controller's
+// unloaded latency came within ±band of want, -1 when it never did before
+// index to.
+func (r *SimResult) Follow(from, to int, want time.Duration, band float64) time.Duration {
+	lo, hi := float64(want)*(1-band), float64(want)*(1+band)
+	for i := from; i < to; i++ {
+		if u := float64(r.Unloaded[i]); u >= lo && u <= hi {
+			return time.Duration(i-from) * 100 * time.Millisecond
+		}
+	}
+	return -1
 }
 
 // String is the result as one line.

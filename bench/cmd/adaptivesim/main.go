@@ -86,6 +86,9 @@ func main() {
 	p := step.Phases
 	fmt.Printf("  limit settles after the slowdown in %v, after the recovery in %v (±25%%)\n",
 		step.Settle(p[1], p[2], 0.25), step.Settle(p[2], len(step.Limit), 0.25))
+	slowS := time.Duration(float64(*service) * *slowdown)
+	fmt.Printf("  its unloaded latency measures the slower node (%v ±25%%) after %v, the recovered one (%v ±25%%) after %v\n",
+		slowS, step.Follow(p[1], p[2], slowS, 0.25), *service, step.Follow(p[2], len(step.Limit), *service, 0.25))
 	fmt.Print("  limit every second:")
 	for i := p[0]; i < len(step.Limit); i += 10 {
 		if (i-p[0])%100 == 0 {
