@@ -208,7 +208,8 @@ func TestPrometheusRules(t *testing.T) {
 func TestMetricsLint(t *testing.T) {
 	promtool := tool(t, "promtool", "prometheus")
 	up, _ := countingUpstream(t, nil)
-	d := startDaemon(t, up.URL, "")
+	// general with adaptive concurrency on, for its gauges.
+	d := startDaemon(t, up.URL, "adaptive_concurrency = true\n")
 	for range 25 {
 		d.get("/info")
 	}
@@ -312,7 +313,8 @@ func TestDashboardAndRulesQueryExportedMetrics(t *testing.T) {
 // has: a histogram's _bucket, _sum and _count.
 func exportedMetrics(t *testing.T) map[string]bool {
 	up, _ := countingUpstream(t, nil)
-	d := startDaemon(t, up.URL, "")
+	// general with adaptive concurrency on, for its gauges.
+	d := startDaemon(t, up.URL, "adaptive_concurrency = true\n")
 	for range 25 {
 		d.get("/info")
 	}
