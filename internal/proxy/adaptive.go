@@ -33,10 +33,11 @@ func (h *Handler) doTimed(x *exchange, req *fasthttp.Request, resp *fasthttp.Res
 // sampleNode reports one exchange with the node to the decision's group:
 // failed when the node answered 5xx or did not answer (a timeout, a
 // refused or reset connection, a malformed answer); nothing when the
-// client broke it off (it went away, or its body did not come): that says
-// nothing of the node.
+// client broke it off (its body did not come): that says nothing of the
+// node. A client that went away does not end the wait for the node's
+// answer (decision 210), so that exchange is sampled as any other.
 func (h *Handler) sampleNode(x *exchange, sent time.Time, err error, head *fasthttp.ResponseHeader) {
-	if x.clientGone || x.bodyErr != nil {
+	if x.bodyErr != nil {
 		return
 	}
 	failed := err != nil || head.StatusCode() >= http.StatusInternalServerError

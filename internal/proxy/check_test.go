@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -88,5 +89,56 @@ func TestCheckFloodOfPeers(t *testing.T) {
 	}
 	if cut := h.Counts.CheckLeasesCut.Load(); cut != 9*maxTracked {
 		t.Fatalf("%d leases cut, want %d", cut, 9*maxTracked)
+	}
+}
+
+// TestCheckLeaseHeldWhenTheCallerVanishes: a proxy that asks the check API
+// and hangs up before reading the answer (or never releases) does not give
+// the slot back: the lease holds it until it ends, so the peer's next
+// checks meet its concurrency_limit meanwhile (docs/limiting.md,
+// "In-flight release").
+func TestCheckLeaseHeldWhenTheCallerVanishes(t *testing.T) {
+	clock := limitertest.NewClock(limitertest.T0)
+	general := limitertest.Hybrid{Window: 1000, WindowMS: 1000, Leaky: 1000, TickMS: 1000, Reduction: 1, Concurrency: 1}.Settings()
+	lim := limitertest.New(t, limitertest.Config(map[string]limiter.GroupSettings{"general": general}))
+	h := New(lim, Options{Now: clock.Now, CheckLease: time.Minute})
+	srv := httptest.NewServer(http.HandlerFunc(h.HandleCheck))
+	t.Cleanup(srv.Close)
+
+	const body = `{"peer":"192.0.2.7","path":"/info"}`
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "POST /api/v1/check HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	c.Close()
+	inflight := func() (n int64) {
+		for _, st := range lim.Stats() {
+			n += st.ItemsConcurrency
+		}
+		return n
+	}
+	for deadline := time.Now().Add(5 * time.Second); inflight() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the vanished caller's check never took its slot")
+		}
+	}
+	check := func() int {
+		w := httptest.NewRecorder()
+		h.HandleCheck(w, httptest.NewRequest(http.MethodPost, "/api/v1/check", strings.NewReader(body)))
+		return w.Code
+	}
+	clock.Add(59 * time.Second)
+	h.leases.expire(clock.Now())
+	if code := check(); code != http.StatusTooManyRequests {
+		t.Fatalf("within the vanished caller's lease: %d, want 429 (its slot held)", code)
+	}
+	clock.Add(time.Second)
+	h.leases.expire(clock.Now())
+	if n := inflight(); n != 0 {
+		t.Fatalf("%d in flight once the lease ended, want 0", n)
+	}
+	if code := check(); code != http.StatusOK {
+		t.Fatalf("after the lease ended: %d, want 200", code)
 	}
 }

@@ -162,21 +162,26 @@ func TestUpstreamFaults(t *testing.T) {
 	q.settled()
 }
 
-// TestClientGoneReleases: a client that goes away — while the node has
-// not answered, in the middle of an answer, or in the middle of its
-// upload — frees its in-flight slot and its connection to the node.
+// TestClientGoneReleases: a client that goes away while the node thinks
+// does not end the exchange: its slot is held until the node answers, on
+// the connection the node does not watch (docs/limiting.md, "In-flight
+// release"). One that goes away in the middle of an answer, or of its
+// upload, has its connection to the node closed and its slot freed.
 func TestClientGoneReleases(t *testing.T) {
 	nodeGone := make(chan string, 4)
+	answer := make(chan struct{})
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	p := newPlane(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/wait":
+			// A node that does not notice a disconnect while it thinks.
 			select {
+			case <-answer:
 			case <-release:
-			case <-r.Context().Done():
-				nodeGone <- "wait"
 			}
+			io.WriteString(w, "thought")
+			nodeGone <- "wait"
 		case "/big":
 			for {
 				if _, err := w.Write(make([]byte, 64<<10)); err != nil {
@@ -202,6 +207,15 @@ func TestClientGoneReleases(t *testing.T) {
 		io.WriteString(conn, c.req)
 		eventually(t, c.path+" in flight", func() bool { return p.inflight() == 1 })
 		conn.Close()
+		if c.path == "wait" {
+			// Longer than limiterd ever looked at a client before it held
+			// the slot to the node's answer.
+			time.Sleep(time.Second)
+			if n := p.inflight(); n != 1 {
+				t.Fatalf("%d in flight while the node thinks for a client gone, want 1", n)
+			}
+			close(answer)
+		}
 		p.settled()
 		select {
 		case what := <-nodeGone:

@@ -20,8 +20,7 @@ func (h *Handler) noteUpstreamError(timeout bool, err error) {
 // noteExchange records the duration of a public-listener exchange once it
 // has ended (exchange.finish): from the handler's start to the end of the
 // answer's body. An exchange that was never classified (refused as
-// malformed before) or whose client went away before any answer has no
-// status and is not recorded.
+// malformed before) has no status and is not recorded.
 func (h *Handler) noteExchange(x *exchange) {
 	if x.status == 0 {
 		return

@@ -7,9 +7,9 @@
 // decide exactly as the public listener does and stay net/http handlers.
 //
 // Bodies stream both ways: neither a request nor a response body is held
-// whole in memory. Every wait has a bound (Options); decision 54 says
-// what holds an in-flight slot and for how long, and docs/limiting.md
-// ("In-flight release") what it should.
+// whole in memory. Every wait has a bound (Options); an in-flight slot is
+// held until the node's side of the exchange ends (docs/limiting.md,
+// "In-flight release"; decision 196).
 package proxy
 
 import (

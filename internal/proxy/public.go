@@ -256,7 +256,6 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target) {
 	}
 
 	up := x.keep.up
-	x.client = watch(ctx.Conn())
 	err := h.doTimed(x, req, up, hasBody)
 	if err != nil {
 		h.upstreamFailed(ctx, x, err)
@@ -312,10 +311,6 @@ func (h *Handler) upstreamFailed(ctx *fasthttp.RequestCtx, x *exchange, err erro
 	ctx.Response.Reset()
 	x.setRateLimitFields()
 	switch {
-	case x.clientGone:
-		// Nobody reads this; the slot is released when handle returns.
-		h.log.Debug("client went away before the node answered")
-		failClose(ctx, http.StatusBadGateway)
 	case errors.Is(x.bodyErr, errBodyTooLarge):
 		x.status = http.StatusRequestEntityTooLarge // written on the hijacked connection
 		h.tooLarge(ctx)

@@ -57,11 +57,6 @@ type exchange struct {
 	bodyTaken  bool // the answer's body was taken whole with its head
 	upErr      error
 
-	// client looks at the client's socket while the node thinks (see
-	// watchEvery); clientGone is set when it saw the client gone.
-	client     clientWatch
-	clientGone bool
-
 	// hijack: 0 while a hijack handler has neither started nor been given
 	// up; 1 once it runs; 2 once the watchdog ended the exchange instead.
 	hijack atomic.Int32
@@ -69,8 +64,7 @@ type exchange struct {
 	// start is when the handler began, group the exchange's (or
 	// limiter.ExemptPathGroup), status the answer's: what noteExchange
 	// records. start is zero until the request is classified; status is
-	// zero until it is answered, and stays so when the client went away
-	// first.
+	// zero until it is answered.
 	start  time.Time
 	group  limiter.GroupID
 	status int
@@ -111,6 +105,9 @@ var (
 	errHijackLost = errors.New("the connection failed before its answer was written")
 	// errInternal: a panic of limiterd's own cut an answer short.
 	errInternal = errors.New("internal error")
+	// errClientGone: an HTTP/2 stream was abandoned (reset by the client,
+	// its connection lost) while its answer was written.
+	errClientGone = errors.New("the client went away or stopped reading")
 	// errSwitchingProtocols: the node answered 101, which limiterd never
 	// asks for (Upgrade is not forwarded).
 	errSwitchingProtocols = errors.New("the node answered 101 Switching Protocols to a request without Upgrade")
@@ -179,10 +176,9 @@ func (x *exchange) finish(err error) {
 }
 
 // answered notes the status of the answer for noteExchange, unless it is
-// noted already, the request was never classified, or the client went
-// away before its answer.
+// noted already or the request was never classified.
 func (x *exchange) answered() {
-	if x.status == 0 && !x.start.IsZero() && !x.clientGone {
+	if x.status == 0 && !x.start.IsZero() {
 		x.status = x.out.StatusCode()
 	}
 }

@@ -20,9 +20,8 @@ import (
 // (limiterd is never an open proxy). It writes requests and reads answers
 // with fasthttp's Request and Response, but keeps the connections itself
 // (rather than through fasthttp.HostClient) so that an exchange knows its
-// connection: the one whose client went away can be cut off (see
-// exchange.watchClient), and a deadline is set per read and per write
-// rather than on the whole exchange. It is safe for concurrent use.
+// connection: a drain that runs out of time can cut it off, and a deadline
+// is set per read and per write rather than on the whole exchange. It is safe for concurrent use.
 type upstream struct {
 	h      *Handler
 	addr   string
@@ -220,7 +219,7 @@ func (u *upstream) do(x *exchange, req *fasthttp.Request, resp *fasthttp.Respons
 		}
 		c.x = nil
 		u.discard(c)
-		if attempt > 0 || !reused || hasBody || !errors.Is(err, io.EOF) || x.clientGone {
+		if attempt > 0 || !reused || hasBody || !errors.Is(err, io.EOF) {
 			return err
 		}
 	}
@@ -346,7 +345,7 @@ func (b *upBody) CloseWithError(err error) error {
 
 // upConn is a connection to the node with a deadline on every wait: the
 // first byte of an answer within UpstreamHeaderTimeout of the request's
-// last write (looking at the client every watchEvery meanwhile), then each
+// last write, then each
 // read of the body within UpstreamReadTimeout of the previous one, and each
 // write within UpstreamReadTimeout. It carries one exchange at a time, x,
 // so its fields need no lock; cut may be called from another goroutine.
@@ -365,9 +364,9 @@ type upConn struct {
 	cutOff             atomic.Bool
 }
 
-// errClientGone is the error of an exchange given up because its client
-// went away while the node had not answered (or because a drain ran out).
-var errClientGone = errors.New("the client went away before the node answered")
+// errCut is the error of an exchange with the node cut off because a
+// drain ran out of time.
+var errCut = errors.New("the exchange with the node was cut off: the drain ran out of time")
 
 // cut ends the exchange on c from another goroutine (a drain that ran
 // out): its blocked read returns at once.
@@ -393,7 +392,7 @@ func (c *upConn) Read(p []byte) (int, error) {
 		return c.readFirst(p)
 	}
 	if c.cutOff.Load() {
-		return 0, errClientGone
+		return 0, errCut
 	}
 	if dl, moved := moveDeadline(c.readDL, c.h.clock.now(), c.h.opts.UpstreamReadTimeout); moved {
 		c.readDL = dl
@@ -403,67 +402,39 @@ func (c *upConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	if err != nil && c.cutOff.Load() {
-		err = errClientGone
+		err = errCut
 	}
 	return n, err
 }
 
-// readFirst waits for the first byte of an answer, a slice of watchEvery
-// at a time, giving up when the client is gone or UpstreamHeaderTimeout
-// has passed.
+// readFirst waits for the first byte of an answer, up to
+// UpstreamHeaderTimeout, whatever the client does meanwhile: a client that
+// went away does not end the node's work, so its slot is held until the
+// node answers (docs/limiting.md, "In-flight release").
 func (c *upConn) readFirst(p []byte) (int, error) {
-	now := c.h.clock.now()
 	if !c.firstSet {
 		c.firstSet = true
-		c.firstDL = now.Add(c.h.opts.UpstreamHeaderTimeout)
+		c.firstDL = c.h.clock.now().Add(c.h.opts.UpstreamHeaderTimeout)
 	}
-	for {
-		if c.cutOff.Load() {
-			return 0, errClientGone
-		}
-		// The read deadline ends the slice or the wait, whichever comes
-		// first; one set for an earlier request is kept while it still
-		// ends a slice (moving it costs a timer's update).
-		dl := c.firstDL
-		if c.watching() && now.Add(watchEvery).Before(dl) {
-			dl = now.Add(watchEvery)
-			if left := c.readDL.Sub(now); left >= watchEvery*3/4 && left <= watchEvery && c.readDL.Before(c.firstDL) {
-				dl = c.readDL
-			}
-		}
-		if !dl.Equal(c.readDL) {
-			c.readDL = dl
-			if err := c.Conn.SetReadDeadline(dl); err != nil {
-				return 0, err
-			}
-		}
-		n, err := c.Conn.Read(p)
-		if n > 0 {
-			// The answer has begun: from now on, the body's idle bound.
-			c.awaiting = false
-			return n, err
-		}
-		var ne net.Error
-		now = c.h.clock.now()
-		if !errors.As(err, &ne) || !ne.Timeout() || !now.Before(c.firstDL) {
-			if c.cutOff.Load() {
-				err = errClientGone
-			}
-			return n, err
-		}
-		// A slice ended without an answer: is the client still there?
-		if c.watching() && c.x.client.gone() {
-			c.x.clientGone = true
-			return 0, errClientGone
+	if c.cutOff.Load() {
+		return 0, errCut
+	}
+	if !c.firstDL.Equal(c.readDL) {
+		c.readDL = c.firstDL
+		if err := c.Conn.SetReadDeadline(c.firstDL); err != nil {
+			return 0, err
 		}
 	}
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		// The answer has begun: from now on, the body's idle bound.
+		c.awaiting = false
+	}
+	if err != nil && c.cutOff.Load() {
+		err = errCut
+	}
+	return n, err
 }
-
-// watching reports whether the exchange on c looks at its client while
-// the node thinks: an HTTP/1.1 one does (see watchEvery); an HTTP/2
-// stream does not, since its server tells it when the stream ends, and
-// its slot is held until the node has answered anyway.
-func (c *upConn) watching() bool { return c.x != nil && c.x.ctx != nil }
 
 // isTimeout reports whether an error of the upstream client is a
 // timeout: connecting, waiting for a free connection, or waiting for the

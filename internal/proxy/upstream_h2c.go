@@ -93,7 +93,7 @@ func (c *h2cUpstream) do(x *exchange, req *fasthttp.Request, hasBody bool) error
 	if err != nil {
 		cancel()
 		if errors.Is(err, context.Canceled) && c.ctx.Err() != nil {
-			return errClientGone
+			return errCut
 		}
 		return err
 	}
