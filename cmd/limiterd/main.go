@@ -564,7 +564,21 @@ func dataPlaneOptions(cfg *config.Config, upstream *url.URL, log *slog.Logger, n
 		RateLimitHeaders:       s.RateLimitHeaders,
 		HTTP2:                  http2Options(s),
 		UpstreamH2C:            s.UpstreamProtocol == "h2c",
+		AnswerMemory:           noneIfZero(s.AnswerMemory),
+		AnswerMemoryTotal:      noneIfZero(s.AnswerMemoryTotal),
+		AnswerDisk:             noneIfZero(s.AnswerDisk),
+		AnswerDiskTotal:        noneIfZero(s.AnswerDiskTotal),
+		AnswerTempDir:          s.AnswerTempDir,
 	}
+}
+
+// noneIfZero turns a bound of config.toml's, where 0 means none, into
+// proxy.Options', where 0 means the default and a negative value none.
+func noneIfZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // http2Options are the public listener's HTTP/2 settings from [server].

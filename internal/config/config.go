@@ -98,6 +98,12 @@ type Server struct {
 	MaxConns               int           // open client connections
 	MaxConnsPerIP          int           // open connections of one client address; 0: no cap
 
+	// The buffers of the node's answers (config/dataplane.go): bytes per
+	// answer and in all, in memory and in temporary files; 0: none.
+	AnswerMemory, AnswerMemoryTotal int64
+	AnswerDisk, AnswerDiskTotal     int64
+	AnswerTempDir                   string // "": the system's
+
 	// Cleartext HTTP/2 on the public listener (config/dataplane.go).
 	HTTP2                     bool  // serve a connection that opens with the HTTP/2 preface as HTTP/2
 	HTTP2MaxConcurrentStreams int   // streams open at once on one connection

@@ -51,6 +51,11 @@ http2_max_header_list_size = "16KiB"
 http2_conn_stream_rate = 50
 http2_peer_stream_rate = 0
 upstream_protocol = "h2c"
+answer_memory = "64KiB"
+answer_memory_total = "8MiB"
+answer_disk = "0"
+answer_disk_total = "1GiB"
+answer_temp_dir = "/var/tmp"
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +68,7 @@ upstream_protocol = "h2c"
 		MaxConns: 4096, MaxConnsPerIP: 0,
 		HTTP2: false, HTTP2MaxConcurrentStreams: 32, HTTP2MaxHeaderListSize: 16 << 10, HTTP2ConnStreamRate: 50,
 		UpstreamProtocol: "h2c",
+		AnswerMemory:     64 << 10, AnswerMemoryTotal: 8 << 20, AnswerDisk: 0, AnswerDiskTotal: 1 << 30, AnswerTempDir: "/var/tmp",
 	}
 	if c.Server != want {
 		t.Fatalf("server:\n got %+v\nwant %+v", c.Server, want)
@@ -91,6 +97,7 @@ http2_max_header_list_size = "100B"
 http2_conn_stream_rate = 0
 http2_peer_stream_rate = -5
 upstream_protocol = "h3"
+answer_temp_dir = "tmp"
 `)
 	wantLines := []string{
 		`config: server.send_timeout: must be a duration such as "5s", "100ms" or "1m30s", got "soon"`,
@@ -106,6 +113,7 @@ upstream_protocol = "h3"
 		"config: server.http2_conn_stream_rate: must be an integer from 1 to 16777216, got 0",
 		"config: server.http2_peer_stream_rate: must be an integer from 0 to 16777216, got -5",
 		`config: server.upstream_protocol: must be one of http1, h2c, got "h3"`,
+		`config: server.answer_temp_dir: must be an absolute path or empty, got "tmp"`,
 	}
 	got := errorLines(t, err)
 	if len(got) != len(wantLines) {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -186,6 +187,16 @@ func buildKeys() []Key {
 		oneOf("server.upstream_protocol", "http1", restart, "how the node is reached, for HTTP/1.1 requests and HTTP/2 streams alike (the node accepts both)",
 			func(c *Config) *string { return &c.Server.UpstreamProtocol },
 			Value{"http1", "HTTP/1.1, a pool of keep-alive connections"}, Value{"h2c", "cleartext HTTP/2 (prior knowledge), requests multiplexed"}),
+		sizeBetween("server.answer_memory", "512KiB", restart, "memory one answer of the node may be held in while its client reads it slower than the node sends it; 0: none (with answer_disk 0 too, answers are not buffered and a slow client holds the node's connection)",
+			func(c *Config) *int64 { return &c.Server.AnswerMemory }, 0, 1<<30),
+		sizeBetween("server.answer_memory_total", "128MiB", restart, "memory all the answers held may take together; beyond, they go to temporary files",
+			func(c *Config) *int64 { return &c.Server.AnswerMemoryTotal }, 0, 64<<30),
+		sizeBetween("server.answer_disk", "1GiB", restart, "bytes of one answer held in a temporary file past answer_memory; beyond, the answer waits for its client, holding the node's connection; 0: no temporary files",
+			func(c *Config) *int64 { return &c.Server.AnswerDisk }, 0, 1024<<30),
+		sizeBetween("server.answer_disk_total", "4GiB", restart, "bytes all the temporary files of answers may hold together",
+			func(c *Config) *int64 { return &c.Server.AnswerDiskTotal }, 0, 1024<<30),
+		str("server.answer_temp_dir", "", restart, `directory of the answers' temporary files, each removed from it as soon as it is made ("": the system's, $TMPDIR or /tmp)`,
+			func(c *Config) *string { return &c.Server.AnswerTempDir }, absOrEmpty),
 
 		word("arweave.version", "2.9.6", reload, "which Arweave node's limiter to reproduce, with its group defaults (see the groups below)",
 			[]Value{{"2.9.6", ""}, {"2.9.7", ""}}, limiter.ParseArweaveVersion, func(c *Config) *limiter.ArweaveVersion { return &c.Arweave.Version }),
@@ -512,6 +523,11 @@ var (
 	nonEmpty    = strCheck{"not empty", func(p *problems, key, s string) {
 		if s == "" {
 			p.add(key, "must not be empty")
+		}
+	}}
+	absOrEmpty = strCheck{"an absolute path or empty", func(p *problems, key, s string) {
+		if s != "" && !filepath.IsAbs(s) {
+			p.addf(key, "must be an absolute path or empty, got %q", s)
 		}
 	}}
 )

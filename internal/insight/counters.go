@@ -37,6 +37,22 @@ type ProxyCounters struct {
 	// limiterd_check_leases_cut_total.
 	CheckLeasesCut atomic.Uint64
 
+	// The buffers of the node's answers (docs/config.md, "Answers
+	// buffered"). AnswerMemory and AnswerDisk are the bytes they hold now
+	// (memory chunks, temporary files):
+	// limiterd_answer_buffer_bytes{where}. AnswerSpills counts the answers
+	// that went on to a temporary file, AnswerWaits those that waited for
+	// their client past every bound, holding the node's connection:
+	// limiterd_answers_spilled_total, limiterd_answers_waited_total.
+	AnswerMemory, AnswerDisk  atomic.Int64
+	AnswerSpills, AnswerWaits atomic.Uint64
+	// UpstreamWaits counts requests that waited for a connection to the
+	// node, all upstream_max_conns being busy; UpstreamWaitsOverShare those
+	// whose peer held its share of the pool then, and so came after the
+	// other peers' (docs/config.md, "The node's connections"):
+	// limiterd_upstream_waits_total{share}.
+	UpstreamWaits, UpstreamWaitsOverShare atomic.Uint64
+
 	// The public listener's HTTP/2 (docs/metrics.md, "HTTP/2").
 	// HTTP2Conns counts the connections served as HTTP/2, HTTP2Open those
 	// open now: limiterd_http2_connections_total, limiterd_http2_connections.

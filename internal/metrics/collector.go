@@ -53,6 +53,8 @@ type metricsCollector struct {
 	wouldReject, denied, admitted, evictions, tracked *prometheus.Desc
 	upstreamErrors, internalErrors, exemptPath        *prometheus.Desc
 	checkLeasesCut                                    *prometheus.Desc
+	answerBytes, answersSpilled, answersWaited        *prometheus.Desc
+	upstreamWaits                                     *prometheus.Desc
 	badRequests, tooLarge, connsRefused               *prometheus.Desc
 	h2Open, h2Conns, h2Streams, h2Errors              *prometheus.Desc
 
@@ -122,6 +124,16 @@ func NewCollector(src StatsSource, lat *insight.Latencies, pc *insight.ProxyCoun
 			"Requests passed on without limiting because their path is in exempt_paths.", nil, nil),
 		checkLeasesCut: prometheus.NewDesc("limiterd_check_leases_cut_total",
 			"Leases of /api/v1/check admissions ended before their time because peers.max_tracked of them were held.", nil, nil),
+		answerBytes: prometheus.NewDesc("limiterd_answer_buffer_bytes",
+			"Bytes of the node's answers held for their clients now, by where: memory or disk (temporary files).",
+			[]string{"where"}, nil),
+		answersSpilled: prometheus.NewDesc("limiterd_answers_spilled_total",
+			"Answers of the node held past server.answer_memory (or answer_memory_total) in a temporary file.", nil, nil),
+		answersWaited: prometheus.NewDesc("limiterd_answers_waited_total",
+			"Answers of the node that waited for their client past every buffer bound, holding the node's connection.", nil, nil),
+		upstreamWaits: prometheus.NewDesc("limiterd_upstream_waits_total",
+			"Requests that waited for a connection to the node, all server.upstream_max_conns being busy, by share: over (their peer held its fair share of the pool then, and came after the others) or within.",
+			[]string{"share"}, nil),
 		badRequests: prometheus.NewDesc("limiterd_bad_requests_total",
 			"Requests the public listener refused as malformed or unsafe to proxy (400, 405, 408, 431).", nil, nil),
 		tooLarge: prometheus.NewDesc("limiterd_request_body_too_large_total",
@@ -182,6 +194,10 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.internalErrors
 		ch <- c.exemptPath
 		ch <- c.checkLeasesCut
+		ch <- c.answerBytes
+		ch <- c.answersSpilled
+		ch <- c.answersWaited
+		ch <- c.upstreamWaits
 		ch <- c.badRequests
 		ch <- c.tooLarge
 		ch <- c.connsRefused
@@ -293,6 +309,13 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.internalErrors, c.pc.InternalErrors.Load())
 		counter(c.exemptPath, c.pc.ExemptPath.Load())
 		counter(c.checkLeasesCut, c.pc.CheckLeasesCut.Load())
+		gauge(c.answerBytes, c.pc.AnswerMemory.Load(), "memory")
+		gauge(c.answerBytes, c.pc.AnswerDisk.Load(), "disk")
+		counter(c.answersSpilled, c.pc.AnswerSpills.Load())
+		counter(c.answersWaited, c.pc.AnswerWaits.Load())
+		over := c.pc.UpstreamWaitsOverShare.Load()
+		counter(c.upstreamWaits, c.pc.UpstreamWaits.Load()-min(over, c.pc.UpstreamWaits.Load()), "within")
+		counter(c.upstreamWaits, over, "over")
 		counter(c.badRequests, c.pc.BadRequests.Load())
 		counter(c.tooLarge, c.pc.TooLarge.Load())
 		counter(c.connsRefused, c.pc.ConnsRefusedPerIP.Load(), "per_ip")

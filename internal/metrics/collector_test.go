@@ -311,6 +311,10 @@ func TestCollectorAllGroups(t *testing.T) {
 	pc.TooLarge.Add(7)
 	pc.ConnsRefusedPerIP.Add(8)
 	pc.ConnsRefusedTotal.Add(9)
+	pc.AnswerMemory.Add(10)
+	pc.AnswerDisk.Add(11)
+	pc.UpstreamWaits.Add(12)
+	pc.UpstreamWaitsOverShare.Add(5)
 	lim.Reduce(t0, a.Key, chunk) // counts; nothing to reduce
 
 	groups := lim.Groups()
@@ -319,9 +323,9 @@ func TestCollectorAllGroups(t *testing.T) {
 	}
 	// Per group: 9 ar_ counter series, 6 gauges, 7 limiterd_ counter
 	// series, 3 limiterd_ gauges (entries, sliding log timestamps, the
-	// algorithm), one histogram; then 17 process-wide series (6 of them
-	// HTTP/2's).
-	if n, want := testutil.CollectAndCount(c), 26*len(groups)+17; n != want {
+	// algorithm), one histogram; then 23 process-wide series (6 of them
+	// HTTP/2's, 6 the answers' buffers and the upstream pool's waits).
+	if n, want := testutil.CollectAndCount(c), 26*len(groups)+23; n != want {
 		t.Errorf("CollectAndCount = %d, want %d", n, want)
 	}
 	if n := testutil.CollectAndCount(c, "ar_limiter_rejected_total"); n != 2*len(groups) {
@@ -360,6 +364,10 @@ func TestCollectorAllGroups(t *testing.T) {
 		`limiterd_request_body_too_large_total{}`:                         7,
 		`limiterd_connections_refused_total{cap="per_ip"}`:                8,
 		`limiterd_connections_refused_total{cap="total"}`:                 9,
+		`limiterd_answer_buffer_bytes{where="memory"}`:                    10,
+		`limiterd_answer_buffer_bytes{where="disk"}`:                      11,
+		`limiterd_upstream_waits_total{share="within"}`:                   7,
+		`limiterd_upstream_waits_total{share="over"}`:                     5,
 		`ar_limiter_response_time_microseconds_count{limiter_id="chunk"}`: 0,
 	})
 

@@ -30,3 +30,12 @@ func ParkAfter(d time.Duration) func(*Options) {
 // ParkAlone makes a Handler park each idle connection in a goroutine of
 // its own, as it does where there is no epoll.
 func ParkAlone(o *Options) { o.parkAlone = true }
+
+// AnswerBytes returns the bytes the answers' buffers hold now: in memory
+// and in temporary files.
+func AnswerBytes(h *Handler) (mem, disk int64) {
+	return h.Counts.AnswerMemory.Load(), h.Counts.AnswerDisk.Load()
+}
+
+// AnswerChunk is the piece an answer is held in memory in.
+const AnswerChunk = answerChunk

@@ -237,6 +237,7 @@ func (h *Handler) forwardStream(w http.ResponseWriter, r *http.Request, x *excha
 			x.endErr = err
 		}
 	case x.answerBody:
+		x.startAnswer()
 		h.relayStream(w, x)
 	}
 }
@@ -255,7 +256,7 @@ func (h *Handler) relayStream(w http.ResponseWriter, x *exchange) {
 		if h.opts.hook != nil {
 			h.opts.hook("relay")
 		}
-		n, rerr := x.upBody.Read(buf)
+		n, rerr := x.readAnswer(buf)
 		if n > 0 {
 			if sw != nil {
 				if dl, moved := moveDeadline(x.sendDL, h.clock.now(), h.opts.SendTimeout); moved {
@@ -267,7 +268,7 @@ func (h *Handler) relayStream(w http.ResponseWriter, x *exchange) {
 				x.endErr = err
 				panic(http.ErrAbortHandler)
 			}
-			if sw != nil && x.upBody.buffered() == 0 {
+			if sw != nil && !x.answerAtHand() {
 				sw.Flush()
 			}
 		}

@@ -9,7 +9,7 @@
 // Bodies stream both ways: neither a request nor a response body is held
 // whole in memory. Every wait has a bound (Options); an in-flight slot is
 // held until the node's side of the exchange ends (docs/limiting.md,
-// "In-flight release"; decision 196).
+// "In-flight release"; decision 210).
 package proxy
 
 import (
@@ -95,6 +95,19 @@ type Options struct {
 	// UpstreamH2C reaches the node over cleartext HTTP/2 rather than
 	// HTTP/1.1 (server.upstream_protocol = "h2c").
 	UpstreamH2C bool
+
+	// The buffers of the node's answers (docs/config.md, "Answers
+	// buffered"): a body the client reads slower than the node sends it is
+	// held in memory up to AnswerMemory per answer and AnswerMemoryTotal in
+	// all (server.answer_memory, server.answer_memory_total), then in a
+	// temporary file of AnswerTempDir ("": the system's) up to AnswerDisk
+	// per answer and AnswerDiskTotal in all (server.answer_disk,
+	// server.answer_disk_total); past them it waits for its client,
+	// holding the node's connection. A negative value means none: with
+	// neither memory nor disk, answers are not buffered.
+	AnswerMemory, AnswerMemoryTotal int64
+	AnswerDisk, AnswerDiskTotal     int64
+	AnswerTempDir                   string
 	// MaxConns caps the public listener's open connections
 	// (server.max_conns): 503 and closed beyond. It is lowered to fit the
 	// process's limit on open files.
@@ -157,6 +170,8 @@ type Handler struct {
 	leases    *leases
 
 	exchanges sync.Pool // of *exchange
+	// answers is the budget of the answers' buffers.
+	answers answerBudget
 	// headers is the ratelimit.Set of the answers' rate-limit fields.
 	headers atomic.Uint32
 	// draining is set by Shutdown: answers say Connection: close.
@@ -178,6 +193,10 @@ func New(lim *limiter.Limiter, opts Options) *Handler {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
+	o := &h.opts
+	h.answers = answerBudget{memPer: o.AnswerMemory, memTotal: o.AnswerMemoryTotal,
+		diskPer: o.AnswerDisk, diskTotal: o.AnswerDiskTotal, dir: o.AnswerTempDir, log: h.log,
+		mem: &h.Counts.AnswerMemory, disk: &h.Counts.AnswerDisk, spills: &h.Counts.AnswerSpills, waits: &h.Counts.AnswerWaits}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -214,6 +233,15 @@ func withDefaults(o Options) Options {
 	}
 	if o.MaxConnsPerIP == 0 {
 		o.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	for _, b := range []struct {
+		v   *int64
+		def int64
+	}{{&o.AnswerMemory, DefaultAnswerMemory}, {&o.AnswerMemoryTotal, DefaultAnswerMemoryTotal},
+		{&o.AnswerDisk, DefaultAnswerDisk}, {&o.AnswerDiskTotal, DefaultAnswerDiskTotal}} {
+		if *b.v == 0 {
+			*b.v = b.def
+		}
 	}
 	o.HTTP2.withDefaults()
 	if o.Upstream == nil {

@@ -291,6 +291,7 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target) {
 	x.status = status
 	x.handedOff = true
 	if size < 0 && !http11 {
+		x.startAnswer()
 		h.streamHTTP10(ctx, x)
 		return
 	}
@@ -298,6 +299,7 @@ func (h *Handler) forward(ctx *fasthttp.RequestCtx, x *exchange, t *target) {
 	// when the whole body is at hand; otherwise at once, so that a client
 	// waiting for a slow body sees the answer begin.
 	ctx.Response.ImmediateHeaderFlush = size < 0 || x.upBody.buffered() < size
+	x.startAnswer()
 	x.refs.Add(1) // the relay's, dropped when fasthttp closes it
 	ctx.Response.SetBodyStream((*relay)(x), max(size, -1))
 }

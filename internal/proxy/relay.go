@@ -54,8 +54,13 @@ type exchange struct {
 	// short.
 	upBody     upBody
 	answerBody bool // upBody is the answer's body, until finish
-	bodyTaken  bool // the answer's body was taken whole with its head
-	upErr      error
+	// ans buffers upBody for the client (startAnswer); nil when it is read
+	// as the client takes it. sides counts the sides of such an exchange
+	// still going (the node's, the client's): the last releases the slot.
+	ans       *answer
+	sides     atomic.Int32
+	bodyTaken bool // the answer's body was taken whole with its head
+	upErr     error
 
 	// hijack: 0 while a hijack handler has neither started nor been given
 	// up; 1 once it runs; 2 once the watchdog ended the exchange instead.
@@ -142,18 +147,27 @@ func (x *exchange) unref() {
 	h.exchanges.Put(x)
 }
 
-// finish ends the exchange once: the node's stream is closed (its
-// connection pooled again only when the body was read whole and err is
-// nil), and the in-flight slot released.
+// finish ends the client's side of the exchange once. Then the node's side
+// ends too, if it has not: a buffered answer's reading from the node stops
+// (answer.clientEnded), or the node's stream is closed (its connection
+// pooled again only when the body was read whole and err is nil). The
+// in-flight slot is released once both have ended.
 func (x *exchange) finish(err error) {
 	if !x.done.CompareAndSwap(false, true) {
 		return
 	}
-	if x.answerBody {
+	switch {
+	case x.ans != nil:
+		x.answerBody = false
+		x.ans.clientEnded()
+		x.sideEnded()
+	case x.answerBody:
 		_ = x.upBody.CloseWithError(err)
 		x.answerBody = false
+		x.d.Release()
+	default:
+		x.d.Release()
 	}
-	x.d.Release()
 	x.h.noteExchange(x)
 	if err == nil {
 		return
@@ -229,7 +243,7 @@ func (r *relay) Read(p []byte) (n int, err error) {
 	if x.h.opts.hook != nil {
 		x.h.opts.hook("relay")
 	}
-	n, err = x.upBody.Read(p)
+	n, err = x.readAnswer(p)
 	if err != nil && err != io.EOF {
 		x.upErr = err
 	}
@@ -274,7 +288,7 @@ func (h *Handler) streamHTTP10(ctx *fasthttp.RequestCtx, x *exchange) {
 		buf := make([]byte, 32<<10)
 		_, err := c.Write(head)
 		for err == nil {
-			n, rerr := x.upBody.Read(buf)
+			n, rerr := x.readAnswer(buf)
 			if n > 0 {
 				_, err = c.Write(buf[:n])
 			}

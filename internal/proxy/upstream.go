@@ -8,11 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // upstream is the client of the node: a bounded pool of keep-alive
@@ -21,25 +24,44 @@ import (
 // with fasthttp's Request and Response, but keeps the connections itself
 // (rather than through fasthttp.HostClient) so that an exchange knows its
 // connection: a drain that runs out of time can cut it off, and a deadline
-// is set per read and per write rather than on the whole exchange. It is safe for concurrent use.
+// is set per read and per write rather than on the whole exchange. While
+// every connection is busy, a freed one goes to the waiting request whose
+// peer holds the fewest (docs/config.md, "The node's connections"). It is
+// safe for concurrent use.
 type upstream struct {
 	h      *Handler
 	addr   string
 	tls    *tls.Config // nil for http
 	dialer net.Dialer
-	// tokens holds one token per open connection, busy or idle: at most
-	// UpstreamMaxConns.
-	tokens chan struct{}
+	max    int // UpstreamMaxConns
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// conns counts the connections open or being opened, busy or idle: at
+	// most max.
+	conns  int
 	idle   []*upConn // most recently used last
 	open   map[*upConn]struct{}
 	closed bool
 	reaper *time.Timer // closes idle connections past maxIdleTime (upstream_reap.go)
+	// held counts the busy connections (and those being opened) of each
+	// peer; waiting holds the requests waiting for one, per peer, in the
+	// order they came.
+	held    map[peer.Key]int
+	waiting map[peer.Key][]*upWaiter
+	seq     uint64
 
 	// h2c is the node's client over HTTP/2 (upstream_h2c.go) when
 	// server.upstream_protocol is "h2c"; nil for HTTP/1.1.
 	h2c *h2cUpstream
+}
+
+// upWaiter is a request waiting for a connection to the node: it gets an
+// idle connection, or nil, meaning it may open one (counted for it
+// already).
+type upWaiter struct {
+	key peer.Key
+	seq uint64 // the order of arrival
+	got chan *upConn
 }
 
 // upstreamHeaderBytes bounds the head of the node's answers (502 beyond).
@@ -64,9 +86,11 @@ func (h *Handler) newUpstream() *upstream {
 	h.upHost = []byte(u.Host)
 	up := &upstream{
 		h: h, addr: addr,
-		dialer: net.Dialer{Timeout: h.opts.UpstreamConnectTimeout, KeepAlive: 30 * time.Second},
-		tokens: make(chan struct{}, h.opts.UpstreamMaxConns),
-		open:   map[*upConn]struct{}{},
+		dialer:  net.Dialer{Timeout: h.opts.UpstreamConnectTimeout, KeepAlive: 30 * time.Second},
+		max:     h.opts.UpstreamMaxConns,
+		open:    map[*upConn]struct{}{},
+		held:    map[peer.Key]int{},
+		waiting: map[peer.Key][]*upWaiter{},
 	}
 	if u.Scheme == "https" {
 		up.tls = &tls.Config{ServerName: u.Hostname()}
@@ -83,10 +107,11 @@ var (
 	errUpstreamClosed = errors.New("the public listener is shut down")
 )
 
-// acquire returns a connection to the node: the most recently used idle
-// one, or a new one when fewer than UpstreamMaxConns are open (waiting for
-// one to be freed up to UpstreamConnectTimeout otherwise).
-func (u *upstream) acquire() (c *upConn, reused bool, err error) {
+// acquire returns a connection to the node for a request of the peer key:
+// the most recently used idle one, or a new one when fewer than
+// UpstreamMaxConns are open; otherwise it waits, up to
+// UpstreamConnectTimeout, for one to be freed and handed to it (handOff).
+func (u *upstream) acquire(key peer.Key) (c *upConn, reused bool, err error) {
 	now := u.h.clock.now()
 	u.mu.Lock()
 	for len(u.idle) > 0 {
@@ -94,6 +119,7 @@ func (u *upstream) acquire() (c *upConn, reused bool, err error) {
 		u.idle[len(u.idle)-1] = nil
 		u.idle = u.idle[:len(u.idle)-1]
 		if now.Sub(c.lastUsed) < maxIdleTime {
+			u.hold(c, key)
 			u.mu.Unlock()
 			return c, true, nil
 		}
@@ -101,34 +127,146 @@ func (u *upstream) acquire() (c *upConn, reused bool, err error) {
 		u.discard(c)
 		u.mu.Lock()
 	}
-	closed := u.closed
-	u.mu.Unlock()
-	if closed {
+	if u.closed {
+		u.mu.Unlock()
 		return nil, false, errUpstreamClosed
 	}
+	if u.conns < u.max {
+		u.conns++
+		u.held[key]++
+		u.mu.Unlock()
+		return u.open1(key)
+	}
+	w := u.wait(key)
+	u.mu.Unlock()
+	t := time.NewTimer(u.h.opts.UpstreamConnectTimeout)
+	defer t.Stop()
 	select {
-	case u.tokens <- struct{}{}:
-	default:
-		t := time.NewTimer(u.h.opts.UpstreamConnectTimeout)
-		select {
-		case u.tokens <- struct{}{}:
-			t.Stop()
-		case <-t.C:
+	case c = <-w.got:
+	case <-t.C:
+		u.mu.Lock()
+		q := u.waiting[key]
+		if i := slices.Index(q, w); i >= 0 {
+			u.setWaiting(key, slices.Delete(q, i, i+1))
+			u.mu.Unlock()
 			return nil, false, errNoConn
 		}
+		u.mu.Unlock()
+		c = <-w.got // handed one as the wait ended
 	}
+	if c != nil {
+		return c, true, nil
+	}
+	return u.open1(key)
+}
+
+// wait queues a request of the peer key for the next connection freed,
+// and counts it. u.mu is held.
+func (u *upstream) wait(key peer.Key) *upWaiter {
+	u.seq++
+	w := &upWaiter{key: key, seq: u.seq, got: make(chan *upConn, 1)}
+	u.waiting[key] = append(u.waiting[key], w)
+	u.h.Counts.UpstreamWaits.Add(1)
+	peers := len(u.held)
+	if u.held[key] == 0 {
+		peers++
+	}
+	if share := (u.max + peers - 1) / peers; u.held[key] >= share {
+		u.h.Counts.UpstreamWaitsOverShare.Add(1)
+	}
+	return w
+}
+
+// setWaiting sets the queue of the peer key, dropping it when empty. u.mu
+// is held.
+func (u *upstream) setWaiting(key peer.Key, q []*upWaiter) {
+	if len(q) == 0 {
+		delete(u.waiting, key)
+		return
+	}
+	u.waiting[key] = q
+}
+
+// next takes the waiting request to hand a freed connection to: the first
+// of the peer that holds the fewest, the one waiting longest among equals;
+// nil when none waits. Each peer thus gets an equal share of a contended
+// pool, the rest going to those that want more. u.mu is held.
+func (u *upstream) next() *upWaiter {
+	var best *upWaiter
+	bestHeld := 0
+	for key, q := range u.waiting {
+		w, n := q[0], u.held[key]
+		if best == nil || n < bestHeld || (n == bestHeld && w.seq < best.seq) {
+			best, bestHeld = w, n
+		}
+	}
+	if best != nil {
+		q := u.waiting[best.key]
+		q[0] = nil
+		u.setWaiting(best.key, q[1:])
+		u.held[best.key]++
+	}
+	return best
+}
+
+// hold counts c busy for the peer key. u.mu is held.
+func (u *upstream) hold(c *upConn, key peer.Key) {
+	c.peer, c.busy = key, true
+	u.held[key]++
+}
+
+// unhold uncounts a busy connection. u.mu is held.
+func (u *upstream) unhold(c *upConn) {
+	if !c.busy {
+		return
+	}
+	c.busy = false
+	if n := u.held[c.peer] - 1; n > 0 {
+		u.held[c.peer] = n
+	} else {
+		delete(u.held, c.peer)
+	}
+}
+
+// open1 opens a connection for the peer key, counted for it already.
+func (u *upstream) open1(key peer.Key) (*upConn, bool, error) {
 	nc, err := u.dial()
 	if err != nil {
-		<-u.tokens
+		u.mu.Lock()
+		u.conns--
+		if n := u.held[key] - 1; n > 0 {
+			u.held[key] = n
+		} else {
+			delete(u.held, key)
+		}
+		u.handOff(nil)
+		u.mu.Unlock()
 		return nil, false, err
 	}
-	c = &upConn{Conn: nc, h: u.h}
+	c := &upConn{Conn: nc, h: u.h, peer: key, busy: true}
 	c.br = bufio.NewReaderSize(c, upstreamHeaderBytes)
 	c.bw = bufio.NewWriterSize(c, 4<<10)
 	u.mu.Lock()
 	u.open[c] = struct{}{}
 	u.mu.Unlock()
 	return c, false, nil
+}
+
+// handOff gives a connection just freed, c, to the next waiting request;
+// with c nil, the room for one more: the request opens it. It reports
+// whether a request took it. u.mu is held.
+func (u *upstream) handOff(c *upConn) bool {
+	w := u.next()
+	if w == nil {
+		return false
+	}
+	if c == nil {
+		u.conns++
+	} else {
+		c.peer, c.busy = w.key, true
+	}
+	w.got <- c
+	return true
 }
 
 func (u *upstream) dial() (net.Conn, error) {
@@ -146,13 +284,17 @@ func (u *upstream) dial() (net.Conn, error) {
 	return tc, nil
 }
 
-// release puts a connection whose exchange ended cleanly back in the pool.
+// release puts a connection whose exchange ended cleanly back in the
+// pool, or hands it to a waiting request.
 func (u *upstream) release(c *upConn) {
 	c.lastUsed = u.h.clock.now()
 	u.mu.Lock()
+	u.unhold(c)
 	if !u.closed {
-		u.idle = append(u.idle, c)
-		u.armReaper(c.lastUsed)
+		if !u.handOff(c) {
+			u.idle = append(u.idle, c)
+			u.armReaper(c.lastUsed)
+		}
 		u.mu.Unlock()
 		return
 	}
@@ -160,13 +302,18 @@ func (u *upstream) release(c *upConn) {
 	u.discard(c)
 }
 
-// discard closes a connection and frees its token.
+// discard closes a connection, busy or idle, and gives its room to a
+// waiting request.
 func (u *upstream) discard(c *upConn) {
 	u.mu.Lock()
 	delete(u.open, c)
+	u.unhold(c)
+	u.conns--
+	if !u.closed {
+		u.handOff(nil)
+	}
 	u.mu.Unlock()
 	_ = c.Conn.Close()
-	<-u.tokens
 }
 
 // cutAll cuts off every exchange with the node still running (a drain
@@ -208,7 +355,7 @@ func (u *upstream) do(x *exchange, req *fasthttp.Request, resp *fasthttp.Respons
 		return u.h2c.do(x, req, hasBody)
 	}
 	for attempt := 0; ; attempt++ {
-		c, reused, err := u.acquire()
+		c, reused, err := u.acquire(x.peerKey)
 		if err != nil {
 			return err
 		}
@@ -315,6 +462,18 @@ func (b *upBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// cut ends the node's side from another goroutine: a read in progress
+// returns at once, and the connection is closed when the body is.
+func (b *upBody) cut() {
+	if b.c != nil {
+		b.c.cut()
+		return
+	}
+	if s, ok := b.s.(*h2cBody); ok {
+		s.cancel()
+	}
+}
+
 // buffered returns how many bytes of the body (and maybe of its framing)
 // were read ahead with the head.
 func (b *upBody) buffered() int {
@@ -352,6 +511,8 @@ func (b *upBody) CloseWithError(err error) error {
 type upConn struct {
 	net.Conn
 	h        *Handler
+	peer     peer.Key      // whose exchange it carries, while busy
+	busy     bool          // counted in upstream.held (upstream.mu)
 	br       *bufio.Reader // reads c, the answers' heads and bodies
 	bw       *bufio.Writer // writes c, the requests
 	x        *exchange     // the exchange on it, nil while pooled

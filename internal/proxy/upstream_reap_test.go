@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // TestUpstreamReapsIdle: the connections of a burst left in the pool are
@@ -37,7 +39,7 @@ func TestUpstreamReapsIdle(t *testing.T) {
 	u := h.newUpstream()
 	var cs []*upConn
 	for range 5 {
-		c, _, err := u.acquire()
+		c, _, err := u.acquire(peer.Key{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,10 +70,10 @@ func TestUpstreamReapsIdle(t *testing.T) {
 		}
 	}
 	u.mu.Lock()
-	idle, open, tokens := len(u.idle), len(u.open), len(u.tokens)
+	idle, open, conns := len(u.idle), len(u.open), u.conns
 	u.mu.Unlock()
-	if idle != 3 || open != 3 || tokens != 3 {
-		t.Errorf("after the reaping: %d idle, %d open, %d tokens; want 3 of each", idle, open, tokens)
+	if idle != 3 || open != 3 || conns != 3 {
+		t.Errorf("after the reaping: %d idle, %d open, %d counted; want 3 of each", idle, open, conns)
 	}
 	if n := u.reapIdle(t0.Add(maxIdleTime + time.Second)); n != 0 {
 		t.Errorf("a second reaping at the same time closed %d", n)
