@@ -429,6 +429,9 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 		Conditions: clusterConditions(cb),
 		Backend:    clusterReadiness(cb),
 		MaxConns:   cfg.Admin.MaxConns,
+
+		HeavyConcurrency: cfg.Admin.ExpensiveCalls,
+		HeavyTimeout:     cfg.Admin.ExpensiveCallTimeout,
 	})
 	if err != nil {
 		return err

@@ -278,6 +278,13 @@ func TestInflightReleased(t *testing.T) {
 		eventually(t, "one request in flight", func() bool { return inflight(d) == "1" })
 		cancel()
 		<-errc
+		// The node, which does not notice, is still working on it: the slot
+		// is held until it answers (decision 210).
+		time.Sleep(300 * time.Millisecond)
+		if n := inflight(d); n != "1" {
+			t.Fatalf("in flight %s while the node still works on the request whose client left, want 1", n)
+		}
+		release <- struct{}{}
 		eventually(t, "in-flight back to 0", func() bool { return inflight(d) == "0" })
 	})
 	t.Run("upstream aborts mid-body", func(t *testing.T) {

@@ -128,6 +128,10 @@ type Admin struct {
 	// new one displaces the connection idle the longest, or is answered
 	// 503. Taken at start only.
 	MaxConns int
+	// ExpensiveCalls bounds the expensive admin calls run at once (0: a
+	// quarter of the cores); ExpensiveCallTimeout bounds each one's time.
+	ExpensiveCalls       int
+	ExpensiveCallTimeout time.Duration
 	// Pprof serves the Go runtime's profiles at /debug/pprof/ to admin
 	// tokens; changes on SIGHUP.
 	Pprof  bool

@@ -65,6 +65,9 @@ func (db *DB) appendAudit(tx *bbolt.Tx, a live.AuditEntry) error {
 	if err := b.Put(u64key(id), v); err != nil {
 		return err
 	}
+	if err := indexAudit(tx, id, auditFields{Action: a.Action, Actor: a.Actor}); err != nil {
+		return err
+	}
 	_, err = db.pruneAudit(tx, b, id, auditPruneStep)
 	return err
 }
@@ -89,15 +92,21 @@ func (db *DB) pruneAudit(tx *bbolt.Tx, b *bbolt.Bucket, last uint64, step int) (
 	cut := last - db.auditMax.Load()
 	// The keys first, then the deletes: a cursor that deletes as it goes
 	// can skip the key after each one it deletes.
-	var old [][]byte
+	var old, vals [][]byte
 	c := b.Cursor()
-	for k, _ := c.First(); k != nil && len(old) < step; k, _ = c.Next() {
+	for k, v := c.First(); k != nil && len(old) < step; k, v = c.Next() {
 		if len(k) == 8 && binary.BigEndian.Uint64(k) > cut {
 			break
 		}
 		old = append(old, slices.Clone(k)) // k is bbolt's until the commit
+		vals = append(vals, slices.Clone(v))
 	}
-	for _, k := range old {
+	for i, k := range old {
+		if len(k) == 8 {
+			if err := unindexAudit(tx, binary.BigEndian.Uint64(k), vals[i]); err != nil {
+				return 0, err
+			}
+		}
 		if err := b.Delete(k); err != nil {
 			return 0, err
 		}

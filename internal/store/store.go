@@ -219,8 +219,8 @@ func Open(path string, opts Options) (*DB, error) {
 	db := &DB{bolt: b, path: path, log: log, checkThrottle: opts.CheckThrottle, backups: make(chan struct{}, maxBackups)}
 	if opts.ReadOnly {
 		err = db.checkCurrent()
-	} else {
-		err = db.migrate()
+	} else if err = db.migrate(); err == nil {
+		err = db.keepAuditIndex()
 	}
 	if err != nil {
 		b.Close()

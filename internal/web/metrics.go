@@ -28,6 +28,10 @@ var (
 		"Idle keep-alive connections to the admin listener closed to make room for a new one at admin.max_conns.", nil, nil)
 	descAuthFailures = prometheus.NewDesc("limiterd_admin_auth_failures_total",
 		"Wrong tokens presented to the admin listener (kind: login, the dashboard's form; bearer, an Authorization header).", []string{"kind"}, nil)
+	descAdminExpensive = prometheus.NewDesc("limiterd_admin_expensive_calls_total",
+		"Expensive admin calls (audit queries, peer searches, the what-if, the pages that grow with the tables), by outcome: run, or refused (503) because as many as run at once were under way for the whole wait.", []string{"outcome"}, nil)
+	descAdminExpensiveRunning = prometheus.NewDesc("limiterd_admin_expensive_calls_running",
+		"Expensive admin calls running now.", nil, nil)
 	descAuthDelayed = prometheus.NewDesc("limiterd_admin_auth_delayed_total",
 		"Wrong tokens answered after a delay: more than 5 a minute from one address.", nil, nil)
 )
@@ -62,6 +66,9 @@ func (s *Server) DaemonMetrics(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAuthFailures, prometheus.CounterValue, float64(s.fails.login.Load()), "login")
 	ch <- prometheus.MustNewConstMetric(descAuthFailures, prometheus.CounterValue, float64(s.fails.bearer.Load()), "bearer")
 	ch <- prometheus.MustNewConstMetric(descAuthDelayed, prometheus.CounterValue, float64(s.fails.delayed.Load()))
+	ch <- prometheus.MustNewConstMetric(descAdminExpensive, prometheus.CounterValue, float64(s.heavy.ran.Load()), "run")
+	ch <- prometheus.MustNewConstMetric(descAdminExpensive, prometheus.CounterValue, float64(s.heavy.refused.Load()), "refused")
+	ch <- prometheus.MustNewConstMetric(descAdminExpensiveRunning, prometheus.GaugeValue, float64(len(s.heavy.places)))
 	for _, r := range []struct {
 		name     string
 		now, max int64

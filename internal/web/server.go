@@ -59,6 +59,13 @@ type Options struct {
 	// MaxConns caps the admin listener's open connections (Listener;
 	// admin.max_conns); 0: no cap.
 	MaxConns int
+	// HeavyConcurrency bounds the expensive calls run at once (audit
+	// queries, peer searches, the what-if, the pages that grow with the
+	// tables): 0 means DefaultHeavyConcurrency. A call waits up to HeavyWait
+	// for a place (503 beyond) and runs at most HeavyTimeout; 0 means
+	// DefaultHeavyWait, DefaultHeavyTimeout (heavy.go).
+	HeavyConcurrency        int
+	HeavyWait, HeavyTimeout time.Duration
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
 	// Ready reports readiness beyond the upstream check (the database);
@@ -145,6 +152,8 @@ type Server struct {
 
 	// conns caps the admin listener's connections (Listener).
 	conns *connCap
+	// heavy bounds the expensive calls (boundHeavy).
+	heavy *heavyGate
 	// profiling serves /debug/pprof/ (SetProfiling; admin.pprof).
 	profiling atomic.Bool
 
@@ -176,6 +185,7 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 	}
 	s.fails = newAuthFails(s.now)
 	s.conns = newConnCap(opts.MaxConns)
+	s.heavy = newHeavyGate(opts.HeavyConcurrency, opts.HeavyWait, opts.HeavyTimeout)
 	s.peers = insight.NewPeerIndex(lim, s.now)
 	s.history = insight.NewHistory()
 	s.peerHist = insight.NewPeerHistory()
@@ -250,7 +260,7 @@ func (s *Server) AdminHandler() http.Handler {
 		r.Get("/login", s.handleLoginForm)
 		r.Post("/login", s.handleLogin)
 		r.Group(func(r chi.Router) {
-			r.Use(s.requireViewer)
+			r.Use(s.requireViewer, s.boundHeavy)
 			r.Post("/logout", s.handleLogout)
 			s.ui.Routes(r)
 		})
@@ -258,7 +268,7 @@ func (s *Server) AdminHandler() http.Handler {
 	// The JSON API, the data plane's calls and the runtime's profiles, each
 	// for the tokens whose scope allows it.
 	r.Group(func(r chi.Router) {
-		r.Use(s.requireToken)
+		r.Use(s.requireToken, s.boundHeavy)
 		s.api.Routes(r)
 		if dp := s.opts.DataPlane; dp != nil {
 			r.Post("/api/v1/check", dp.HandleCheck)
