@@ -333,12 +333,39 @@ func (a *API) handlePeerAction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"peer": k.String(), "group": name, "result": res.String()})
 }
 
+// handleExemptions answers GET /api/v1/exemptions: the live exemptions
+// in the order they were added, a page at a time (limit, 1–10000, 1000 by
+// default; cursor, the "next" of the page before), and the file's.
 func (a *API) handleExemptions(w http.ResponseWriter, r *http.Request) {
-	added, file := a.live.Exemptions()
-	if added == nil {
-		added = []live.Exemption{}
+	limit, from := 1000, 0
+	q := r.URL.Query()
+	if x := q.Get("limit"); x != "" {
+		n, err := strconv.Atoi(x)
+		if err != nil || n < 1 || n > 10000 {
+			a.fail(w, r, &limiter.FieldError{Field: "limit", Problem: "an integer from 1 to 10000"})
+			return
+		}
+		limit = n
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"exemptions": added, "file": file})
+	if x := q.Get("cursor"); x != "" {
+		n, err := strconv.Atoi(x)
+		if err != nil || n < 0 {
+			a.fail(w, r, &limiter.FieldError{Field: "cursor", Problem: `the "next" of the page before`})
+			return
+		}
+		from = n
+	}
+	added, file := a.live.Exemptions()
+	resp := map[string]any{"file": file, "total": len(added)}
+	page := added[min(from, len(added)):min(from+limit, len(added))]
+	if page == nil {
+		page = []live.Exemption{}
+	}
+	resp["exemptions"] = page
+	if from+limit < len(added) {
+		resp["next"] = strconv.Itoa(from + limit)
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func (a *API) handleAddExemption(w http.ResponseWriter, r *http.Request) {

@@ -3,8 +3,10 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,6 +167,50 @@ func TestExemptionExpiry(t *testing.T) {
 	for q, field := range map[string]string{"since=yesterday": "since", "limit=0": "limit", "before=x": "before"} {
 		if status, v := o.API("GET", "/api/v1/audit?"+q, ""); status != 422 || v["field"] != field {
 			t.Errorf("audit?%s: %d %v", q, status, v)
+		}
+	}
+}
+
+// TestExemptionsPaged: GET /api/v1/exemptions answers a page at a time,
+// in the order of addition, with the total and the cursor of the next.
+func TestExemptionsPaged(t *testing.T) {
+	o := webtest.NewOps(t)
+	for i := range 7 {
+		if status, v := o.API("POST", "/api/v1/exemptions", fmt.Sprintf(`{"kind": "deny_peer", "value": "203.0.113.%d"}`, i+1)); status != 201 {
+			t.Fatalf("add %d: %d %v", i, status, v)
+		}
+	}
+	var got []string
+	cursor := ""
+	for range 10 {
+		path := "/api/v1/exemptions?limit=3"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		status, v := o.API("GET", path, "")
+		if status != 200 || v["total"] != float64(7) {
+			t.Fatalf("%s: %d %v", path, status, v)
+		}
+		page := v["exemptions"].([]any)
+		if len(page) > 3 {
+			t.Fatalf("%s: %d entries, limit 3", path, len(page))
+		}
+		for _, e := range page {
+			got = append(got, e.(map[string]any)["value"].(string))
+		}
+		next, more := v["next"].(string)
+		if !more {
+			break
+		}
+		cursor = next
+	}
+	want := []string{"203.0.113.1", "203.0.113.2", "203.0.113.3", "203.0.113.4", "203.0.113.5", "203.0.113.6", "203.0.113.7"}
+	if !slices.Equal(got, want) {
+		t.Errorf("paged: %v, want %v", got, want)
+	}
+	for _, bad := range []string{"?limit=0", "?limit=10001", "?cursor=-1", "?cursor=x"} {
+		if status, v := o.API("GET", "/api/v1/exemptions"+bad, ""); status != 422 {
+			t.Errorf("%s: %d %v, want 422", bad, status, v)
 		}
 	}
 }
