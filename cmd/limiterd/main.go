@@ -612,14 +612,41 @@ func (m *Main) tickLoop(ctx context.Context, lim *limiter.Limiter, th *throttle.
 }
 
 // hangupLoop reloads the config file on SIGHUP, keeping the running config
-// when the new one is invalid.
+// when the new one is invalid. Each reload runs in a goroutine of its own,
+// one at a time (a SIGHUP during one asks for one more after it), and the
+// loop ends with ctx whether or not one is running: a reload that never
+// ends (a config path that blocks when read, a cluster that does not
+// answer) cannot hold up the shutdown; it is left behind as the process
+// exits.
 func (m *Main) hangupLoop(ctx context.Context) {
+	done := make(chan struct{}, 1)
+	running, again := false, false
+	start := func() {
+		running = true
+		go func() {
+			m.hangup()
+			done <- struct{}{}
+		}()
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			if running {
+				m.log.Warn("shutting down while a reload is still running: it is not waited for")
+			}
 			return
 		case <-m.Hangup:
-			m.hangup()
+			if running {
+				again = true
+				continue
+			}
+			start()
+		case <-done:
+			running = false
+			if again {
+				again = false
+				start()
+			}
 		}
 	}
 }
