@@ -415,6 +415,12 @@ func (b *Backend) redisNow(ctx context.Context) (int64, error) {
 func (b *Backend) probe(ctx context.Context) (string, error) {
 	kind, err := b.probeOnce(ctx)
 	if err != nil {
+		if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+			// The client routes by the slot map it read last, refreshed only
+			// on a MOVED reply (or every minute): a master that stopped
+			// answers none, so its replica's promotion would go unseen.
+			cc.ReloadState(ctx)
+		}
 		if h := Hint(kind, err, &b.opts); h != "" {
 			err = fmt.Errorf("%w (check %s)", err, h)
 		}
