@@ -277,7 +277,7 @@ func open(o Options, clock func() int64) (*Backend, error) {
 	b.t.inst, b.t.lease, b.t.clock = b.inst, b.keeper.lease, b.clockArg
 	b.t.repair = func(_ context.Context, failed []*call) {
 		for _, c := range failed {
-			b.keeper.repair(c.ent.keys)
+			b.keeper.repair(c.keys)
 		}
 	}
 	switch o.Mode {

@@ -286,6 +286,12 @@ func (l *localFirst) finish(e *lfEntry, f *flight, v any, err error, ver uint64,
 		e.pend.ts = append(f.ts, e.pend.ts...)
 		e.pend.toks = mergeToks(f.toks, e.pend.toks)
 		e.openDirty = true
+		if isKeyError(err) {
+			// The shared state is corrupt (being repaired): the view held
+			// is not decided on any more; the next decision reads it
+			// again, and is answered by on_failure until it is repaired.
+			e.read = false
+		}
 		return err
 	}
 	if now := r[0]; !e.read || now >= e.readAt {
@@ -495,10 +501,16 @@ func (l *localFirst) syncAll(ctx context.Context, now int64) {
 		var failed error
 		for _, j := range jobs[:n] {
 			j.e.sh.mu.Lock()
-			if err := l.finish(j.e, j.f, j.c.res, j.c.err, j.ver, sent, recv); err != nil && failed == nil {
+			err := l.finish(j.e, j.f, j.c.res, j.c.err, j.ver, sent, recv)
+			j.e.sh.mu.Unlock()
+			switch {
+			case err == nil:
+			case isKeyError(err):
+				// one key's failure: counted and logged, not the breaker's
+				l.b.h.fail(KindKey, fmt.Errorf("pushing local_first admissions: %w", err))
+			case failed == nil:
 				failed = err
 			}
-			j.e.sh.mu.Unlock()
 		}
 		if failed != nil {
 			l.b.h.fail(classify(failed), fmt.Errorf("pushing local_first admissions: %w", failed))

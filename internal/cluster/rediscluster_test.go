@@ -26,8 +26,8 @@ func TestRedisClusterFailover(t *testing.T) {
 		addrs = append(addrs, s.Addr())
 	}
 	o := cluster.Options{Addrs: addrs, OnFailure: cluster.FailClosed, Timeout: 100 * time.Millisecond}
-	a, limA, _ := open(t, o)
-	b, limB, _ := open(t, o)
+	a, limA, logA := open(t, o)
+	b, limB, logB := open(t, o)
 	if !a.Status().Up || !b.Status().Up {
 		t.Fatalf("%+v %+v", a.Status(), b.Status())
 	}
@@ -96,7 +96,7 @@ func TestRedisClusterFailover(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no failover within 20s (closed answers seen: %v): %+v %+v", sawClosed, a.Status(), b.Status())
+			t.Fatalf("no failover within 20s (closed answers seen: %v): %+v %+v\nlogs:\n%s\n%s", sawClosed, a.Status(), b.Status(), logA, logB)
 		}
 	}
 	t.Logf("failover: decisions by on_failure, then shared again after %s", time.Since(start).Round(100*time.Millisecond))

@@ -202,7 +202,9 @@ func (k *slotKeeper) renew(ctx context.Context) {
 		for _, c := range calls[:n] {
 			if c.err != nil {
 				k.b.h.fail(classify(c.err), fmt.Errorf("renewing the leases of in-flight slots: %w", c.err))
-				return
+				if !isKeyError(c.err) { // (a corrupt key is being repaired: the others go on)
+					return
+				}
 			}
 		}
 		calls = calls[n:]

@@ -13,11 +13,21 @@ type script struct {
 	name string
 	src  string
 	sha  string
+	// perKey: its keys are one (peer, group)'s, and an error of a wrong
+	// type or a corrupt value found there (WRONGTYPE, CORRUPT) is that
+	// key's failure (a *KeyError; the keys are repaired).
+	perKey bool
 }
 
 func newScript(name, src string) *script {
 	sum := sha1.Sum([]byte(src))
 	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+func keyScript(name, src string) *script {
+	s := newScript(name, src)
+	s.perKey = true
+	return s
 }
 
 var (
@@ -42,11 +52,11 @@ var (
 // The scripts.
 var (
 	scriptDecide   = newScript("decide", decideSrc)
-	scriptReduce   = newScript("reduce", reduceSrc)
-	scriptReduceW  = newScript("reduce_window", reduceWindowSrc)
-	scriptRenew    = newScript("renew", renewSrc)
+	scriptReduce   = keyScript("reduce", reduceSrc)
+	scriptReduceW  = keyScript("reduce_window", reduceWindowSrc)
+	scriptRenew    = keyScript("renew", renewSrc)
 	scriptCAS      = newScript("cas", casSrc)
-	scriptLFHybrid = newScript("lf_hybrid", lfHybridSrc)
+	scriptLFHybrid = keyScript("lf_hybrid", lfHybridSrc)
 	scriptMerge    = newScript("cfg_merge", cfgMergeSrc)
 	scriptRead     = newScript("cfg_read", cfgReadSrc)
 )

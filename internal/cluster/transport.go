@@ -158,7 +158,8 @@ type transport struct {
 	inst  string
 	lease int64
 	clock func() string
-	// repair is given the entries whose key failed (wrong type, corrupt).
+	// repair is given the calls and entries whose key failed (wrong type,
+	// corrupt): their keys are c.keys.
 	repair func(ctx context.Context, failed []*call)
 
 	roundTrips atomic.Uint64 // pipelines and single commands sent
@@ -293,7 +294,7 @@ func (t *transport) exec(ctx context.Context, calls []*call) {
 			}
 		}
 	}
-	answered := false
+	answered, reload := false, false
 	var repairs []*call
 	for i, w := range wire {
 		res, err := cmds[i].Result()
@@ -301,11 +302,21 @@ func (t *transport) exec(ctx context.Context, calls []*call) {
 		if err == nil || errors.As(err, &re) {
 			answered = true
 		}
+		if err != nil && (re == nil || hasPrefix(re.Error(), "CLUSTERDOWN", "TRYAGAIN")) {
+			reload = true
+		}
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w: %v", ErrTimeout, err)
 		}
 		if w.parts == nil {
 			w.res, w.err = res, err
+			if errors.As(err, &re) && w.s.perKey {
+				if w.err = entryError(re.Error(), w.keys); isKeyError(w.err) {
+					repairs = append(repairs, w)
+				} else {
+					w.err = err // as Redis answered it
+				}
+			}
 			continue
 		}
 		repairs = distribute(w, res, err, repairs)
@@ -320,6 +331,13 @@ func (t *transport) exec(ctx context.Context, calls []*call) {
 	}
 	if answered {
 		t.answered()
+	}
+	if cc, ok := t.rdb.(*redis.ClusterClient); ok && reload {
+		// The client routes by the slot map it read last, refreshed only
+		// on a MOVED reply (or every minute): a master that stopped
+		// answers none, so its replica's promotion would go unseen. (One
+		// reload at a time, in the background.)
+		cc.ReloadState(ctx)
 	}
 }
 

@@ -66,7 +66,7 @@ local call = redis.call
 -- entry fails as corrupt and the caller repairs the key.
 local function num(v, what, lo)
   local n = tonumber(v)
-  if n == nil or n ~= floor(n) or (lo and n < lo) then
+  if n == nil or n ~= floor(n) or n > 9007199254740992 or n < -9007199254740992 or (lo and n < lo) then
     error({err = 'CORRUPT ' .. what .. ' holds ' .. string.format('%q', tostring(v))})
   end
   return n
@@ -195,7 +195,7 @@ local function hybrid(p, rel, slot)
     local lo = '(' .. (now - swd)
     wc = call('ZCOUNT', W, lo, '+inf')
     if wc > 0 then
-      oldest = tonumber(call('ZRANGEBYSCORE', W, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2])
+      oldest = num(call('ZRANGEBYSCORE', W, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2], 'window timestamp')
     end
   end
   if inflight + 1 > climit then
@@ -371,7 +371,7 @@ local function slog(op, p, rel, slot)
   local count = call('ZCOUNT', Lk, lo, '+inf')
   local gate = 0
   if count >= L then
-    gate = tonumber(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count - L, 1)[2])
+    gate = num(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count - L, 1)[2], 'log timestamp')
   end
   if op == 'L' then
     if count == 0 then return {6, 0, count, gate, now} end
@@ -393,7 +393,7 @@ local function slog(op, p, rel, slot)
   call('PEXPIRE', Lk, Per + 1000)
   -- admitted: the gate is the new log's, once it holds limit timestamps
   if count + 1 >= L then
-    gate = tonumber(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2])
+    gate = num(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2], 'log timestamp')
   end
   store(Ck, '', own + 1, others, 0)
   return {4, inflight, count, gate, now}

@@ -37,6 +37,16 @@ local function tof(s, k)
   if s[4] ~= 0 and k >= s[5] then return s[4] + (k - s[5]) * s[6] end
   return s[1] + (k - s[2]) * s[3]
 end
+-- A value read from Redis: an integer (>= lo when lo is given) of at most
+-- 2^53, else the call fails as corrupt (CORRUPT: the caller repairs the
+-- keys; a count read as 0 would admit the peer afresh).
+local function num(v, what, lo)
+  local n = tonumber(v)
+  if n == nil or n ~= math.floor(n) or math.abs(n) > 9007199254740992 or (lo and n < lo) then
+    return error({err = 'CORRUPT ' .. what .. ' holds ' .. string.format('%q', tostring(v))})
+  end
+  return n
+end
 local L, C = sched(2), sched(8)
 local expiry, swl, swd = tonumber(ARGV[14]), tonumber(ARGV[15]), tonumber(ARGV[16])
 local ll, tr = tonumber(ARGV[17]), tonumber(ARGV[18])
@@ -46,7 +56,10 @@ local i = 24
 
 -- Tokens: replay the pushed consumption in tick order, then age to now.
 local st = redis.call('HMGET', KEYS[1], 'tok', 'tk')
-local tok, cur = tonumber(st[1]) or 0, tonumber(st[2])
+local tok, cur = 0, nil
+if st[1] or st[2] then
+  tok, cur = num(st[1], 'tok', 0), num(st[2], 'tk')
+end
 local g = tonumber(ARGV[i]); i = i + 1
 local pushed = g > 0
 for _ = 1, g do
@@ -79,9 +92,9 @@ if m > 0 and wc > 0 then redis.call('PEXPIRE', KEYS[2], swd + 1000) end
 local oldest, soon = 0, {}
 if wc > 0 then
   local r = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-  oldest = tonumber(r[2])
+  oldest = num(r[2], 'window timestamp')
   local r2 = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - swd + horizon, 'WITHSCORES')
-  for a = 2, #r2, 2 do soon[#soon + 1] = tonumber(r2[a]) end
+  for a = 2, #r2, 2 do soon[#soon + 1] = num(r2[a], 'window timestamp') end
 end
 
 -- In flight: this instance's count, whole; the others' whose lease holds.
@@ -97,7 +110,10 @@ local h = {}
 for a = 1, #all, 2 do h[all[a]] = all[a + 1] end
 for f, v in pairs(h) do
   if string.sub(f, -2) ~= ':e' and f ~= inst then
-    if (tonumber(h[f .. ':e']) or 0) > now then others = others + tonumber(v)
+    local n = num(v, 'in-flight count', 0)
+    local e = h[f .. ':e']
+    if e then e = num(e, 'lease') else e = 0 end
+    if e > now then others = others + n
     else redis.call('HDEL', KEYS[3], f, f .. ':e') end
   end
 end
@@ -111,7 +127,7 @@ if wc + 1 > swl and tok + 1 > ll then
   if ll > 0 then t = tof(L, kn + math.ceil((tok + 1 - ll) / tr)) end
   if swl > 0 then
     local r = redis.call('ZRANGE', KEYS[2], wc - swl, wc - swl, 'WITHSCORES')
-    t = math.min(t, tonumber(r[2]) + swd)
+    t = math.min(t, num(r[2], 'window timestamp') + swd)
   end
   if t == math.huge then t = next_tick end
   until_ms = t

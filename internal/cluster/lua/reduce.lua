@@ -23,9 +23,10 @@ local function tof(s, k)
   return s[1] + (k - s[2]) * s[3]
 end
 local st = redis.call('HMGET', KEYS[1], 'tok', 'tk')
-if not st[1] then return {0, now} end
+if not st[1] and not st[2] then return {0, now} end
 local tok, tk = tonumber(st[1]), tonumber(st[2])
-if not tok or tok < 0 or tok ~= math.floor(tok) or (st[2] and (not tk or tk ~= math.floor(tk))) then
+if not tok or tok < 0 or tok ~= math.floor(tok) or tok > 9007199254740992 or
+   not tk or tk ~= math.floor(tk) or math.abs(tk) > 9007199254740992 then
   return redis.error_reply('CORRUPT tok, tk hold ' .. string.format('%q %q', tostring(st[1]), tostring(st[2])))
 end
 local kn = idx(L, now)

@@ -24,7 +24,15 @@ else
   cut = ca + floor((now - ca) / civ) * civ
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (cut - tonumber(ARGV[8])))
-if #redis.call('ZPOPMIN', KEYS[1]) == 0 then
+-- the oldest is read before it goes: a score no admission can have
+-- written (not an integer ms) is corruption, the caller repairs the key
+local r = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #r == 0 then
   return {0, now}
 end
+local ts = tonumber(r[2])
+if ts == nil or ts ~= math.floor(ts) or math.abs(ts) > 9007199254740992 then
+  return redis.error_reply('CORRUPT window timestamp holds ' .. string.format('%q', tostring(r[2])))
+end
+redis.call('ZREM', KEYS[1], r[1])
 return {1, now}

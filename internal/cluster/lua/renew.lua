@@ -20,6 +20,10 @@ local out, found = {head}, 0
 for seg in string.gmatch(tail, ';([^;]*)') do
   local id, n = string.match(seg, '^(%S+) (%S+) ')
   if id == inst then
+    local c = tonumber(n)
+    if c == nil or c ~= math.floor(c) or c < 0 or c > 9007199254740992 then
+      return redis.error_reply('CORRUPT in-flight count holds ' .. string.format('%q', tostring(n)))
+    end
     seg = id .. ' ' .. n .. ' ' .. (now + lease)
     found = 1
   end
