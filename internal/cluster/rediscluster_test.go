@@ -25,7 +25,7 @@ func TestRedisClusterFailover(t *testing.T) {
 	for _, s := range c.Nodes {
 		addrs = append(addrs, s.Addr())
 	}
-	o := cluster.Options{Addrs: addrs, OnFailure: cluster.FailClosed, Timeout: 100 * time.Millisecond}
+	o := cluster.Options{Addrs: addrs, OnFailure: cluster.FailClosed, Timeout: 500 * time.Millisecond}
 	a, limA, logA := open(t, o)
 	b, limB, logB := open(t, o)
 	if !a.Status().Up || !b.Status().Up {
@@ -49,17 +49,23 @@ func TestRedisClusterFailover(t *testing.T) {
 	// general: leaky_limit 3 and concurrency 2 (open's group): one limit
 	// across both instances.
 	shared := func(peer string) int {
+		t.Helper()
 		n := 0
+		var seen []string
 		for i := range 8 {
 			lim := limA
 			if i%2 == 1 {
 				lim = limB
 			}
 			d := decide(lim, peer)
+			seen = append(seen, fmt.Sprintf("%v/%v", d.Via, d.Reason))
 			if d.Allowed {
 				n++
 				d.Release()
 			}
+		}
+		if n != 3 {
+			t.Logf("peer %s: %v", peer, seen)
 		}
 		return n
 	}
