@@ -186,6 +186,12 @@ func TestAuthFailure(t *testing.T) {
 // fakeRedis answers like a Redis whose scripts fail: every EVALSHA, EVAL
 // and SCRIPT call with reply, the handshake and INFO as a Redis would.
 func fakeRedis(t *testing.T, reply string) string {
+	return fakeRedisRaw(t, "-"+reply+"\r\n")
+}
+
+// fakeRedisRaw is fakeRedis answering the scripts with raw, a whole RESP
+// reply as written on the wire.
+func fakeRedisRaw(t *testing.T, raw string) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -197,13 +203,13 @@ func fakeRedis(t *testing.T, reply string) string {
 			if err != nil {
 				return
 			}
-			go serveFake(c, reply)
+			go serveFake(c, raw)
 		}
 	}()
 	return ln.Addr().String()
 }
 
-func serveFake(c net.Conn, reply string) {
+func serveFake(c net.Conn, raw string) {
 	defer c.Close()
 	r := bufio.NewReader(c)
 	for {
@@ -238,7 +244,9 @@ func serveFake(c net.Conn, reply string) {
 			info := "redis_version:7.0.15\r\nevicted_keys:0\r\n"
 			out = fmt.Sprintf("$%d\r\n%s\r\n", len(info), info)
 		case "EVALSHA", "EVAL", "SCRIPT":
-			out = "-" + reply + "\r\n"
+			out = raw
+		case "DEL":
+			out = ":0\r\n"
 		default:
 			out = "+OK\r\n"
 		}

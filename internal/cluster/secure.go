@@ -190,6 +190,10 @@ func Hint(kind string, err error, o *Options) string {
 			if strings.Contains(msg, "sentinel") || strings.Contains(msg, "master") {
 				return "cluster.redis.sentinel.master_name and cluster.redis.sentinel.addrs: no sentinel there knows the master"
 			}
+			return "the master the sentinels give for cluster.redis.sentinel.master_name: it does not answer there (stopped, and no replica promoted yet?)"
+		}
+		if strings.Contains(err.Error(), "CLUSTERDOWN") {
+			return "the Redis Cluster: a hash slot no master serves, or a master down (CLUSTER INFO and CLUSTER NODES on a node say which)"
 		}
 		if errors.As(err, new(tls.RecordHeaderError)) {
 			return "cluster.redis.tls"

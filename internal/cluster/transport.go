@@ -28,7 +28,7 @@ var (
 const (
 	KindTimeout    = "timeout"    // no answer in time (a stalled or overloaded Redis)
 	KindBusy       = "busy"       // too many calls waiting: not sent
-	KindConnection = "connection" // refused, reset, unreachable
+	KindConnection = "connection" // refused, reset, unreachable; a Redis Cluster down (CLUSTERDOWN)
 	KindAuth       = "auth"       // NOAUTH, WRONGPASS, NOPERM
 	KindScript     = "script"     // the script failed: CROSSSLOT, NOSCRIPT after loading, a Lua error
 	KindMemory     = "memory"     // OOM: maxmemory reached under noeviction
@@ -75,6 +75,8 @@ func classify(err error) string {
 			return KindMemory
 		case hasPrefix(msg, "READONLY", "LOADING", "MASTERDOWN"):
 			return KindReadOnly
+		case hasPrefix(msg, "CLUSTERDOWN", "TRYAGAIN"):
+			return KindConnection // a Redis Cluster that cannot serve the key's slot
 		case hasPrefix(msg, "WRONGTYPE"):
 			return KindKey
 		}
@@ -308,6 +310,9 @@ func (t *transport) exec(ctx context.Context, calls []*call) {
 		if err != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w: %v", ErrTimeout, err)
 		}
+		if err == redis.Nil && (w.parts != nil || w.s.perKey) {
+			err = fmt.Errorf("%w: nil from the %s script, which returns an array", ErrReply, w.s.name)
+		}
 		if w.parts == nil {
 			w.res, w.err = res, err
 			if errors.As(err, &re) && w.s.perKey {
@@ -428,8 +433,10 @@ func (b *call) paramRef(pkey any) int {
 func distribute(w *call, res any, err error, repairs []*call) []*call {
 	if err == nil {
 		a, ok := res.([]any)
-		if !ok || len(a) != len(w.parts) {
-			err = fmt.Errorf("%w: %T of %d replies from the decision batch, want %d", ErrReply, res, lenOf(res), len(w.parts))
+		if !ok {
+			err = fmt.Errorf("%w: %T from the decision batch, want an array of %d replies", ErrReply, res, len(w.parts))
+		} else if len(a) != len(w.parts) {
+			err = fmt.Errorf("%w: %d replies from the decision batch, want %d", ErrReply, len(a), len(w.parts))
 		} else {
 			for j, c := range w.parts {
 				c.res, c.err = a[j], nil
@@ -448,13 +455,6 @@ func distribute(w *call, res any, err error, repairs []*call) []*call {
 		c.res, c.err = nil, err
 	}
 	return repairs
-}
-
-func lenOf(v any) int {
-	if a, ok := v.([]any); ok {
-		return len(a)
-	}
-	return 0
 }
 
 func (t *transport) send(ctx context.Context, calls []*call) []*redis.Cmd {
