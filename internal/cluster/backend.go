@@ -429,26 +429,60 @@ func (b *Backend) probe(ctx context.Context) (string, error) {
 }
 
 func (b *Backend) probeOnce(ctx context.Context) (string, error) {
-	b.t.roundTrips.Add(1)
-	b.t.commands.Add(1)
-	info, err := b.rdb.Info(ctx).Result()
+	infos, err := b.infos(ctx)
 	if err != nil {
 		return classify(err), err
 	}
-	// (A server that does not say its version is left to the canary call.)
-	if v := infoField(info, "redis_version"); v != "" && !versionAtLeast(v, 6, 2) {
-		return KindScript, fmt.Errorf("redis %s: 6.2 or later is needed (ZADD GT, effect replication of scripts)", v)
+	evicted, counted := int64(0), false
+	for _, info := range infos {
+		// (A server that does not say its version is left to the canary call.)
+		if v := infoField(info, "redis_version"); v != "" && !versionAtLeast(v, 6, 2) {
+			return KindScript, fmt.Errorf("redis %s: 6.2 or later is needed (ZADD GT, effect replication of scripts)", v)
+		}
+		if n, err := strconv.ParseInt(infoField(info, "evicted_keys"), 10, 64); err == nil {
+			evicted += n
+			counted = true
+		}
 	}
 	if err := b.eng.probe(ctx); err != nil {
 		return classify(err), err
 	}
-	if n, err := strconv.ParseInt(infoField(info, "evicted_keys"), 10, 64); err == nil {
+	if n := evicted; counted {
 		prev := b.lastEvict.Swap(n)
 		if prev >= 0 && n > prev {
 			return KindEvicted, fmt.Errorf("redis evicted %d keys since the last check: limiter state may have been lost (give limiterd a Redis with maxmemory-policy noeviction, or more memory)", n-prev)
 		}
 	}
 	return "", nil
+}
+
+// infos returns the INFO of the Redis in use: of every master of a Redis
+// Cluster (a cluster client sends INFO to a master picked at random, and
+// the eviction counters of two masters are not one counter), else of the
+// one server.
+func (b *Backend) infos(ctx context.Context) ([]string, error) {
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok {
+		b.t.roundTrips.Add(1)
+		b.t.commands.Add(1)
+		info, err := b.rdb.Info(ctx).Result()
+		return []string{info}, err
+	}
+	var mu sync.Mutex
+	var out []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		b.t.roundTrips.Add(1)
+		b.t.commands.Add(1)
+		info, err := c.Info(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.Options().Addr, err)
+		}
+		mu.Lock()
+		out = append(out, info)
+		mu.Unlock()
+		return nil
+	})
+	return out, err
 }
 
 // infoField returns field name of an INFO reply.

@@ -1,9 +1,13 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/limiterd/limiterd/internal/cluster"
 	"github.com/limiterd/limiterd/internal/redistest"
@@ -119,4 +123,69 @@ func TestRedisClusterFailover(t *testing.T) {
 			t.Fatalf("after the failover, peer %s on %s: %d admitted across two instances, want 3 (%+v)", p, s.Addr(), n, a.Status())
 		}
 	}
+}
+
+// TestRedisClusterEvictedOnce: on a Redis Cluster the eviction counter is
+// each master's own. One master that evicted keys before the instance
+// started is not taken for one evicting now at every probe (a cluster
+// client sends INFO to a master at random: comparing two masters'
+// counters would see evictions grow and shrink); one that evicts while
+// the instance runs is seen.
+func TestRedisClusterEvictedOnce(t *testing.T) {
+	if !redistest.Available(t) {
+		t.Skip("redis-server not installed")
+	}
+	nodes := redistest.StartCluster(t, 3)
+	var addrs []string
+	for _, s := range nodes {
+		addrs = append(addrs, s.Addr())
+	}
+	ctx := context.Background()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	defer cc.Close()
+	one := redis.NewClient(&redis.Options{Addr: addrs[0]})
+	defer one.Close()
+	// evict has the first master evict keys: a small maxmemory under
+	// allkeys-random while keys are written all over the cluster.
+	evict := func() {
+		t.Helper()
+		used, err := one.Info(ctx, "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		fmt.Sscanf(used[strings.Index(used, "used_memory:")+len("used_memory:"):], "%d", &n)
+		if err := one.ConfigSet(ctx, "maxmemory-policy", "allkeys-random").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := one.ConfigSet(ctx, "maxmemory", fmt.Sprint(n+200_000)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		val := strings.Repeat("x", 1000)
+		for i := range 3000 {
+			_ = cc.Set(ctx, fmt.Sprintf("fill:%d", i), val, 0).Err()
+		}
+		if err := one.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3000 {
+			_ = cc.Del(ctx, fmt.Sprintf("fill:%d", i)).Err()
+		}
+		info, _ := one.Info(ctx, "stats").Result()
+		if strings.Contains(info, "evicted_keys:0\r") {
+			t.Fatalf("no key evicted:\n%s", info)
+		}
+	}
+	evict()
+	b, _, logs := open(t, cluster.Options{Addrs: addrs})
+	if !b.Status().Up {
+		t.Fatalf("%+v", b.Status())
+	}
+	// probes run every second while up: five of them, each reading INFO
+	time.Sleep(5500 * time.Millisecond)
+	if s := b.Stats(); !s.Up || s.Errors[cluster.KindEvicted] != 0 {
+		t.Fatalf("old evictions taken for new ones: %+v\n%s", s, logs)
+	}
+	evict()
+	waitFor(t, "the evictions seen", func() bool { return b.Stats().Errors[cluster.KindEvicted] > 0 })
 }
