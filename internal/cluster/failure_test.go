@@ -321,7 +321,7 @@ func TestKeyErrors(t *testing.T) {
 			// Innocent peers, many of them, while the bad key is there.
 			for i := range 200 {
 				if d := decide(lim, fmt.Sprintf("198.51.100.%d", i)); !d.Allowed {
-					t.Fatalf("peer %d: %+v (status %+v)", i, d, b.Status())
+					t.Fatalf("peer %d: %+v (status %+v), log:\n%s", i, d, b.Status(), logs)
 				} else {
 					d.Release()
 				}

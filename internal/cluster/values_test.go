@@ -76,7 +76,7 @@ func TestCorruptValues(t *testing.T) {
 			}
 			for i := range 50 {
 				if d := decide(lim, fmt.Sprintf("198.51.100.%d", i)); !d.Allowed {
-					t.Fatalf("peer %d: %+v (status %+v)", i, d, b.Status())
+					t.Fatalf("peer %d: %+v (status %+v), log:\n%s", i, d, b.Status(), logs)
 				} else {
 					d.Release()
 				}
