@@ -2,7 +2,10 @@ package ui
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
@@ -20,17 +23,68 @@ func stamp(t time.Time) templates.Stamp {
 	return templates.Stamp{Datetime: u.Format(time.RFC3339), Text: u.Format("2006-01-02 15:04:05") + " UTC"}
 }
 
-// rate says x events per second: "0/s", "0.05/s", "2.5/s", "120/s".
-func rate(x float64) string {
-	switch {
-	case x <= 0:
-		return "0/s"
-	case x < 0.095:
-		return strconv.FormatFloat(x, 'f', 2, 64) + "/s"
-	case x < 9.95:
-		return strconv.FormatFloat(x, 'f', 1, 64) + "/s"
+// rate says x events per second: number(x) + "/s".
+func rate(x float64) string { return number(x) + "/s" }
+
+// number says x for a person, as app.js's fmtNum draws it on the charts
+// (the two follow one rule, and their tests one table): "–" for NaN or
+// an infinity; below 10 up to two decimals ("0.05", "9.5"), below 100
+// one ("12.5"); whole numbers grouped by thousands to a million ("120",
+// "3 093", "30 000"); then three significant digits and a unit ("1.5 M",
+// "12.3 M", "1.23 G"). Trailing zeros of a fraction go ("1", not "1.00");
+// those of a whole number stay.
+func number(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "–"
 	}
-	return strconv.FormatFloat(x, 'f', 0, 64) + "/s"
+	sign := ""
+	if x < 0 {
+		sign, x = "-", -x
+	}
+	var s string
+	switch {
+	case x < 9.995:
+		s = trimZeros(fixed(x, 2))
+	case x < 99.95:
+		s = trimZeros(fixed(x, 1))
+	case x < 999_999.5:
+		s = count(int64(math.Round(x)))
+	default:
+		unit, div := " M", 1e6
+		if x >= 999.5e6 {
+			unit, div = " G", 1e9
+		}
+		v := x / div
+		digits := 2
+		if v >= 99.95 {
+			digits = 0
+		} else if v >= 9.995 {
+			digits = 1
+		}
+		s = trimZeros(fixed(v, digits)) + unit
+	}
+	if s == "0" {
+		return "0"
+	}
+	return sign + s
+}
+
+// fixed writes x ≥ 0 with digits decimals as JavaScript's toFixed does:
+// from its exact binary value, a tie rounded up (strconv rounds it to
+// even: 0.125 would be "0.12" here and "0.13" on a chart).
+func fixed(x float64, digits int) string {
+	return new(big.Rat).SetFloat64(x).FloatString(digits)
+}
+
+// trimZeros drops the trailing zeros of a decimal fraction, and its point
+// when nothing is left after it: "2.50" → "2.5", "1.00" → "1"; a whole
+// number stays as it is.
+func trimZeros(s string) string {
+	if !strings.Contains(s, ".") {
+		return s
+	}
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
 }
 
 // pct says part of whole in per cent: "—" of nothing, "<1 %" of a little.

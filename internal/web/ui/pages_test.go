@@ -366,7 +366,7 @@ func TestDashboardOverviewShowsRejections(t *testing.T) {
 	if got := cells("top-rejected"); len(got) != 2 || got[0][0] != "203.0.113.8" || got[0][1] != "general" || got[0][2] != "0.7/s" || got[0][3] != "70 %" || got[1][0] != "203.0.113.7" {
 		t.Fatalf("top rejected: %v", got)
 	}
-	if got := cells("top-requests"); len(got) != 2 || got[0][0] != "203.0.113.8" || got[0][2] != "1.0/s" {
+	if got := cells("top-requests"); len(got) != 2 || got[0][0] != "203.0.113.8" || got[0][2] != "1/s" {
 		t.Fatalf("top requests: %v", got)
 	}
 	// The group's rates over its seconds of history, with a sparkline.

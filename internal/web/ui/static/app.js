@@ -62,12 +62,43 @@
   function timeValue(u, ts) {
     return ts == null ? "–" : new Date(ts * 1e3).toISOString().slice(0, 19).replace("T", " ");
   }
-  function fmt(v, unit) {
-    if (v == null) {
+  // trimZeros drops the trailing zeros of a decimal fraction and its
+  // point when nothing is left after it ("2.50" → "2.5", "1.00" → "1");
+  // a whole number stays as it is ("100").
+  function trimZeros(s) {
+    return s.indexOf(".") < 0 ? s : s.replace(/0+$/, "").replace(/\.$/, "");
+  }
+  // group writes a whole number with a space between thousands: "30 000".
+  function group(n) {
+    return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, " ");
+  }
+  // fmtNum says v as the server's pages do (ui.number, one rule and one
+  // table of tests for both): "–" for no value; below 10 up to two
+  // decimals, below 100 one; whole numbers grouped by thousands to a
+  // million; then three significant digits and a unit ("1.5 M").
+  function fmtNum(v) {
+    if (typeof v !== "number" || !isFinite(v)) {
       return "–";
     }
-    var s = Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1) : v.toFixed(2);
-    return s.replace(/\.?0+$/, "") + (unit || "");
+    var sign = v < 0 ? "-" : "";
+    var a = Math.abs(v);
+    var s;
+    if (a < 9.995) {
+      s = trimZeros(a.toFixed(2));
+    } else if (a < 99.95) {
+      s = trimZeros(a.toFixed(1));
+    } else if (a < 999999.5) {
+      s = group(Math.round(a));
+    } else {
+      var unit = a >= 999.5e6 ? " G" : " M";
+      var x = a / (unit === " G" ? 1e9 : 1e6);
+      s = trimZeros(x.toFixed(x >= 99.95 ? 0 : x >= 9.995 ? 1 : 2)) + unit;
+    }
+    return s === "0" ? s : sign + s;
+  }
+  function fmt(v, unit) {
+    var s = fmtNum(v);
+    return s === "–" ? s : s + (unit || "");
   }
   function getJSON(url) {
     return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
@@ -389,6 +420,8 @@
     initCharts();
     initPeerChart();
   }
+  // For the tests and the curious: the number formatter the charts use.
+  window.limiterd = { fmtNum: fmtNum };
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", init);
   } else {
