@@ -72,6 +72,49 @@ func TestTalkers(t *testing.T) {
 	}
 }
 
+// TestTalkersRecent: "now" is the last window of whole buckets, its
+// rates over exactly the seconds those cover; a peer that stopped leaves
+// it within the window.
+func TestTalkersRecent(t *testing.T) {
+	start := time.Unix(1_800_000_000, 0) // on a bucket's start
+	c := limitertest.NewClock(start)
+	tk := insight.NewTalkers(c.Now())
+	// 5 s in: since counting began, 5 s covered.
+	c.Add(5 * time.Second)
+	tk.Add(c.Now(), []insight.Arrival{arrival(1, 3, true, 0), arrival(1, 3, true, 0)})
+	if got := tk.Recent(c.Now(), 30*time.Second).Get(testPeer(1).Key, 3); got.Rejected != 2 || got.Seconds != 5 || got.RejectRate() != 2.0/5 {
+		t.Fatalf("5 s in: %+v", got)
+	}
+	// A peer sending 10 a second for a minute, then silent.
+	for range 60 {
+		c.Add(time.Second)
+		var as []insight.Arrival
+		for range 10 {
+			as = append(as, arrival(2, 3, true, 0))
+		}
+		tk.Add(c.Now(), as)
+	}
+	// 65 s in, 5 s into a bucket: 30 s = the last two buckets and 5 s of
+	// this one, 25 s, which hold the 26 drains from 40 s to 65 s.
+	got := tk.Recent(c.Now(), 30*time.Second).Get(testPeer(2).Key, 3)
+	if got.Seconds != 25 || got.Rejected != 260 || got.RejectRate() != 10.4 {
+		t.Fatalf("while it sends: %+v", got)
+	}
+	// 30 s after it stopped it is gone from now; the 5 minutes keep it.
+	c.Add(30 * time.Second)
+	tk.Add(c.Now(), nil)
+	if got := tk.Recent(c.Now(), 30*time.Second).Get(testPeer(2).Key, 3); got.Rejected != 0 {
+		t.Fatalf("30 s after: %+v", got)
+	}
+	if got := tk.Snapshot(c.Now()).Get(testPeer(2).Key, 3); got.Rejected != 600 {
+		t.Fatalf("the 5 minutes: %+v", got)
+	}
+	// A window beyond the record is the record's.
+	if got := tk.Recent(c.Now(), time.Hour).Get(testPeer(2).Key, 3); got.Rejected != 600 {
+		t.Fatalf("an hour: %+v", got)
+	}
+}
+
 // TestTalkersBounded: a closed bucket keeps the heaviest (peer, group)s
 // only, so a flood of one-request peers does not push out the heavy one.
 func TestTalkersBounded(t *testing.T) {

@@ -171,9 +171,31 @@ type TalkerSet struct {
 
 // Snapshot sums the buckets of the last TalkersWindow as of now.
 func (t *Talkers) Snapshot(now time.Time) TalkerSet {
+	return t.over(now, talkersBuckets, min(now.Sub(t.start), TalkersWindow).Seconds())
+}
+
+// Recent sums the buckets that began in the last window before now: whole
+// buckets of TalkersBucket, the current one included, so a window of 30 s
+// holds 20 to 30 s of counts. The set's Seconds is exactly the stretch
+// they cover (since counting began, when later), so that its rates are
+// right. A window beyond TalkersWindow is TalkersWindow.
+func (t *Talkers) Recent(now time.Time, window time.Duration) TalkerSet {
+	n := max(1, min(int(window/TalkersBucket), talkersBuckets))
+	from := time.Unix((bucketOf(now)-int64(n)+1)*int64(TalkersBucket/time.Second), 0)
+	t.mu.Lock()
+	start := t.start
+	t.mu.Unlock()
+	if start.After(from) {
+		from = start
+	}
+	return t.over(now, n, max(now.Sub(from), 0).Seconds())
+}
+
+// over sums the last n buckets as of now into a set covering secs.
+func (t *Talkers) over(now time.Time, n int, secs float64) TalkerSet {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	set := TalkerSet{m: map[talkerKey]talkerCount{}, secs: min(now.Sub(t.start), TalkersWindow).Seconds()}
+	set := TalkerSet{m: map[talkerKey]talkerCount{}, secs: secs}
 	add := func(k talkerKey, c talkerCount) {
 		s := set.m[k]
 		s.requests += c.requests
@@ -182,13 +204,13 @@ func (t *Talkers) Snapshot(now time.Time) TalkerSet {
 	}
 	b := bucketOf(now)
 	for _, cb := range t.closed {
-		if cb.at > b-int64(talkersBuckets) {
+		if cb.at > b-int64(n) {
 			for _, r := range cb.rows {
 				add(r.k, r.c)
 			}
 		}
 	}
-	if t.curAt > b-int64(talkersBuckets) {
+	if t.curAt > b-int64(n) {
 		for k, c := range t.cur {
 			add(k, *c)
 		}
