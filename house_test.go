@@ -42,14 +42,14 @@ var arrows = map[string][]string{
 	"internal/proxy":      {"limiter", "internal/insight", "internal/ticker", "internal/jsonbody"},
 	// The admin listener: auth, bounds, errors, health, metrics; it
 	// mounts its sub-packages api and ui, which never import it.
-	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody"},
+	"internal/web": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/ticker", "internal/jsonbody", "internal/fleet"},
 	// The admin listener's JSON API, the outbound throttle's calls among
 	// its routes; who asks and how an error is answered come from web.
-	"internal/web/api": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/jsonbody"},
+	"internal/web/api": {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/jsonbody", "internal/fleet"},
 	// The dashboard's pages and forms; who looks at them and how an error
 	// maps to a status come from web. Its templ components take plain
 	// view data; its assets are embedded files.
-	"internal/web/ui":           {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/jsonbody"},
+	"internal/web/ui":           {"limiter", "internal/throttle", "internal/live", "internal/insight", "internal/jsonbody", "internal/fleet"},
 	"internal/web/ui/templates": {"limiter"},
 	"internal/web/ui/static":    {},
 	// The admin listener for the tests of web, api and ui, as httptest is
@@ -68,6 +68,9 @@ var arrows = map[string][]string{
 	// What the tests share to drive a limiter: a fake clock, configs,
 	// peers, a Limiter on the memory backend; for tests only.
 	"internal/limitertest": {"limiter"},
+	// What the instances of a cluster tell each other for people: their
+	// summaries, on a board in Redis, read back as the fleet.
+	"internal/fleet": {},
 	// Tests' redis-server, as httptest is for HTTP.
 	"internal/redistest": {},
 	// The reliability suite's drivers run the built binary and Redis, and
