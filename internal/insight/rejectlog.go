@@ -85,6 +85,10 @@ type upstreamSample struct {
 	mu    sync.Mutex
 	last  int64
 	count uint64
+	// err is the newest error and errAt when (unix ns), for the
+	// dashboard's health (LastUpstreamError).
+	err   error
+	errAt int64
 }
 
 // RejectLogOptions configure a RejectLog; the zero value takes the
@@ -284,6 +288,7 @@ func (l *RejectLog) UpstreamError(now time.Time, timeout bool, err error) {
 	t := now.UnixNano()
 	u.mu.Lock()
 	u.count++
+	u.err, u.errAt = err, t
 	if u.last != 0 && t-u.last < l.period {
 		u.mu.Unlock()
 		return
@@ -300,6 +305,37 @@ func (l *RejectLog) UpstreamError(now time.Time, timeout bool, err error) {
 		attrs = append(attrs, "err", err.Error())
 	}
 	l.log.Warn("upstream error", attrs...)
+}
+
+// UpstreamFailure is a failed upstream exchange.
+type UpstreamFailure struct {
+	At time.Time
+	// Timeout is true for a timeout (504), false for an unreachable or
+	// broken node (502).
+	Timeout bool
+	Err     string
+}
+
+// LastUpstreamError returns the newest upstream error UpstreamError was
+// told of, whatever the mode; ok is false before the first.
+func (l *RejectLog) LastUpstreamError() (f UpstreamFailure, ok bool) {
+	if l == nil {
+		return f, false
+	}
+	for i := range l.upstream {
+		u := &l.upstream[i]
+		u.mu.Lock()
+		at, err := u.errAt, u.err
+		u.mu.Unlock()
+		if at == 0 || at <= f.At.UnixNano() && ok {
+			continue
+		}
+		f, ok = UpstreamFailure{At: time.Unix(0, at), Timeout: i == 1}, true
+		if err != nil {
+			f.Err = err.Error()
+		}
+	}
+	return f, ok
 }
 
 // Flush writes the counts a period old that no later refusal has written
