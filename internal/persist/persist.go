@@ -89,6 +89,42 @@ type Snapshotter struct {
 	errors       atomic.Uint64
 	taken        atomic.Uint64
 	compactions  atomic.Uint64
+	// okAt and failedAt are the last save that succeeded and the last
+	// that failed (unix ms, by s.now), failure why.
+	okAt, failedAt atomic.Int64
+	failure        atomic.Pointer[string]
+}
+
+// Status is how the snapshots fare, for the dashboard's health.
+type Status struct {
+	// Every is the interval of Run's saves.
+	Every time.Duration
+	// OK is when the last save succeeded, Failed when the last one failed
+	// and Err why (zero times: none yet).
+	OK, Failed time.Time
+	Err        string
+}
+
+// Status returns how the snapshots fare now.
+func (s *Snapshotter) Status() Status {
+	st := Status{Every: s.interval}
+	if ms := s.okAt.Load(); ms != 0 {
+		st.OK = time.UnixMilli(ms)
+	}
+	if ms := s.failedAt.Load(); ms != 0 {
+		st.Failed = time.UnixMilli(ms)
+		if e := s.failure.Load(); e != nil {
+			st.Err = *e
+		}
+	}
+	return st
+}
+
+// noteFailure records err as the last save's failure.
+func (s *Snapshotter) noteFailure(err error) {
+	msg := err.Error()
+	s.failure.Store(&msg)
+	s.failedAt.Store(s.now().UnixMilli())
 }
 
 // Restore loads the stored state into the limiter, applying the ticks that
@@ -139,6 +175,17 @@ func (s *Snapshotter) Restore(ctx context.Context) error {
 func (s *Snapshotter) Save(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	err := s.save(ctx)
+	if err != nil {
+		s.noteFailure(err)
+	} else {
+		s.okAt.Store(s.now().UnixMilli())
+	}
+	return err
+}
+
+// save is Save's work; s.mu is held.
+func (s *Snapshotter) save(ctx context.Context) error {
 	start := time.Now()
 	d := s.lim.SnapshotDelta(s.now(), s.needFull)
 	if s.wall != nil {

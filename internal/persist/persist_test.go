@@ -208,3 +208,37 @@ func TestSnapshotRecordsTheWallClock(t *testing.T) {
 		t.Fatalf("taken at %d, wall at %d; want %d and %d", snap.TakenAt, snap.WallAt, now.UnixMilli(), wall.UnixMilli())
 	}
 }
+
+// TestStatus: the last save that succeeded, and the last that failed
+// with why, for the dashboard's health.
+func TestStatus(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	lim, err := limiter.New(memory.New(), now, limiter.Config{Groups: limiter.ArweaveGroups(), IPv6Prefix: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(t.TempDir(), "limiterd.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(lim, db, Options{Now: clock, Interval: 5 * time.Second})
+	if st := s.Status(); !st.OK.IsZero() || !st.Failed.IsZero() || st.Every != 5*time.Second {
+		t.Fatalf("before a save: %+v", st)
+	}
+	ctx := context.Background()
+	if err := s.Save(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(); !st.OK.Equal(now) || !st.Failed.IsZero() {
+		t.Fatalf("after a save: %+v", st)
+	}
+	now = now.Add(time.Minute)
+	db.Close()
+	if err := s.Save(ctx); err == nil {
+		t.Fatal("a save to a closed database succeeded")
+	}
+	if st := s.Status(); !st.OK.Equal(now.Add(-time.Minute)) || !st.Failed.Equal(now) || st.Err == "" {
+		t.Fatalf("after a failure: %+v", st)
+	}
+}
