@@ -180,6 +180,37 @@ func (h *History) Series(group string, since time.Time) Series {
 	return s
 }
 
+// SeriesRates are a Series' rates over its last seconds.
+type SeriesRates struct {
+	// Seconds is how many seconds they cover.
+	Seconds int
+	// Requests, Rejected (concurrency, rate limit and dry run's would-be)
+	// and Denied (403) per second.
+	Requests, Rejected, Denied float64
+	// Inflight is the in-flight gauge at the end of the newest second.
+	Inflight int64
+}
+
+// Rates returns s's rates over its last secs seconds (all of s when it is
+// shorter); zero rates when s is empty.
+func (s Series) Rates(secs int) SeriesRates {
+	n := len(s.T)
+	r := SeriesRates{Seconds: min(n, max(secs, 0))}
+	if r.Seconds == 0 {
+		return r
+	}
+	var req, rej, den uint64
+	for i := n - r.Seconds; i < n; i++ {
+		req += s.Requests[i]
+		rej += s.RejectedConcurrency[i] + s.RejectedRateLimit[i] + s.WouldReject[i]
+		den += s.Denied[i]
+	}
+	per := float64(r.Seconds)
+	r.Requests, r.Rejected, r.Denied = float64(req)/per, float64(rej)/per, float64(den)/per
+	r.Inflight = int64(s.Inflight[n-1])
+	return r
+}
+
 func sat32(n uint64) uint32 { return uint32(min(n, math.MaxUint32)) }
 
 func delta(cur, prev uint64) uint64 {

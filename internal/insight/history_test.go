@@ -225,3 +225,21 @@ func checkHistSeries(t *testing.T, name string, got, want insight.Series) {
 
 // newHistoryDash is newDash keeping the Server, whose history the test
 // samples by hand on the fake clock (Run is not running).
+
+// TestSeriesRates: the rates over the last seconds of a series, a
+// dry run's would-be rejections counted as rejections.
+func TestSeriesRates(t *testing.T) {
+	s := insight.Series{T: []int64{1, 2, 3, 4}, Requests: []uint64{100, 10, 20, 30},
+		RejectedConcurrency: []uint64{0, 1, 0, 0}, RejectedRateLimit: []uint64{50, 2, 4, 6}, WouldReject: []uint64{0, 0, 1, 0},
+		Denied: []uint64{0, 0, 3, 3}, Inflight: []uint64{9, 8, 7, 5}}
+	r := s.Rates(3)
+	if r.Seconds != 3 || r.Requests != 20 || r.Rejected != 14.0/3 || r.Denied != 2 || r.Inflight != 5 {
+		t.Fatalf("last 3 s: %+v", r)
+	}
+	if r := s.Rates(60); r.Seconds != 4 || r.Requests != 40 {
+		t.Fatalf("beyond the series: %+v", r)
+	}
+	if r := (insight.Series{}).Rates(30); r.Seconds != 0 || r.Requests != 0 {
+		t.Fatalf("empty: %+v", r)
+	}
+}
