@@ -432,6 +432,16 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 
 		HeavyConcurrency: cfg.Admin.ExpensiveCalls,
 		HeavyTimeout:     cfg.Admin.ExpensiveCallTimeout,
+
+		// The dashboard's health and the fleet (docs/dashboard.md,
+		// "Health" and "The fleet").
+		Exchanges:     &dp.Exchanges,
+		UpstreamError: m.rejects.LastUpstreamError,
+		Store:         storeHealth(snaps, db),
+		Fleet:         fleetBoard(cb),
+		Instance:      instanceName(cb),
+		NowWindow:     cfg.Admin.NowWindow,
+		TokenHint:     tokenHint(cfg, m.state.get().ConfigFile),
 	})
 	if err != nil {
 		return err
@@ -701,6 +711,7 @@ func (m *Main) Reload() error {
 	m.dataPlane.SetRateLimitHeaders(cfg.Server.RateLimitHeaders)
 	m.audit.set(cfg.Admin.AuditMaxEntries)
 	m.srv.SetProfiling(cfg.Admin.Pprof)
+	m.srv.SetNowWindow(cfg.Admin.NowWindow)
 	if err := m.throttle.Apply(thCfg); err != nil {
 		return err
 	}

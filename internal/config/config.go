@@ -132,6 +132,9 @@ type Admin struct {
 	// quarter of the cores); ExpensiveCallTimeout bounds each one's time.
 	ExpensiveCalls       int
 	ExpensiveCallTimeout time.Duration
+	// NowWindow is what the dashboard's "who is hammering now", the
+	// fleet's rates and GET /api/v1/overview cover; changes on SIGHUP.
+	NowWindow time.Duration
 	// Pprof serves the Go runtime's profiles at /debug/pprof/ to admin
 	// tokens; changes on SIGHUP.
 	Pprof  bool

@@ -89,7 +89,7 @@ func TestEmbeddedDefaultIsTheArweaveReference(t *testing.T) {
 			HTTP2ConnStreamRate: 1000, HTTP2PeerStreamRate: 2000, UpstreamProtocol: "http1",
 			AnswerMemory: 512 << 10, AnswerMemoryTotal: 128 << 20, AnswerDisk: 1 << 30, AnswerDiskTotal: 4 << 30},
 		Log:      config.Log{Format: "text", Level: "info", Rejections: "sampled"},
-		Admin:    config.Admin{Listen: "127.0.0.1:1986", CheckLease: 30 * time.Second, AuditMaxEntries: 1_000_000, MaxConns: 1024, ExpensiveCallTimeout: 10 * time.Second},
+		Admin:    config.Admin{Listen: "127.0.0.1:1986", CheckLease: 30 * time.Second, AuditMaxEntries: 1_000_000, MaxConns: 1024, ExpensiveCallTimeout: 10 * time.Second, NowWindow: 30 * time.Second},
 		Peers:    config.Peers{IPv6Prefix: 64, Exempt: []string{"127.0.0.1"}, MaxTracked: 1000000},
 		Snapshot: config.Snapshot{Interval: 5 * time.Second},
 		Routes:   config.Routes{Rules: limiter.ArweaveRoutes()},

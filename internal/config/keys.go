@@ -234,6 +234,8 @@ func buildKeys() []Key {
 			func(c *Config) *int { return &c.Admin.ExpensiveCalls }, between(0, 1024, "")),
 		dur("admin.expensive_call_timeout", "10s", restart, "how long one expensive admin call may run before it is cut short",
 			func(c *Config) *time.Duration { return &c.Admin.ExpensiveCallTimeout }, positive),
+		dur("admin.now_window", "30s", reload, `what the dashboard's "who is hammering now", the fleet's rates and GET /api/v1/overview cover: the last this much`,
+			func(c *Config) *time.Duration { return &c.Admin.NowWindow }, nowWindow),
 		flag("admin.pprof", false, reload, "serve the Go runtime's profiles at /debug/pprof/ (heap, goroutine, profile, trace…) to tokens of scope admin, for diagnosing memory or CPU",
 			func(c *Config) *bool { return &c.Admin.Pprof }),
 		{Name: "admin.tokens", Type: Tables, Change: reload, Help: "more bearer tokens, each with a name and a scope; give nginx and the throttle client a data token",
@@ -697,6 +699,14 @@ var (
 		}
 	}}
 )
+
+// nowWindow bounds admin.now_window: whole 10 s steps (the top talkers'
+// buckets, insight.TalkersBucket) from 10 s to their 5 minutes.
+var nowWindow = durCheck{"10s to 5m, in steps of 10s", func(p *problems, key string, d time.Duration) {
+	if d < 10*time.Second || d > 5*time.Minute || d%(10*time.Second) != 0 {
+		p.addf(key, "must be 10s to 5m in steps of 10s, got %s", d)
+	}
+}}
 
 // loop is a duration that drives a loop: > 0 and at least min.
 func loop(min time.Duration) durCheck {

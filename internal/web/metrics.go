@@ -3,6 +3,7 @@ package web
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/limiterd/limiterd/internal/fleet"
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/web/api"
 )
@@ -20,6 +21,14 @@ var (
 		"Memory held by the dashboard's bounded records (record: request_log, the what-if's last hour of requests; peer_history, the busiest and viewed peers' last hour). They fill over their first hour and stay at most limiterd_dashboard_record_max_bytes.", []string{"record"}, nil)
 	descRecordMax = prometheus.NewDesc("limiterd_dashboard_record_max_bytes",
 		"The most memory each of the dashboard's bounded records can hold (see limiterd_dashboard_record_bytes).", []string{"record"}, nil)
+	descFleetSkipped = prometheus.NewDesc("limiterd_fleet_summaries_skipped_total",
+		"Other instances' summaries read from Redis and not shown (cluster mode), by reason: size, schema (another version's, or not a summary), shape (a value of the wrong type or beyond its bound), time (dated over an hour ahead), name. Counted at each read of the fleet (at most one every 2 s).", []string{"reason"}, nil)
+	descFleetWrites = prometheus.NewDesc("limiterd_fleet_summary_writes_total",
+		"This instance's summaries written to Redis for the fleet (cluster mode; one every 2 s).", nil, nil)
+	descFleetWriteErrors = prometheus.NewDesc("limiterd_fleet_summary_write_errors_total",
+		"This instance's summaries that could not be written to Redis (cluster mode).", nil, nil)
+	descFleetBytes = prometheus.NewDesc("limiterd_fleet_summary_bytes",
+		"The size of this instance's last summary written to Redis (cluster mode; at most 16384).", nil, nil)
 	descAdminConns = prometheus.NewDesc("limiterd_admin_connections",
 		"Connections open to the admin listener (at most admin.max_conns).", nil, nil)
 	descAdminRefused = prometheus.NewDesc("limiterd_admin_connections_refused_total",
@@ -69,6 +78,17 @@ func (s *Server) DaemonMetrics(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descAdminExpensive, prometheus.CounterValue, float64(s.heavy.ran.Load()), "run")
 	ch <- prometheus.MustNewConstMetric(descAdminExpensive, prometheus.CounterValue, float64(s.heavy.refused.Load()), "refused")
 	ch <- prometheus.MustNewConstMetric(descAdminExpensiveRunning, prometheus.GaugeValue, float64(len(s.heavy.places)))
+	skipped := s.fleetReader.SkippedCounts()
+	for _, reason := range fleet.SkipReasons {
+		ch <- prometheus.MustNewConstMetric(descFleetSkipped, prometheus.CounterValue, float64(skipped[reason]), reason)
+	}
+	var ps fleet.PublisherStats
+	if s.publisher != nil {
+		ps = s.publisher.Stats()
+	}
+	ch <- prometheus.MustNewConstMetric(descFleetWrites, prometheus.CounterValue, float64(ps.Writes))
+	ch <- prometheus.MustNewConstMetric(descFleetWriteErrors, prometheus.CounterValue, float64(ps.Failures))
+	ch <- prometheus.MustNewConstMetric(descFleetBytes, prometheus.GaugeValue, float64(ps.Bytes))
 	for _, r := range []struct {
 		name     string
 		now, max int64

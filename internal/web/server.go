@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/limiterd/limiterd/internal/fleet"
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
@@ -115,6 +116,26 @@ type Options struct {
 	// Cluster reports cluster mode's state for the overview's line on
 	// where the limits live; nil when they are this instance's own.
 	Cluster ui.ClusterStatus
+	// Exchanges are the public listener's exchange histograms (the
+	// proxy's), sampled once a second for the node's health; nil shows
+	// no traffic.
+	Exchanges *insight.Exchanges
+	// UpstreamError returns the newest upstream error (the RejectLog's);
+	// nil knows none.
+	UpstreamError func() (insight.UpstreamFailure, bool)
+	// Store reports the database's health: its snapshots and size; nil
+	// reports none.
+	Store func() StoreHealth
+	// Fleet is the board the instances of a cluster share (cluster mode:
+	// fleet.RedisBoard on its Redis), nil outside cluster mode; Instance
+	// names this instance there (and on the pages).
+	Fleet    fleet.Board
+	Instance string
+	// NowWindow is what the dashboard's "now" covers (admin.now_window);
+	// 0 is DefaultNowWindow. SetNowWindow changes it.
+	NowWindow time.Duration
+	// TokenHint says on the login page where the admin token is.
+	TokenHint string
 }
 
 // Server serves the admin listener: the JSON API, the dashboard, the
@@ -149,6 +170,16 @@ type Server struct {
 	// dashboard: top talkers, the request log of the what-if, the offenses
 	// to save (drained by Run).
 	activity *insight.Activity
+	// node is the node's last minute, sampled by Run.
+	node insight.NodeWindow
+	// nowWindow is what "now" covers (SetNowWindow), in ns.
+	nowWindow atomic.Int64
+	// fp caches the configuration's fingerprint.
+	fp fingerprints
+	// publisher writes this instance's summary to the fleet's board (Run),
+	// fleetReader reads the others'; both nil outside cluster mode.
+	publisher   *fleet.Publisher
+	fleetReader *fleet.Reader
 
 	// conns caps the admin listener's connections (Listener).
 	conns *connCap
@@ -190,6 +221,11 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 	s.history = insight.NewHistory()
 	s.peerHist = insight.NewPeerHistory()
 	s.activity = insight.NewActivity(lim, s.recorder(), s.now)
+	s.SetNowWindow(opts.NowWindow)
+	if opts.Fleet != nil {
+		s.publisher = fleet.NewPublisher(opts.Fleet, opts.Instance, func(now time.Time) fleet.Summary { return s.summary(now, true) }, s.log, s.now)
+		s.fleetReader = fleet.NewReader(opts.Fleet, s.log, s.now)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var err error
@@ -201,11 +237,13 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 		Offenses: opts.Offenses, Throttle: opts.Throttle, KeyHelp: opts.KeyHelp, Conditions: opts.Conditions,
 		Cluster: opts.Cluster, Logger: s.log, Now: s.now,
 		Viewer: uiViewer, LoggedIn: s.sessionViewer, Status: statusOf,
+		Fleet: s.FleetView, NowWindow: s.NowWindow, TokenHint: opts.TokenHint,
 	})
 	s.api = api.New(lim, lv, api.Options{
 		Peers: s.peers, Snapshot: opts.Snapshot, Backup: opts.Backup, Build: opts.Build, Daemon: opts.Daemon,
 		Throttle: opts.Throttle, Logger: s.log, Now: s.now,
 		Actor: requestActor, Token: s.tokenOfRequest, Fail: s.fail,
+		Fleet: s.FleetView,
 	})
 	// The global switch turns the throttle off and on too
 	// (ar_rate_limiter's off/on: new outbound calls pass at once; callers
@@ -221,19 +259,35 @@ func NewServer(lim *limiter.Limiter, lv *live.Live, opts Options) (*Server, erro
 // is not running). Call it once the listener stops taking requests.
 func (s *Server) Close() { s.api.Close() }
 
-// Run samples the counters into the history once a second, and the chosen peers' counters into the peer history
-// every insight.PeerHistoryStep, drains the limiter's record of decisions
-// for the dashboard and saves its offenders every minute, until ctx ends.
+// Run samples the counters into the history and the node's exchanges
+// once a second, checks that the node accepts connections every 2 s,
+// samples the chosen peers' counters into the peer history every
+// insight.PeerHistoryStep, drains the limiter's record of decisions for
+// the dashboard and saves its offenders every minute, and in cluster mode
+// publishes this instance's summary to the fleet every fleet.Every, until
+// ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(5)
 	go func() { defer wg.Done(); s.peers.Run(ctx) }()
 	go func() { defer wg.Done(); s.runPeerHistory(ctx) }()
 	go func() { defer wg.Done(); s.runActivity(ctx) }()
+	go func() { defer wg.Done(); s.runHealth(ctx) }()
+	go func() { defer wg.Done(); s.runFleet(ctx) }()
 	defer wg.Wait()
-	s.history.Sample(s.now(), s.lim.Stats()) // the counters' baseline
-	ticker.Every(ctx, time.Second, func() { s.history.Sample(s.now(), s.lim.Stats()) })
+	s.sample() // the counters' baseline
+	ticker.Every(ctx, time.Second, s.sample)
 	return nil
+}
+
+// sample takes the per-second samples: the groups' counters into the
+// history, the node's exchanges into its minute.
+func (s *Server) sample() {
+	now := s.now()
+	s.history.Sample(now, s.lim.Stats())
+	if e := s.opts.Exchanges; e != nil {
+		s.node.Sample(now, e)
+	}
 }
 
 // History returns the server's per-second history (fed by Run).

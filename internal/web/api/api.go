@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/limiterd/limiterd/internal/fleet"
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
@@ -59,6 +60,10 @@ type Options struct {
 	Token func(r *http.Request) (name, scope string)
 	// Fail answers err with the status the admin listener maps it to.
 	Fail func(w http.ResponseWriter, r *http.Request, err error)
+	// Fleet returns the fleet as this instance sees it (GET
+	// /api/v1/overview); full asks for every instance's groups and
+	// offenders. nil leaves the route answering 501.
+	Fleet func(ctx context.Context, full bool) fleet.View
 }
 
 // API serves the admin listener's JSON API. It is safe for concurrent
@@ -117,6 +122,7 @@ func (a *API) Routes(r chi.Router) {
 	r.Get("/api/v1/audit", a.handleAudit)
 	r.Post("/api/v1/snapshot", a.handleSnapshot)
 	r.Get("/api/v1/limiter", a.handleLimiter)
+	r.Get("/api/v1/overview", a.handleOverview)
 	r.Get("/api/v1/backup", a.handleBackup)
 	if a.throttle != nil {
 		r.Post("/api/v1/throttle", a.throttle.HandleWait)

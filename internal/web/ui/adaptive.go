@@ -12,6 +12,10 @@ import (
 	"github.com/limiterd/limiterd/limiter"
 )
 
+// shedSeconds is what the adaptive card's shed rate covers: the last
+// minute of the per-second history.
+const shedSeconds = 60
+
 // adaptiveRows are the rows of the groups whose adaptive concurrency is
 // on (docs/limiting.md, "Adaptive concurrency"), by name: now, and their
 // last sparkMinutes from the history.
@@ -47,18 +51,18 @@ func (d *Dashboard) adaptiveRow(name string) (templates.AdaptiveRow, bool) {
 	s := d.history.Series(name, d.now().Add(-sparkMinutes*time.Minute))
 	n := len(s.T)
 	var req, shed float64
-	for i := n - min(n, rateSeconds); i < n; i++ {
+	for i := n - min(n, shedSeconds); i < n; i++ {
 		req += float64(s.Requests[i])
 		shed += float64(s.Shed[i])
 	}
 	if r.Mode == limiter.ModeDryRun.String() {
 		// Nothing is shed: what would have been is in would_reject.
 		shed = 0
-		for i := n - min(n, rateSeconds); i < n; i++ {
+		for i := n - min(n, shedSeconds); i < n; i++ {
 			shed += float64(s.WouldReject[i])
 		}
 	}
-	secs := float64(max(min(n, rateSeconds), 1))
+	secs := float64(max(min(n, shedSeconds), 1))
 	r.ShedRate, r.ShedPct = rate(shed/secs), pct(shed, req)
 	limits, lats, sheds := perMinute(s)
 	r.LimitSpark = line(limits, fmt.Sprintf("%s: the adaptive limit at each minute's end, last %d minutes", name, sparkMinutes))

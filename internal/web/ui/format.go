@@ -134,3 +134,57 @@ func msText(ms int64) string {
 	}
 	return fmt.Sprintf("%d h", d/time.Hour)
 }
+
+// spanText says a duration for a person, to the second below a minute,
+// then in two units at most: "45 s", "12 min", "3 h 12 min", "2 d 4 h".
+func spanText(d time.Duration) string {
+	d = max(d, 0).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d.Minutes()))
+	case d < 24*time.Hour:
+		h, m := int(d.Hours()), int(d.Minutes())%60
+		if m == 0 {
+			return fmt.Sprintf("%d h", h)
+		}
+		return fmt.Sprintf("%d h %d min", h, m)
+	}
+	days, h := int(d.Hours())/24, int(d.Hours())%24
+	if h == 0 {
+		return fmt.Sprintf("%d d", days)
+	}
+	return fmt.Sprintf("%d d %d h", days, h)
+}
+
+// agoText says how long before now t was: "12 s ago", "3 h 12 min ago".
+func agoText(now, t time.Time) string {
+	if t.After(now) {
+		return "just now"
+	}
+	return spanText(now.Sub(t)) + " ago"
+}
+
+// bytesText says a size in bytes: "812 B", "64 KiB", "1.2 MiB", "3.5 GiB".
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, u := float64(n), 0
+	for f >= unit && u < 4 {
+		f /= unit
+		u++
+	}
+	return number(f) + " " + [...]string{"", "KiB", "MiB", "GiB", "TiB"}[u]
+}
+
+// msValue says a latency in ms: "0.4 ms", "12 ms", "1 230 ms"; "—" for
+// none (negative).
+func msValue(v float64) string {
+	if v < 0 {
+		return "—"
+	}
+	return number(v) + " ms"
+}

@@ -192,7 +192,7 @@ func (d *Dashboard) handleGroup(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	render(w, r, http.StatusOK, templates.GroupPage(d.page(r, "Group "+v.Name, "/groups"), d.groupForm(v, nil, nil)))
+	render(w, r, http.StatusOK, templates.GroupPage(d.page(r, "Group "+v.Name, "/groups"), d.groupForm(v, nil, nil), d.groupLive(r.Context(), v.Name)))
 }
 
 // groupPatch turns the posted form into a live edit of the keys whose
@@ -268,7 +268,7 @@ func (d *Dashboard) handleSaveGroup(w http.ResponseWriter, r *http.Request) {
 		}
 		p := d.page(r, "Group "+name, "/groups")
 		p.Flash, p.FlashBad = "Not saved: "+d.message(r, err), true
-		render(w, r, http.StatusUnprocessableEntity, templates.GroupPage(p, form))
+		render(w, r, http.StatusUnprocessableEntity, templates.GroupPage(p, form, d.groupLive(r.Context(), name)))
 		return
 	}
 	if err != nil {
@@ -328,7 +328,7 @@ func (d *Dashboard) handleWhatIf(w http.ResponseWriter, r *http.Request) {
 		render(w, r, http.StatusOK, templates.GroupFormCard(d.viewer(r).CSRF, form))
 		return
 	}
-	render(w, r, http.StatusOK, templates.GroupPage(d.page(r, "Group "+v.Name, "/groups"), form))
+	render(w, r, http.StatusOK, templates.GroupPage(d.page(r, "Group "+v.Name, "/groups"), form, d.groupLive(r.Context(), v.Name)))
 }
 
 // handleWhatIfField answers GET /groups/{g}/whatif?field=<key>&<key>=<value>:

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/fleet"
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
@@ -17,10 +19,6 @@ import (
 
 // Sizes of the overview.
 const (
-	// topShown is how many (peer, group)s each top list shows.
-	topShown = 10
-	// rateSeconds is what the groups' rates cover.
-	rateSeconds = 60
 	// sparkMinutes is what a sparkline covers, a point a minute.
 	sparkMinutes   = 30
 	sparkW, sparkH = 120, 24
@@ -34,13 +32,35 @@ func windowText(secs float64) string {
 	return fmt.Sprintf("the last %.0f s (since limiterd started)", secs)
 }
 
-func talkerRow(lim *limiter.Limiter, t insight.Talker) templates.TalkerRow {
-	return templates.TalkerRow{
-		Peer: t.Peer.String(), Group: lim.GroupName(t.Group),
-		RequestRate: rate(t.RequestRate()), RejectRate: rate(t.RejectRate()),
-		RejectedPct: pct(float64(t.Rejected), float64(t.Requests)),
-		Requests:    t.Requests, Rejected: t.Rejected,
+// nowWindow returns what "now" covers.
+func (d *Dashboard) nowWindow() time.Duration {
+	if d.opts.NowWindow == nil {
+		return 30 * time.Second
 	}
+	return d.opts.NowWindow()
+}
+
+// nowSentence says what the overview's rates cover: the seconds of the
+// window held (whole 10 s buckets), and the window.
+func (d *Dashboard) nowSentence(secs float64) string {
+	w := d.nowWindow()
+	s := nowText(secs)
+	if secs < w.Seconds()-insight.TalkersBucket.Seconds() {
+		s += " (since limiterd started)"
+	}
+	return s + fmt.Sprintf(", of a %s window (admin.now_window) counted in %s steps", spanText(w), spanText(insight.TalkersBucket))
+}
+
+func talkerRow(p fleet.Peer, cluster bool) templates.TalkerRow {
+	r := templates.TalkerRow{
+		Peer: p.Peer, Group: p.Group, RequestPerSec: p.Requests, RejectPerSec: p.Rejected,
+		RequestRate: rate(p.Requests), RejectRate: rate(p.Rejected),
+		RejectedPct: pct(p.Rejected, p.Requests),
+	}
+	if cluster {
+		r.Instances = strings.Join(p.Instances, ", ")
+	}
+	return r
 }
 
 // estimate says how the counts are sampled, and what the record lost,
@@ -60,14 +80,21 @@ func (d *Dashboard) estimate() string {
 	return s
 }
 
-func (d *Dashboard) overview() templates.Overview {
+// overview is the overview's data: what is wrong first, then who is
+// hammering now — across the fleet in cluster mode — and this instance's
+// groups, all over the now window (the fleet's View, whose own summary
+// this instance's rates come from, so that the page, the API and the
+// other instances say the same numbers).
+func (d *Dashboard) overview(ctx context.Context) templates.Overview {
 	now := d.now()
 	lim := d.lim
+	v := d.opts.Fleet(ctx, true)
+	self := v.Self()
 	stats := lim.Stats()
-	set := d.talkerSet(now)
 	o := templates.Overview{
-		Enabled: lim.Enabled(), Now: stamp(now), Window: windowText(set.Seconds()),
-		Estimate: d.estimate(), Tracked: lim.Tracked(),
+		Enabled: lim.Enabled(), Now: stamp(now), Window: d.nowSentence(self.Window), WindowSeconds: self.Window,
+		Estimate: d.estimate(), Tracked: lim.Tracked(), Problems: problems(&v, now),
+		Fleet: fleetSection(&v, now), ClusterMode: v.Cluster,
 	}
 	var cs *templates.Cluster
 	if c := d.opts.Cluster; c != nil {
@@ -75,11 +102,15 @@ func (d *Dashboard) overview() templates.Overview {
 		cs = &st
 	}
 	o.Cluster, o.ClusterUp = templates.ClusterLine(cs, now)
-	for _, t := range set.Top(insight.ByRejections, topShown, 0) {
-		o.TopRejected = append(o.TopRejected, talkerRow(lim, t))
+	for _, p := range v.TopRejected {
+		o.TopRejected = append(o.TopRejected, talkerRow(p, v.Cluster))
 	}
-	for _, t := range set.Top(insight.ByRequests, topShown, 0) {
-		o.TopRequests = append(o.TopRequests, talkerRow(lim, t))
+	for _, p := range v.TopRequests {
+		o.TopRequests = append(o.TopRequests, talkerRow(p, v.Cluster))
+	}
+	rates := map[string]fleet.Group{}
+	for _, g := range self.Groups {
+		rates[g.Name] = g
 	}
 	since := now.Add(-sparkMinutes * time.Minute)
 	for _, name := range slices.Sorted(maps.Keys(stats)) {
@@ -88,33 +119,26 @@ func (d *Dashboard) overview() templates.Overview {
 		if s, ok := lim.Settings(id); ok && id != limiter.LocalPeers {
 			mode = s.Mode.String()
 		}
-		o.Groups = append(o.Groups, groupNow(name, mode, id != limiter.LocalPeers, d.history.Series(name, since)))
+		o.Groups = append(o.Groups, groupNow(name, mode, id != limiter.LocalPeers, rates[name], d.history.Series(name, since)))
 		o.Totals = append(o.Totals, templates.GroupRow{Name: name, Mode: mode, Stats: stats[name]})
 	}
 	o.Adaptive = templates.Adaptive{Rows: d.adaptiveRows(), Minutes: sparkMinutes}
 	return o
 }
 
-// groupNow is a group's line: its rates over the last rateSeconds of s
-// and the sparkline of s per minute.
-func groupNow(name, mode string, editable bool, s insight.Series) templates.GroupNow {
-	var req, rej, den float64
-	n := len(s.T)
-	secs := min(n, rateSeconds)
-	for i := n - secs; i < n; i++ {
-		req += float64(s.Requests[i])
-		rej += float64(s.RejectedConcurrency[i] + s.RejectedRateLimit[i] + s.WouldReject[i])
-		den += float64(s.Denied[i])
-	}
-	g := templates.GroupNow{Name: name, Mode: mode, Editable: editable, Inflight: 0}
-	if n > 0 {
-		g.Inflight = int64(s.Inflight[n-1])
-	}
-	per := float64(max(secs, 1))
-	g.RequestRate, g.RejectRate, g.DeniedRate = rate(req/per), rate(rej/per), rate(den/per)
-	g.RejectedPct = pct(rej, req)
-	g.Hot = req > 0 && rej/req > 0.1
+// emptySeries is no history: a flat sparkline.
+var emptySeries insight.Series
+
+// groupNow is a group's line: its rates r over the now window and the
+// sparkline of s per minute.
+func groupNow(name, mode string, editable bool, r fleet.Group, s insight.Series) templates.GroupNow {
+	g := templates.GroupNow{Name: name, Mode: mode, Editable: editable, Inflight: r.Inflight,
+		RequestPerSec: r.Requests, RejectPerSec: r.Rejected, DeniedPerSec: r.Denied}
+	g.RequestRate, g.RejectRate, g.DeniedRate = rate(r.Requests), rate(r.Rejected), rate(r.Denied)
+	g.RejectedPct = pct(r.Rejected, r.Requests)
+	g.Hot = r.Requests > 0 && r.Rejected/r.Requests > 0.1
 	// Per minute, the newest last.
+	n := len(s.T)
 	reqs, rejs := make([]float64, sparkMinutes), make([]float64, sparkMinutes)
 	if n > 0 {
 		end := s.T[n-1]
@@ -153,11 +177,11 @@ func spark(reqs, rejs []float64, label string) templates.Spark {
 }
 
 func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
-	render(w, r, http.StatusOK, templates.OverviewPage(d.page(r, "Overview", "/"), d.overview(), d.charts()))
+	render(w, r, http.StatusOK, templates.OverviewPage(d.page(r, "Overview", "/"), d.overview(r.Context()), d.charts()))
 }
 
 func (d *Dashboard) handleStats(w http.ResponseWriter, r *http.Request) {
-	render(w, r, http.StatusOK, templates.Stats(d.overview()))
+	render(w, r, http.StatusOK, templates.Stats(d.overview(r.Context())))
 }
 
 func (d *Dashboard) handleSwitch(w http.ResponseWriter, r *http.Request) {

@@ -233,7 +233,7 @@ func (d *Dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 	}
 	now := d.now()
 	rows := d.peerRows(now)
-	data.RateWindow = windowText(rows.set.Seconds())
+	data.RateWindow, data.RateSeconds = windowText(rows.set.Seconds()), rows.set.Seconds()
 	views := d.lim.Peer(now, k)
 	for i := range views {
 		v := &views[i]
@@ -243,6 +243,9 @@ func (d *Dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 			LastSeen: stamp(v.LastSeen), Usage: usages(v, rows.groupSettings(v.GroupID)),
 		}
 		st.RequestRate, st.RejectRate = rows.rates(v.Peer, v.GroupID)
+		if t := rows.set.Get(v.Peer, v.GroupID); t.Requests > 0 {
+			st.RequestPerSec, st.RejectPerSec = t.RequestRate(), t.RejectRate()
+		}
 		data.Rows = append(data.Rows, st)
 	}
 	if st := d.opts.Offenses; st != nil {

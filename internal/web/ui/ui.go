@@ -20,6 +20,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/limiterd/limiterd/internal/fleet"
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/jsonbody"
 	"github.com/limiterd/limiterd/internal/live"
@@ -73,6 +74,15 @@ type Options struct {
 	// Status returns the status the admin listener answers err with, and
 	// the request field at fault when one is named.
 	Status func(err error) (status int, field string)
+	// Fleet returns the fleet as this instance sees it: its own summary
+	// (health, and with full its groups' rates and top offenders over the
+	// now window) and, in cluster mode, the other instances'. Must be set.
+	Fleet func(ctx context.Context, full bool) fleet.View
+	// NowWindow returns what "now" covers (admin.now_window); nil: 30 s.
+	NowWindow func() time.Duration
+	// TokenHint says on the login page where the admin token is ("" says
+	// nothing).
+	TokenHint string
 }
 
 // Viewer is who looks at a page.
@@ -131,6 +141,8 @@ func (d *Dashboard) Routes(r chi.Router) {
 	r.Get("/stats", d.handleStats)
 	r.Get("/stats/history", d.handleHistory)
 	r.Get("/stats/rejections", d.handleRejections)
+	r.Get("/stats/health", d.handleHealth)
+	r.Get("/stats/problems", d.handleProblems)
 	r.Post("/switch", d.handleSwitch)
 	r.Get("/groups", d.handleGroups)
 	r.Get("/groups/{group}", d.handleGroup)
@@ -213,6 +225,8 @@ func (d *Dashboard) pageFor(r *http.Request, title string, v Viewer) templates.P
 	}
 	if v.Session || r.Header.Get("Authorization") != "" {
 		p.Banners = d.banners()
+		fv := d.opts.Fleet(r.Context(), false)
+		p.Health = healthStrip(&fv, d.now())
 	}
 	return p
 }
@@ -291,7 +305,7 @@ func plain(msg string) string {
 
 // Login answers status with the login page, saying problem ("" for none).
 func (d *Dashboard) Login(w http.ResponseWriter, r *http.Request, status int, problem string) {
-	render(w, r, status, templates.LoginPage(d.page(r, "Log in", ""), templates.Login{Error: problem}))
+	render(w, r, status, templates.LoginPage(d.page(r, "Log in", ""), templates.Login{Error: problem, TokenHint: d.opts.TokenHint}))
 }
 
 // Exemptions.

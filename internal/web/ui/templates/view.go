@@ -35,6 +35,9 @@ type Page struct {
 	// Banners are the conditions every page shows on top: the limiter
 	// off, groups in dry run, a cluster's store down.
 	Banners []Banner
+	// Health is the strip of the node's and limiterd's health on top of
+	// every page (nil on the login page).
+	Health *Health
 }
 
 // Banner is a condition shown on top of every page while it holds.
@@ -236,6 +239,8 @@ type AuditRow struct {
 // Login is the data of the login page.
 type Login struct {
 	Error string
+	// TokenHint says where the admin token is.
+	TokenHint string
 }
 
 // PeerURL is the address of a peer's page.
@@ -276,8 +281,9 @@ type PeerDetail struct {
 	// daemon keeps no such record.
 	Offenses     []OffenseRow
 	OffensesKept bool
-	// RateWindow says what the rates cover.
-	RateWindow string
+	// RateWindow says what the rates cover, RateSeconds exactly.
+	RateWindow  string
+	RateSeconds float64
 	// Prefix is the key as an IP or CIDR, for exempt and deny; empty for
 	// an opaque key.
 	Prefix string
@@ -341,8 +347,10 @@ type PeerState struct {
 	LastSeen            Stamp
 	// Usage is the state in its algorithm's terms.
 	Usage []Usage
-	// RequestRate and RejectRate are its rates over the last minutes.
-	RequestRate, RejectRate string
+	// RequestRate and RejectRate are its rates over the last minutes;
+	// RequestPerSec and RejectPerSec unformatted, for data-value.
+	RequestRate, RejectRate     string
+	RequestPerSec, RejectPerSec float64
 }
 
 // Outbound is the data of the outbound throttle's page.

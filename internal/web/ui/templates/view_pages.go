@@ -6,14 +6,16 @@ import "net/url"
 type Overview struct {
 	Enabled bool
 	Now     Stamp
-	// Window says what the top lists cover ("the last 5 minutes").
-	Window string
+	// Window says what the top lists and the groups' rates cover ("the
+	// last 25 s, of a 30 s window…"), WindowSeconds exactly.
+	Window        string
+	WindowSeconds float64
 	// Estimate is set when the counts are estimated from a sample of the
 	// decisions ("estimated from 1 in 8 decisions").
 	Estimate string
 	// TopRejected and TopRequests answer "who is hammering me now".
 	TopRejected, TopRequests []TalkerRow
-	// Groups is each group's traffic over the last minute.
+	// Groups is each group's traffic over the now window.
 	Groups []GroupNow
 	// Totals are the counters since the daemon started.
 	Totals []GroupRow
@@ -25,6 +27,12 @@ type Overview struct {
 	ClusterUp bool
 	// Adaptive is the groups' adaptive concurrency, when any has it on.
 	Adaptive Adaptive
+	// Problems are what is wrong, red first: the page leads with them.
+	Problems []Problem
+	// ClusterMode is true when the top lists are the fleet's; Fleet is
+	// then the fleet's section.
+	ClusterMode bool
+	Fleet       *Fleet
 }
 
 // TalkerRow is one (peer, group) of a top list.
@@ -32,23 +40,46 @@ type TalkerRow struct {
 	Peer, Group string
 	// RequestRate and RejectRate are per second ("12.5/s").
 	RequestRate, RejectRate string
+	// RequestPerSec and RejectPerSec are the rates unformatted, for the
+	// cells' data-value (tests, scripts).
+	RequestPerSec, RejectPerSec float64
 	// RejectedPct is the share of its requests rejected ("83 %").
-	RejectedPct        string
-	Requests, Rejected uint64
+	RejectedPct string
+	// Instances are the instances that count it among their top (cluster
+	// mode).
+	Instances string
 }
 
-// GroupNow is one group's traffic over the last minute.
+// GroupNow is one group's traffic over the now window.
 type GroupNow struct {
 	Name, Mode string
 	// Rates are per second; RejectedPct the share of requests rejected
 	// (would be, in dry run).
 	RequestRate, RejectRate, DeniedRate, RejectedPct string
+	// RequestPerSec, RejectPerSec and DeniedPerSec are the rates
+	// unformatted, for the cells' data-value.
+	RequestPerSec, RejectPerSec, DeniedPerSec float64
 	// Hot is true when it rejects more than a tenth of its requests.
 	Hot bool
 	// Editable is true for a configured group (local_peers is not).
 	Editable bool
 	Inflight int64
 	Spark    Spark
+}
+
+// GroupLive is a group page's traffic now.
+type GroupLive struct {
+	Name string
+	// Window says what the rates cover.
+	Window string
+	// Here is this instance's rates; Fleet the fleet's (cluster mode).
+	Here  GroupNow
+	Fleet *GroupNow
+	// Top are its (peer, group)s with the most rejections now.
+	Top     []TalkerRow
+	Cluster bool
+	// HistoryURL is the JSON of its last hour, for the chart.
+	HistoryURL string
 }
 
 // Spark is a sparkline as SVG polylines in a Width × Height box.
