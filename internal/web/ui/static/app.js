@@ -3,6 +3,9 @@
 // Every time is UTC; the browser's local time shows on hover.
 (function () {
   "use strict";
+  // For the tests and the curious: the number formatter the charts use
+  // (fmtNum) and the charts drawn (charts), set below.
+  window.limiterd = { fmtNum: null, charts: null };
   // Confirm destructive buttons (data-confirm) before their form posts.
   document.addEventListener("submit", function (ev) {
     var btn = ev.submitter;
@@ -59,6 +62,11 @@
       return incr < 60 ? s.slice(11, 19) : s.slice(11, 16);
     });
   }
+  // timeSpace is the least room between two time ticks, in CSS px: a
+  // label "21:26:11" and a gap, so that no two labels ever overlap
+  // whatever the stretch shown (uPlot picks the smallest increment that
+  // leaves it).
+  var timeSpace = 90;
   function timeValue(u, ts) {
     return ts == null ? "–" : new Date(ts * 1e3).toISOString().slice(0, 19).replace("T", " ");
   }
@@ -96,6 +104,7 @@
     }
     return s === "0" ? s : sign + s;
   }
+  window.limiterd.fmtNum = fmtNum;
   function fmt(v, unit) {
     var s = fmtNum(v);
     return s === "–" ? s : s + (unit || "");
@@ -159,6 +168,9 @@
     var controls = document.getElementById("history-controls");
     var table = document.getElementById("history-table");
     var charts = { rates: null, inflight: null, stack: null };
+    // For the tests and the curious: the chart objects, their data,
+    // scales and axes.
+    window.limiterd.charts = charts;
     var stackKey = "";
     var rateSeries = [
       ["requests", "Requests", "#2456c7"],
@@ -176,7 +188,7 @@
     }
     function axes(unit) {
       return [
-        { label: "time (UTC)", incrs: [1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600], values: timeTicks },
+        { label: "time (UTC)", incrs: [1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600], values: timeTicks, space: timeSpace },
         { label: unit, size: 60, values: function (u, vals) { return vals.map(function (v) { return fmt(v); }); } }
       ];
     }
@@ -199,7 +211,8 @@
       var data = [j.t].concat(rateSeries.map(function (s) { return logSafe(mode(), j[s[0]] || []); }));
       var flight = [j.t, j.inflight];
       if (!charts.rates) {
-        charts.rates = new uPlot(lineOpts("Requests of " + (select && select.value ? select.value : "all groups"), rateSeries, "requests/s", 240, top, mode()), data, box);
+        var title = box.getAttribute("data-title") || "Requests of " + (select && select.value ? select.value : "all groups");
+        charts.rates = new uPlot(lineOpts(title, rateSeries, "requests/s", 240, top, mode()), data, box);
         charts.inflight = new uPlot(lineOpts("In flight", [["inflight", "In flight", "#5b6475"]], "requests", 140, j.inflight, "linear"), flight, box);
         if (table) {
           table.hidden = true;
@@ -265,7 +278,9 @@
       }, data, rbox);
     }
     function load() {
-      var url = base + (base.indexOf("?") < 0 ? "?" : "&") + "group=" + encodeURIComponent(select ? select.value : "");
+      // The overview's select chooses the group; a group's page fixes it
+      // in its URL.
+      var url = select ? base + (base.indexOf("?") < 0 ? "?" : "&") + "group=" + encodeURIComponent(select.value) : base;
       var jobs = [getJSON(url).then(drawRates)];
       if (rurl) {
         jobs.push(getJSON(rurl).then(drawStack));
@@ -330,6 +345,8 @@
     var table = document.getElementById("peer-history-table");
     var counts = null;
     var inflight = null;
+    var shown = {};
+    window.limiterd.charts = shown;
     var countSeries = [
       ["requests", "Requests", "#2456c7"],
       ["rejected_concurrency", "Rejected: concurrency", "#b3261e"],
@@ -358,10 +375,10 @@
           x: { time: true, range: function () { return xr; } },
           y: { range: function (u, lo, hi) { return [0, Math.max(1, hi)]; } }
         },
-        axes: [{ label: "time (UTC)", incrs: [10, 30, 60, 120, 300, 600, 900, 1800, 3600], values: timeTicks }, { label: unit, size: 60 }],
+        axes: [{ label: "time (UTC)", incrs: [10, 30, 60, 120, 300, 600, 900, 1800, 3600], values: timeTicks, space: timeSpace }, { label: unit, size: 60, values: function (u, vals) { return vals.map(function (v) { return fmt(v); }); } }],
         hooks: { setLegend: [legendAtEnd], setData: [legendAtEnd] },
         series: [{ label: "Time (UTC)", value: timeValue }].concat(series.map(function (s) {
-          return { label: s[1], stroke: s[2], width: 1.5, points: { show: true, size: 4 } };
+          return { label: s[1], stroke: s[2], width: 1.5, points: { show: true, size: 4 }, value: function (u, v) { return fmt(v); } };
         }))
       };
     }
@@ -372,6 +389,8 @@
       if (!counts) {
         counts = new uPlot(opts("Per " + j.step + " s", countSeries, "requests per " + j.step + " s", 240), data, box);
         inflight = new uPlot(opts("In flight", [["inflight", "In flight", "#5b6475"]], "requests", 140), flight, box);
+        shown.counts = counts;
+        shown.inflight = inflight;
         if (table) {
           table.hidden = true;
         }
@@ -420,8 +439,6 @@
     initCharts();
     initPeerChart();
   }
-  // For the tests and the curious: the number formatter the charts use.
-  window.limiterd = { fmtNum: fmtNum };
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", init);
   } else {
