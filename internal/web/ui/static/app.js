@@ -172,6 +172,10 @@
     // scales and axes.
     window.limiterd.charts = charts;
     var stackKey = "";
+    // stackGroups are the groups of the stacked chart's newest data: its
+    // legend reads each group's own value there (the chart keeps its
+    // options across setData, the data changes).
+    var stackGroups = [];
     var rateSeries = [
       ["requests", "Requests", "#2456c7"],
       ["admitted", "Admitted", "#1e7b34"],
@@ -248,6 +252,7 @@
         stackKey = "";
         return;
       }
+      stackGroups = groups;
       if (charts.stack && key === stackKey) {
         charts.stack.setData(data);
         return;
@@ -271,7 +276,8 @@
           return {
             label: groups[i].group, stroke: c, fill: c + "55", width: 1, points: { show: false },
             value: function (u, v, si, di) {
-              return di == null ? "–" : fmt(groups[i].rejected[di] || 0, "/s");
+              var g = stackGroups[i];
+              return di == null || !g ? "–" : fmt(g.rejected[di] || 0, "/s");
             }
           };
         }))
