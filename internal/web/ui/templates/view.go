@@ -294,6 +294,14 @@ type PeerDetail struct {
 	Result string
 	// History is the peer's history over the last hour.
 	History PeerHistory
+	// Cluster is true in cluster mode: the limits live in Redis, and this
+	// instance's entries (Rows) are only what it decides on its own.
+	// Fleet is the peer's traffic across the fleet now, from every
+	// instance's summary (those that count it among their top), over
+	// FleetWindow.
+	Cluster     bool
+	Fleet       []TalkerRow
+	FleetWindow string
 	// Audit are the newest audit entries about the peer (its reductions
 	// and forgettings, exemptions and denials of addresses it covers)
 	// among the newest AuditScanned entries of the log.
