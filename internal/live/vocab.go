@@ -39,6 +39,27 @@ type Exemption struct {
 	Expires time.Time `json:"expires,omitzero"`
 }
 
+// ParseExpiry reads an exemption's expiry as the API and the dashboard
+// take it: "" (none), an RFC 3339 time, or a Go duration from now ("24h",
+// "90m"), which must be positive. The error names the field "expires".
+func ParseExpiry(v string, now time.Time) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return time.Time{}, &limiter.FieldError{Field: "expires", Problem: fmt.Sprintf(`must be an RFC 3339 time ("2026-12-01T00:00:00Z") or a duration from now ("24h"), got %q`, v)}
+	}
+	if d <= 0 {
+		return time.Time{}, &limiter.FieldError{Field: "expires", Problem: fmt.Sprintf("the duration must be positive, got %s", v)}
+	}
+	return now.Add(d), nil
+}
+
 // Normalize validates e and returns it in canonical form (a CIDR masked,
 // an IPv4-mapped address unmapped). The error names the field.
 func (e Exemption) Normalize() (Exemption, error) {

@@ -21,6 +21,7 @@ var exemptionLists = []struct {
 // exemptions is the exemptions page's data: per kind, the file's entries
 // (read-only) then the live ones (removable).
 func (d *Dashboard) exemptions() templates.Exemptions {
+	now := d.now()
 	live, file := d.live.Exemptions()
 	var e templates.Exemptions
 	for _, l := range exemptionLists {
@@ -32,7 +33,11 @@ func (d *Dashboard) exemptions() templates.Exemptions {
 		}
 		for _, x := range live {
 			if x.Kind == l.kind {
-				list.Rows = append(list.Rows, templates.ExemptionRow{Kind: string(x.Kind), Value: x.Value, Note: x.Note})
+				row := templates.ExemptionRow{Kind: string(x.Kind), Value: x.Value, Note: x.Note}
+				if !x.Expires.IsZero() {
+					row.Expires, row.ExpiresIn = stamp(x.Expires), "in "+spanText(x.Expires.Sub(now))
+				}
+				list.Rows = append(list.Rows, row)
 			}
 		}
 		e.Lists = append(e.Lists, list)

@@ -3,6 +3,7 @@ package ui
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // numberCases is the one table of the number formatter, for number here
@@ -49,5 +50,27 @@ func TestNumber(t *testing.T) {
 	}
 	if got := rate(3093); got != "3 093/s" {
 		t.Errorf("rate(3093) = %q", got)
+	}
+}
+
+func TestSpansAndSizes(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0 s", 45 * time.Second: "45 s", 12 * time.Minute: "12 min", 3*time.Hour + 12*time.Minute: "3 h 12 min",
+		2 * time.Hour: "2 h", 52 * time.Hour: "2 d 4 h", 48 * time.Hour: "2 d", -time.Second: "0 s",
+	} {
+		if got := spanText(d); got != want {
+			t.Errorf("spanText(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for n, want := range map[int64]string{0: "0 B", 812: "812 B", 64 << 10: "64 KiB", 1_310_720: "1.25 MiB", 3_758_096_384: "3.5 GiB"} {
+		if got := bytesText(n); got != want {
+			t.Errorf("bytesText(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := msValue(-1); got != "—" {
+		t.Errorf("msValue(-1) = %q", got)
+	}
+	if got := msValue(1230.4); got != "1 230 ms" {
+		t.Errorf("msValue(1230.4) = %q", got)
 	}
 }

@@ -13,7 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -320,7 +324,11 @@ func (d *Dashboard) handleAddExemption(w http.ResponseWriter, r *http.Request) {
 		Value: strings.TrimSpace(r.PostFormValue("value")),
 		Note:  strings.TrimSpace(r.PostFormValue("note")),
 	}
-	_, err := d.live.AddExemption(r.Context(), d.viewer(r).Actor, e)
+	expires := strings.TrimSpace(r.PostFormValue("expires"))
+	var err error
+	if e.Expires, err = live.ParseExpiry(expires, d.now()); err == nil {
+		_, err = d.live.AddExemption(r.Context(), d.viewer(r).Actor, e)
+	}
 	if err != nil {
 		// A conflict or a value refused shows the form again.
 		status, _ := d.opts.Status(err)
@@ -329,7 +337,7 @@ func (d *Dashboard) handleAddExemption(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		data := d.exemptions()
-		data.Kind, data.Value, data.Note, data.Error = string(e.Kind), e.Value, e.Note, d.message(r, err)
+		data.Kind, data.Value, data.Note, data.Expires, data.Error = string(e.Kind), e.Value, e.Note, expires, d.message(r, err)
 		render(w, r, status, templates.ExemptionsPage(d.page(r, "Exemptions", "/exemptions"), data))
 		return
 	}
@@ -362,21 +370,82 @@ func auditValue(v any) string {
 }
 
 func auditRow(a live.AuditEntry) templates.AuditRow {
-	return templates.AuditRow{
+	r := templates.AuditRow{
 		ID: a.ID, Time: stamp(a.Time), Actor: a.Actor, Action: a.Action,
-		Target: a.Target, Old: auditValue(a.Old), New: auditValue(a.New),
+		Target: a.Target, Old: auditValue(a.Old), New: auditValue(a.New), Note: a.Note,
 	}
+	if !a.Expires.IsZero() {
+		r.Expires = stamp(a.Expires)
+	}
+	return r
 }
 
+// auditSince are the audit page's choices of how far back to look.
+var auditSince = []templates.Choice{{Value: "", Label: "any time"}, {Value: "1h", Label: "last hour"},
+	{Value: "24h", Label: "last 24 hours"}, {Value: "168h", Label: "last 7 days"}, {Value: "720h", Label: "last 30 days"}}
+
+// auditChoicesScan is how many of the newest entries the audit page reads
+// for the actions and actors its filters suggest.
+const auditChoicesScan = 1000
+
+// handleAudit serves GET /audit?action=&actor=&since=&before=: the newest
+// 100 entries the filters keep (live.QueryAudit: an action or its family,
+// an actor exactly, how far back), with a link to the older ones.
 func (d *Dashboard) handleAudit(w http.ResponseWriter, r *http.Request) {
-	entries, err := d.live.Audit(r.Context(), 100, 0)
+	in := r.URL.Query()
+	data := templates.Audit{Action: strings.TrimSpace(in.Get("action")), Actor: strings.TrimSpace(in.Get("actor")), Since: in.Get("since"), SinceChoices: auditSince}
+	q := live.AuditQuery{Limit: 100, Action: data.Action, Actor: data.Actor}
+	status := http.StatusOK
+	if data.Since != "" {
+		if dur, err := time.ParseDuration(data.Since); err == nil && dur > 0 {
+			q.Since = d.now().Add(-dur)
+		} else {
+			data.Error, status = fmt.Sprintf("%q is not a duration back from now such as 24h", data.Since), http.StatusUnprocessableEntity
+		}
+	}
+	if b := in.Get("before"); b != "" {
+		n, err := strconv.ParseUint(b, 10, 64)
+		if err != nil {
+			data.Error, status = fmt.Sprintf("%q is not an audit entry number", b), http.StatusUnprocessableEntity
+		}
+		q.Before = n
+	}
+	// The filters' suggestions: the families and actions, and the actors,
+	// of the newest entries.
+	recent, err := d.live.Audit(r.Context(), auditChoicesScan, 0)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	rows := make([]templates.AuditRow, 0, len(entries))
-	for _, a := range entries {
-		rows = append(rows, auditRow(a))
+	actions, actors := map[string]bool{}, map[string]bool{}
+	for _, a := range recent {
+		actions[a.Action] = true
+		if fam, _, ok := strings.Cut(a.Action, "."); ok {
+			actions[fam] = true
+		}
+		actors[a.Actor] = true
 	}
-	render(w, r, http.StatusOK, templates.AuditPage(d.page(r, "Audit log", "/audit"), rows))
+	data.Actions, data.Actors = slices.Sorted(maps.Keys(actions)), slices.Sorted(maps.Keys(actors))
+	if status == http.StatusOK {
+		page, err := d.live.QueryAudit(r.Context(), q)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		for _, a := range page.Entries {
+			data.Rows = append(data.Rows, auditRow(a))
+		}
+		data.Filtered = data.Action != "" || data.Actor != "" || data.Since != ""
+		if page.Next != 0 {
+			v := url.Values{}
+			for _, k := range []string{"action", "actor", "since"} {
+				if x := in.Get(k); x != "" {
+					v.Set(k, x)
+				}
+			}
+			v.Set("before", strconv.FormatUint(page.Next, 10))
+			data.Older = "/audit?" + v.Encode()
+		}
+	}
+	render(w, r, status, templates.AuditPage(d.page(r, "Audit log", "/audit"), data))
 }

@@ -186,6 +186,10 @@ type ExemptionRow struct {
 	// File is true for an entry of the configuration file: read-only on
 	// the dashboard. Live entries may be removed.
 	File bool
+	// Expires is when a live entry removes itself (empty: never),
+	// ExpiresIn how long from now ("in 23 h").
+	Expires   Stamp
+	ExpiresIn string
 }
 
 // ExemptionList is one kind of entry: its entries from the configuration
@@ -220,7 +224,7 @@ type Exemptions struct {
 	// what the add form offers.
 	Lists []ExemptionList
 	// Form holds the add form's values after a failed post.
-	Kind, Value, Note string
+	Kind, Value, Note, Expires string
 	// Error is the add form's validation message.
 	Error string
 }
@@ -234,7 +238,30 @@ type AuditRow struct {
 	Target string
 	Old    string
 	New    string
+	// Note and Expires are the operator's note and the expiry of the
+	// exemption concerned.
+	Note    string
+	Expires Stamp
 }
+
+// Audit is the data of the audit page.
+type Audit struct {
+	// Action, Actor and Since echo the filters; Actions and Actors are
+	// suggestions (those of the newest entries), SinceChoices the spans.
+	Action, Actor, Since string
+	Actions, Actors      []string
+	SinceChoices         []Choice
+	Rows                 []AuditRow
+	// Filtered is true when a filter is set; Older links to the older
+	// entries the filters keep ("" when none may be left).
+	Filtered bool
+	Older    string
+	// Error is the filters' problem.
+	Error string
+}
+
+// Choice is one option of a select.
+type Choice struct{ Value, Label string }
 
 // Login is the data of the login page.
 type Login struct {
