@@ -88,7 +88,7 @@ type Activity struct {
 // decisions (lim names their groups), counting from now().
 func NewActivity(lim *limiter.Limiter, rec *Recorder, now func() time.Time) *Activity {
 	t := now()
-	return &Activity{lim: lim, rec: rec, now: now, talkers: NewTalkers(t), log: NewRequestLog(), winStart: t, lastLower: t, offenses: map[talkerKey]*Offense{}}
+	return &Activity{lim: lim, rec: rec, now: now, talkers: NewTalkers(t), log: NewRequestLogAt(t), winStart: t, lastLower: t, offenses: map[talkerKey]*Offense{}}
 }
 
 // Talkers returns the top talkers' record.

@@ -39,6 +39,10 @@ func (r *logRec) shift() uint8           { return uint8(r.w0) }
 type RequestLog struct {
 	seed maphash.Seed
 
+	// start is when the log began to record (zero: unknown): a replay
+	// says it covers no further back.
+	start time.Time
+
 	mu     sync.RWMutex
 	chunks [][]logRec
 	head   uint64 // records added ever
@@ -46,6 +50,15 @@ type RequestLog struct {
 
 // NewRequestLog returns an empty log.
 func NewRequestLog() *RequestLog { return &RequestLog{seed: maphash.MakeSeed()} }
+
+// NewRequestLogAt returns an empty log that began to record at start: a
+// replay asked for more than the log has been recording says it covers
+// the time since start only (ReplayResult.Since).
+func NewRequestLogAt(start time.Time) *RequestLog {
+	l := NewRequestLog()
+	l.start = start
+	return l
+}
 
 // Add appends the arrivals of the peer sample among as. Arrivals outside
 // the sample are skipped.
@@ -104,9 +117,9 @@ type replayRec struct {
 // collect returns the requests of group g at or after since, in the order
 // they were logged, the strictest sample shift among them (older records
 // of a looser sample are kept only if the stricter sample holds them too),
-// and whether the log had overwritten requests after since (it then covers
-// less than asked).
-func (l *RequestLog) collect(g limiter.GroupID, since int64, into []replayRec) ([]replayRec, uint8, bool) {
+// whether the log had overwritten requests after since (it then covers
+// less than asked), and then the time of its oldest record (ms).
+func (l *RequestLog) collect(g limiter.GroupID, since int64, into []replayRec) ([]replayRec, uint8, bool, int64) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	first := l.head - min(l.head, RequestLogSize)
@@ -123,6 +136,10 @@ func (l *RequestLog) collect(g limiter.GroupID, since int64, into []replayRec) (
 		}
 	}
 	truncated := first > 0 && lo == first
+	var oldest int64
+	if truncated {
+		oldest = l.at(first).ms()
+	}
 	var shift uint8
 	start := len(into)
 	into = slices.Grow(into, int(l.head-lo))
@@ -144,5 +161,5 @@ func (l *RequestLog) collect(g limiter.GroupID, since int64, into []replayRec) (
 		}
 		into = kept
 	}
-	return into, shift, truncated
+	return into, shift, truncated, oldest
 }

@@ -147,3 +147,32 @@ func TestAuditFilters(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 }
+
+// TestWhatIfSpan: the what-if says the stretch it really replays — since
+// the start when limiterd started less than an hour ago (its record is
+// not kept across a restart), the last hour after that.
+func TestWhatIfSpan(t *testing.T) {
+	d, s := webtest.NewDashServer(t, nil)
+	cookie, _ := d.Login()
+	d.Clock.Add(6 * time.Second)
+	d.Send("203.0.113.7", 8)
+	s.DrainActivity()
+	answer := func() string {
+		t.Helper()
+		resp := d.Do("GET", "/groups/general/whatif?field=leaky_limit&leaky_limit=1", nil, "Cookie", cookie, "HX-Request", "true")
+		a := webtest.Find(webtest.Parse(t, resp), func(n *html.Node) bool { return webtest.Attr(n, "data-whatif") == "leaky_limit" })
+		if len(a) != 1 {
+			t.Fatal("no answer")
+		}
+		return webtest.Text(a[0])
+	}
+	if got := answer(); !strings.Contains(got, "of 8 requests of the last 6 s (since limiterd started: the record is not kept across a restart) would have been rejected") {
+		t.Fatalf("6 s after the start: %q", got)
+	}
+	d.Clock.Add(2 * time.Hour)
+	d.Send("203.0.113.7", 2)
+	s.DrainActivity()
+	if got := answer(); !strings.Contains(got, "of 2 requests of the last hour would have been rejected") {
+		t.Fatalf("2 h after the start: %q", got)
+	}
+}

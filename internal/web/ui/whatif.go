@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/jsonbody"
@@ -111,17 +112,18 @@ func (d *Dashboard) whatIfs(group string, changes []change) (map[string]*templat
 		}
 	}
 	res := d.activity.Log().Replay(id, now.Add(-insight.RequestLogSpan), steppers)
+	span := replaySpan(res, now)
 	for _, j := range js {
-		answer(j.w, res, j.at, j.mode)
+		answer(j.w, res, j.at, j.mode, span)
 	}
 	if comb != nil && comb.Error == "" {
 		mode := base.Settings.Mode
 		if m, ok := all[limiter.KeyMode].(string); ok {
 			mode, _ = limiter.ParseMode(m)
 		}
-		answer(comb, res, combAt, mode)
+		answer(comb, res, combAt, mode, span)
 	}
-	return out, comb, recordText(group, res)
+	return out, comb, recordText(group, res, span)
 }
 
 // settingsWith returns the stepper of base with o over its settings, its
@@ -155,13 +157,29 @@ func notReplayable(key string) string {
 	return "No what-if for " + key + "."
 }
 
+// replaySpan says the stretch a replay really covers, as of now: "the
+// last hour", or less with why — limiterd started since ("the last 6 s,
+// since limiterd started"), or the record was overwritten.
+func replaySpan(res insight.ReplayResult, now time.Time) string {
+	switch {
+	case res.Started:
+		return "the last " + spanText(now.Sub(res.Since)) + " (since limiterd started: the record is not kept across a restart)"
+	case res.Short:
+		return "the last " + spanText(now.Sub(res.Since)) + " (the record holds no more)"
+	}
+	if insight.RequestLogSpan == time.Hour {
+		return "the last hour"
+	}
+	return "the last " + spanText(insight.RequestLogSpan)
+}
+
 // answer fills w from the replay: the rejections of stepper at (the
 // current settings' at 0), or, for a change of mode alone (at −1), what
-// the mode lets through.
-func answer(w *templates.WhatIf, res insight.ReplayResult, at int, mode limiter.Mode) {
+// the mode lets through; span says what the replay covers.
+func answer(w *templates.WhatIf, res insight.ReplayResult, at int, mode limiter.Mode, span string) {
 	w.Requests, w.Now = res.Requests, res.Rejected[0]
 	if res.Logged == 0 {
-		w.Text = "No request of this group in the last hour: nothing to judge."
+		w.Text = "No request of this group in " + span + ": nothing to judge."
 		return
 	}
 	w.Then = w.Now
@@ -170,7 +188,7 @@ func answer(w *templates.WhatIf, res insight.ReplayResult, at int, mode limiter.
 	}
 	switch mode {
 	case limiter.ModeOff:
-		w.Text = fmt.Sprintf("Off: none of the %s requests of the last hour would have been limited (now %s rejected).", count(w.Requests), count(w.Now))
+		w.Text = fmt.Sprintf("Off: none of the %s requests of %s would have been limited (now %s rejected).", count(w.Requests), span, count(w.Now))
 		w.Then = 0
 	case limiter.ModeDryRun:
 		w.Text = fmt.Sprintf("Dry run: none rejected; %s of %s would have been counted as would_reject (now %s rejected).", count(w.Then), count(w.Requests), count(w.Now))
@@ -184,8 +202,8 @@ func answer(w *templates.WhatIf, res insight.ReplayResult, at int, mode limiter.
 		case diff < 0:
 			more = count(-diff) + " fewer than now (" + count(w.Now) + ")"
 		}
-		w.Text = fmt.Sprintf("%s of %s requests of the last hour would have been rejected (%s): %s.",
-			count(w.Then), count(w.Requests), pct(float64(w.Then), float64(w.Requests)), more)
+		w.Text = fmt.Sprintf("%s of %s requests of %s would have been rejected (%s): %s.",
+			count(w.Then), count(w.Requests), span, pct(float64(w.Then), float64(w.Requests)), more)
 	}
 	w.Note = replayNote(res)
 }
@@ -196,9 +214,6 @@ func replayNote(res insight.ReplayResult) string {
 	if res.Shift > 0 {
 		notes = append(notes, fmt.Sprintf("estimated from 1 in %d peers", uint64(1)<<res.Shift))
 	}
-	if res.Short {
-		notes = append(notes, "the record reaches back only to "+res.From.UTC().Format("15:04")+" UTC")
-	}
 	if res.Concurrency > 0 {
 		notes = append(notes, count(res.Concurrency)+" rejected for concurrency stay rejected")
 	}
@@ -208,11 +223,11 @@ func replayNote(res insight.ReplayResult) string {
 	return "(" + strings.Join(notes, "; ") + ")"
 }
 
-// recordText says what the what-if replays.
-func recordText(group string, res insight.ReplayResult) string {
+// recordText says what the what-if replays, over span.
+func recordText(group string, res insight.ReplayResult, span string) string {
 	if res.Logged == 0 {
-		return "no request of " + group + " in the last hour to replay."
+		return "no request of " + group + " in " + span + " to replay."
 	}
-	return fmt.Sprintf("the %s requests of %s since %s UTC, replayed with each new value through the group's own rule (the limiter rejected %s of them).",
-		count(res.Requests), group, res.From.UTC().Format("15:04"), count(res.Observed))
+	return fmt.Sprintf("the %s requests of %s of %s, from %s UTC, replayed with each new value through the group's own rule (the limiter rejected %s of them).",
+		count(res.Requests), group, span, res.From.UTC().Format("15:04:05"), count(res.Observed))
 }
