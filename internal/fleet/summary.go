@@ -217,7 +217,7 @@ func Decode(id string, b []byte, now time.Time) (Summary, error) {
 	if err := d.Decode(&s); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return s, skip(SkipShape, "%s is not a %s", te.Field, te.Type)
+			return s, skip(SkipShape, "%s: a JSON %s where this version writes another type", clip(te.Field, 60), te.Value)
 		}
 		return s, skip(SkipShape, "%v", err)
 	}

@@ -283,11 +283,11 @@ func (v *View) Problems(now time.Time) []Problem {
 		}
 		if !in.Up {
 			out = append(out, Problem{Instance: in.Instance, Title: "instance silent",
-				Text: fmt.Sprintf("no summary for %s: it stopped or cannot reach Redis (it leaves the fleet after %s)", in.Age.Round(time.Second), TTL)})
+				Text: fmt.Sprintf("no summary for %s: it stopped or cannot reach Redis (it leaves the fleet after %s)", Seconds(in.Age), Seconds(TTL))})
 		}
 		if in.ClockOff != 0 {
 			out = append(out, Problem{Instance: in.Instance, Title: "clock off",
-				Text: fmt.Sprintf("its clock is %s %s Redis's: its times and windows are off by as much", in.ClockOff.Abs().Round(100*time.Millisecond), aheadBehind(in.ClockOff))})
+				Text: fmt.Sprintf("its clock is %s %s Redis's: its times and windows are off by as much", Seconds(in.ClockOff.Abs()), aheadBehind(in.ClockOff))})
 		}
 		if in.Drift {
 			out = append(out, Problem{Instance: in.Instance, Title: "configuration differs",
@@ -304,6 +304,11 @@ func (v *View) Problems(now time.Time) []Problem {
 		out = append(out, Problem{Title: "too many instances", Text: fmt.Sprintf("%d more instances are on the board than the %d shown", v.More, MaxInstances)})
 	}
 	return out
+}
+
+// Seconds says d in seconds for a person: "27.5 s", "10 s".
+func Seconds(d time.Duration) string {
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", d.Seconds()), ".0") + " s"
 }
 
 func aheadBehind(d time.Duration) string {

@@ -179,7 +179,7 @@ func fleetSection(v *fleet.View, now time.Time) *templates.Fleet {
 			}
 		}
 		if in.ClockOff != 0 {
-			row.Clock = fmt.Sprintf("clock %s %s", in.ClockOff.Abs().Round(100*time.Millisecond), map[bool]string{true: "ahead", false: "behind"}[in.ClockOff > 0])
+			row.Clock = fmt.Sprintf("clock %s %s", fleet.Seconds(in.ClockOff.Abs()), map[bool]string{true: "ahead", false: "behind"}[in.ClockOff > 0])
 		}
 		f.Instances = append(f.Instances, row)
 	}

@@ -36,7 +36,7 @@ const historyTableMinutes = 10
 // each group's totals over the last 10 minutes.
 func (d *Dashboard) charts() templates.Charts {
 	since := d.now().Add(-historyTableMinutes * time.Minute)
-	c := templates.Charts{URL: "/stats/history?minutes=60", RejectionsURL: "/stats/rejections?minutes=60", Minutes: historyTableMinutes}
+	c := templates.Charts{URL: "/stats/history?minutes=60", RejectionsURL: "/stats/rejections?minutes=60", Minutes: historyTableMinutes, Cluster: d.opts.Cluster != nil}
 	for _, name := range slices.Sorted(maps.Keys(d.lim.Stats())) {
 		c.Groups = append(c.Groups, name)
 		r := totals(d.history.Series(name, since))

@@ -111,7 +111,7 @@ func (d *Dashboard) handlePeers(w http.ResponseWriter, r *http.Request) {
 	now := d.now()
 	data := templates.Peers{
 		Q: in.Get("q"), Group: in.Get("group"), Sort: in.Get("sort"), Groups: d.groupNames(), Sorts: peerSorts(),
-		SortURL: map[string]string{}, RateWindow: windowText(d.talkerSet(now).Seconds()),
+		SortURL: map[string]string{}, RateWindow: windowText(d.talkerSet(now).Seconds()), Cluster: d.opts.Cluster != nil,
 	}
 	if data.Sort == "" {
 		data.Sort = "rejections"

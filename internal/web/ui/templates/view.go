@@ -298,6 +298,9 @@ type Peers struct {
 	IndexAsOf Stamp
 	// DirectKeys is how many keys a search may cover to be live.
 	DirectKeys int
+	// Cluster is true in cluster mode: the peers' state lives in Redis
+	// and is not listed.
+	Cluster bool
 }
 
 // PeerDetail is the data of a peer's page.
@@ -465,6 +468,8 @@ type Charts struct {
 	Groups []string
 	// Minutes is the stretch Rows and All sum.
 	Minutes int
+	// Cluster is true in cluster mode: the charts are this instance's.
+	Cluster bool
 	Rows    []HistoryRow
 	All     HistoryRow
 }
