@@ -231,6 +231,7 @@ func TestDashboardNumbers(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1400, 900)); err != nil {
 		t.Fatal(err)
 	}
+	loginShot(t, ctx, d.AdminURL(), "single")
 	login(t, ctx, d)
 
 	sent, limited := load(t, d, 4000, 8*time.Second)
@@ -479,6 +480,16 @@ func TestDashboardNumbers(t *testing.T) {
 	checkAxis(t, "group chart", grates, greq[grates.LegendIdx])
 	noSideScroll(t, ctx, "group at 1400 px")
 	shot(t, ctx, "numbers-group-1400")
+
+	// Every page, single instance, at 1400 and 420 px, with something in
+	// the audit log and the exemptions.
+	if code, _ := d.admin("POST", "/api/v1/exemptions", `{"kind":"deny_peer","value":"198.51.100.0/24","note":"scraper seen on 2026-11-23, 3 093/s","expires":"24h"}`); code != 201 {
+		t.Fatalf("exemption: %d", code)
+	}
+	if code, _ := d.admin("PATCH", "/api/v1/groups/general", `{"leaky_limit":25,"concurrency_limit":8}`); code != 200 {
+		t.Fatalf("patch: %d", code)
+	}
+	tour(t, ctx, d.AdminURL(), "single", "127.0.0.1")
 }
 
 // cellsFmt is the page's own fmtNum of v.
