@@ -276,7 +276,7 @@ func TestRedisBoard(t *testing.T) {
 	}
 }
 
-func mustEncode(t *testing.T, s fleet.Summary) []byte {
+func mustEncode(t testing.TB, s fleet.Summary) []byte {
 	t.Helper()
 	b, err := fleet.Encode(s)
 	if err != nil {

@@ -180,6 +180,20 @@ func (t *Talkers) Snapshot(now time.Time) TalkerSet {
 // they cover (since counting began, when later), so that its rates are
 // right. A window beyond TalkersWindow is TalkersWindow.
 func (t *Talkers) Recent(now time.Time, window time.Duration) TalkerSet {
+	n, secs := t.recent(now, window)
+	return t.over(now, n, secs)
+}
+
+// RecentSeconds returns the seconds Recent(now, window) would cover,
+// without summing anything.
+func (t *Talkers) RecentSeconds(now time.Time, window time.Duration) float64 {
+	_, secs := t.recent(now, window)
+	return secs
+}
+
+// recent returns the buckets a window holds as of now and the seconds
+// they cover.
+func (t *Talkers) recent(now time.Time, window time.Duration) (int, float64) {
 	n := max(1, min(int(window/TalkersBucket), talkersBuckets))
 	from := time.Unix((bucketOf(now)-int64(n)+1)*int64(TalkersBucket/time.Second), 0)
 	t.mu.Lock()
@@ -188,7 +202,7 @@ func (t *Talkers) Recent(now time.Time, window time.Duration) TalkerSet {
 	if start.After(from) {
 		from = start
 	}
-	return t.over(now, n, max(now.Sub(from), 0).Seconds())
+	return n, max(now.Sub(from), 0).Seconds()
 }
 
 // over sums the last n buckets as of now into a set covering secs.

@@ -125,11 +125,12 @@ func (s *Server) summary(now time.Time, full bool) fleet.Summary {
 		sum.Started = unixMS(s.opts.Daemon().StartedAt)
 	}
 	sum.Node, sum.Daemon = s.health(now)
-	set := s.activity.Talkers().Recent(now, s.NowWindow())
-	sum.Window = set.Seconds()
 	if !full {
+		sum.Window = s.activity.Talkers().RecentSeconds(now, s.NowWindow())
 		return sum
 	}
+	set := s.activity.Talkers().Recent(now, s.NowWindow())
+	sum.Window = set.Seconds()
 	span := int(math.Round(set.Seconds()))
 	stats := s.lim.Stats()
 	since := now.Add(-time.Duration(span+2) * time.Second)

@@ -265,10 +265,12 @@ func (d *Dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 			data.Groups = append(data.Groups, g)
 		}
 	}
-	fv := d.opts.Fleet(r.Context(), true)
-	data.Cluster, data.FleetWindow = fv.Cluster, nowText(fv.Window)
-	for _, p := range fv.Find(k.String()) {
-		data.Fleet = append(data.Fleet, talkerRow(p, fv.Cluster))
+	if d.opts.Cluster != nil {
+		fv := d.opts.Fleet(r.Context(), true)
+		data.Cluster, data.FleetWindow = fv.Cluster, nowText(fv.Window)
+		for _, p := range fv.Find(k.String()) {
+			data.Fleet = append(data.Fleet, talkerRow(p, fv.Cluster))
+		}
 	}
 	wasKept := d.peerHist.Watch(now, k, views)
 	data.History = peerHistoryView(k, d.peerHist.Series(k, now.Add(-time.Hour)), !wasKept)

@@ -385,8 +385,8 @@ var auditSince = []templates.Choice{{Value: "", Label: "any time"}, {Value: "1h"
 	{Value: "24h", Label: "last 24 hours"}, {Value: "168h", Label: "last 7 days"}, {Value: "720h", Label: "last 30 days"}}
 
 // auditChoicesScan is how many of the newest entries the audit page reads
-// for the actions and actors its filters suggest.
-const auditChoicesScan = 1000
+// for the actions and actors its filters suggest (about 1 ms from bbolt).
+const auditChoicesScan = 200
 
 // handleAudit serves GET /audit?action=&actor=&since=&before=: the newest
 // 100 entries the filters keep (live.QueryAudit: an action or its family,
@@ -427,7 +427,20 @@ func (d *Dashboard) handleAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	data.Actions, data.Actors = slices.Sorted(maps.Keys(actions)), slices.Sorted(maps.Keys(actors))
 	if status == http.StatusOK {
-		page, err := d.live.QueryAudit(r.Context(), q)
+		var page live.AuditPage
+		var err error
+		data.Filtered = data.Action != "" || data.Actor != "" || data.Since != ""
+		if data.Filtered {
+			page, err = d.live.QueryAudit(r.Context(), q)
+		} else {
+			// No filter: the newest entries as they are, one more to know
+			// whether older ones are left.
+			page.Entries, err = d.live.Audit(r.Context(), q.Limit+1, q.Before)
+			if len(page.Entries) > q.Limit {
+				page.Entries = page.Entries[:q.Limit]
+				page.Next = page.Entries[q.Limit-1].ID
+			}
+		}
 		if err != nil {
 			d.fail(w, r, err)
 			return
@@ -435,7 +448,6 @@ func (d *Dashboard) handleAudit(w http.ResponseWriter, r *http.Request) {
 		for _, a := range page.Entries {
 			data.Rows = append(data.Rows, auditRow(a))
 		}
-		data.Filtered = data.Action != "" || data.Actor != "" || data.Since != ""
 		if page.Next != 0 {
 			v := url.Values{}
 			for _, k := range []string{"action", "actor", "since"} {
