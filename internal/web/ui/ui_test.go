@@ -68,7 +68,7 @@ func TestDashboardPagesStructure(t *testing.T) {
 			}
 		}
 		help := webtest.Find(f[0], func(n *html.Node) bool { return webtest.Attr(n, "id") == "g-"+g+"-leaky_limit-help" })
-		if len(help) != 1 || webtest.Text(help[0]) != "Tokens a peer may hold consumed." {
+		if len(help) != 1 || webtest.Text(help[0]) != "tokens a peer may hold consumed." {
 			t.Errorf("group %s: leaky_limit's help %v", g, help)
 		}
 	}
