@@ -133,6 +133,14 @@ func TestFleetInBrowser(t *testing.T) {
 		t.Errorf("the peer's notice on a: %q", s)
 	}
 
+	// a's group page: the fleet's rejections beside its own, and its chart
+	// says it draws a's history only.
+	if err := chromedp.Do(ctx, chromedp.Navigate(a.AdminURL()+"/groups/general"), chromedp.WaitVisible(chromedp.ID("group-now"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the fleet's rejections on a's group page", `#group-now-table tr[data-row="fleet"] [data-col="rejected"]`, func(s string) bool { return !strings.HasPrefix(s, "0/s") })
+	waitText(t, ctx, "the group chart's title", `#history-charts .u-title`, func(s string) bool { return s == "Requests of general on this instance, last hour" })
+
 	// A hostile summary, and an instance whose clock is 30 s ahead.
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
