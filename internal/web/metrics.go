@@ -23,11 +23,11 @@ var (
 		"The most memory each of the dashboard's bounded records can hold (see limiterd_dashboard_record_bytes).", []string{"record"}, nil)
 	descFleetSkipped = prometheus.NewDesc("limiterd_fleet_summaries_skipped_total",
 		"Other instances' summaries read from Redis and not shown (cluster mode), by reason: size, schema (another version's, or not a summary), shape (a value of the wrong type or beyond its bound), time (dated over an hour ahead), name. Counted at each read of the fleet (at most one every 2 s).", []string{"reason"}, nil)
-	descFleetWrites = prometheus.NewDesc("limiterd_fleet_summary_writes_total",
+	descFleetWrites = prometheus.NewDesc("limiterd_fleet_publishes_total",
 		"This instance's summaries written to Redis for the fleet (cluster mode; one every 2 s).", nil, nil)
-	descFleetWriteErrors = prometheus.NewDesc("limiterd_fleet_summary_write_errors_total",
+	descFleetWriteErrors = prometheus.NewDesc("limiterd_fleet_publish_errors_total",
 		"This instance's summaries that could not be written to Redis (cluster mode).", nil, nil)
-	descFleetBytes = prometheus.NewDesc("limiterd_fleet_summary_bytes",
+	descFleetBytes = prometheus.NewDesc("limiterd_fleet_published_bytes",
 		"The size of this instance's last summary written to Redis (cluster mode; at most 16384).", nil, nil)
 	descAdminConns = prometheus.NewDesc("limiterd_admin_connections",
 		"Connections open to the admin listener (at most admin.max_conns).", nil, nil)
