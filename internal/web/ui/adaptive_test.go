@@ -55,7 +55,7 @@ func TestDashboardAdaptive(t *testing.T) {
 	}
 	for _, path := range []string{"/", "/groups/general"} {
 		got := row(d.Page(path, cookie))
-		if got["limit"] != "2" || got["inflight"] != "2" || got["latency"] != "—" || got["unloaded"] != "8.4 ms" || got["shed"] != "0.5/s 71 %" {
+		if got["limit"] != "2" || got["inflight"] != "2" || got["latency"] != "—" || got["unloaded"] != "8.4 ms" || got["shed"] != "0.45/s 71 %" {
 			t.Errorf("%s: %v", path, got)
 		}
 	}
