@@ -203,6 +203,12 @@ func TestSummaryProblems(t *testing.T) {
 	if got := strings.Join(titles, ","); got != "node errors,snapshot late" {
 		t.Fatalf("problems %s", got)
 	}
+	// Its figures written as the pages write them.
+	s = summary("a", t0, 0)
+	s.Node.Requests, s.Node.Errors5xx = 4955, 4855
+	if p := s.Problems(t0); len(p) != 1 || p[0].Text != "98 % of its answers are 5xx (4 855/s) over the last minute" {
+		t.Fatalf("problems %+v", p)
+	}
 }
 
 // TestRedisBoard: two instances publish to a real Redis and each reads

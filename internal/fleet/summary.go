@@ -113,7 +113,7 @@ type Node struct {
 	Up    bool   `json:"up"`
 	Error string `json:"error,omitempty"`
 	// Requests are the exchanges per second the node answered (or failed:
-	// 5xx), limiterd's own 429s and 403s aside; Errors5xx those of status
+	// 5xx), limiterd's own 429s, 403s and 503s aside; Errors5xx those of status
 	// 5xx.
 	Requests  float64 `json:"requests"`
 	Errors5xx float64 `json:"errors_5xx"`

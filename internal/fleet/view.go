@@ -345,10 +345,19 @@ func percent(x float64) string {
 	return fmt.Sprintf("%.0f %%", math.Round(100*x))
 }
 
-// num writes x with one decimal below 100, whole above.
+// num writes x with one decimal below 100, whole above, grouped by
+// thousands as the pages write numbers ("4 855").
 func num(x float64) string {
 	if x < 100 {
 		return strings.TrimSuffix(fmt.Sprintf("%.1f", x), ".0")
 	}
-	return fmt.Sprintf("%.0f", x)
+	s := fmt.Sprintf("%.0f", x)
+	var b strings.Builder
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

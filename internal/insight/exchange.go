@@ -68,6 +68,22 @@ var StatusClasses = [5]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
 // ready; it is safe for concurrent use.
 type Exchanges struct {
 	h [limiter.MaxGroups + 1][len(StatusClasses)]ExchangeHistogram
+	// own are the exchanges of status 5xx limiterd answered itself,
+	// never asking the node (ObserveOwn): counted in h too, for the
+	// metric; the node's minute (NodeWindow) leaves them out.
+	own [limiter.MaxGroups + 1]ExchangeHistogram
+}
+
+// ObserveOwn is Observe for an exchange of status 5xx that limiterd
+// answered itself without asking the node: a request the adaptive limit
+// shed, a backend that could not decide (503). It counts in the metric
+// as any other; the node's minute leaves it out, the node having had no
+// part in it.
+func (e *Exchanges) ObserveOwn(g limiter.GroupID, status int, d time.Duration) {
+	e.Observe(g, status, d)
+	if status >= 500 && status <= 599 && int(g) < len(e.own) {
+		e.own[g].Observe(d)
+	}
 }
 
 // Observe records an exchange of group g (or limiter.ExemptPathGroup, shown as group="exempt_path") answered

@@ -7,7 +7,8 @@ import (
 
 // NodeMinute is the node's traffic over the last minute, from the public
 // listener's exchanges: those the node answered or failed (status 1xx,
-// 2xx, 3xx and 5xx: limiterd's own 429s and 403s, 4xx, aside).
+// 2xx, 3xx and 5xx: limiterd's own 429s and 403s, 4xx, aside, and its
+// own 503s, Exchanges.ObserveOwn).
 type NodeMinute struct {
 	// Seconds is the stretch covered: a minute, or less since the start.
 	Seconds float64
@@ -49,14 +50,21 @@ var nodeClasses = [...]int{0, 1, 2, 4}
 func (w *NodeWindow) Sample(now time.Time, e *Exchanges) {
 	s := nodeSample{at: now}
 	for g := range e.h {
+		// limiterd's own 5xx first: ObserveOwn counts them in h before
+		// own, so that h read after never holds fewer.
+		var own [len(s.buckets)]uint64
+		for i := range own {
+			own[i] = e.own[g].counts[i].Load()
+		}
 		for _, c := range nodeClasses {
 			h := &e.h[g][c]
 			for i := range h.counts {
 				n := h.counts[i].Load()
-				s.buckets[i] += n
 				if c == 4 {
+					n -= min(n, own[i])
 					s.errs += n
 				}
+				s.buckets[i] += n
 			}
 		}
 	}

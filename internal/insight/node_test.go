@@ -10,7 +10,7 @@ import (
 )
 
 // TestNodeWindow: the node's traffic over the last minute: its rate, its
-// 5xx, its latency quantiles, and not limiterd's own 429s and 403s.
+// 5xx, its latency quantiles, and not limiterd's own 429s, 403s and 503s.
 func TestNodeWindow(t *testing.T) {
 	var e insight.Exchanges
 	var w insight.NodeWindow
@@ -30,6 +30,9 @@ func TestNodeWindow(t *testing.T) {
 		for range 100 {
 			e.Observe(3, 429, time.Microsecond)
 		}
+		for range 50 { // shed by the adaptive limit: the node never asked
+			e.ObserveOwn(3, 503, time.Microsecond)
+		}
 		w.Sample(at, &e)
 	}
 	m := w.Minute()
@@ -39,6 +42,10 @@ func TestNodeWindow(t *testing.T) {
 	// The median is within (2.5 ms, 5 ms], the 99th within (1 s, 2.5 s].
 	if m.P50 <= 2500*time.Microsecond || m.P50 > 5*time.Millisecond || m.P99 <= time.Second || m.P99 > 2500*time.Millisecond {
 		t.Fatalf("quantiles %v %v", m.P50, m.P99)
+	}
+	// limiterd's own 503s are in the metric all the same.
+	if _, n, _ := e.Histogram(3, 4).Snapshot(); n != 90+90*50 {
+		t.Fatalf("the metric's 5xx: %d", n)
 	}
 	// A quiet minute: no exchange, no quantile.
 	for range 61 {

@@ -1,5 +1,7 @@
 package proxy
 
+import "github.com/limiterd/limiterd/limiter"
+
 // The data plane's reports besides its counters, kept in this file so
 // that a handler needs one call per event:
 //
@@ -23,6 +25,11 @@ func (h *Handler) noteUpstreamError(timeout bool, err error) {
 // malformed before) has no status and is not recorded.
 func (h *Handler) noteExchange(x *exchange) {
 	if x.status == 0 {
+		return
+	}
+	if !x.d.Allowed && (x.d.Reason == limiter.ReasonAdaptive || x.d.Reason == limiter.ReasonUnavailable) {
+		// A 503 of limiterd's own: the node was never asked.
+		h.Exchanges.ObserveOwn(x.group, x.status, h.since(x.start))
 		return
 	}
 	h.Exchanges.Observe(x.group, x.status, h.since(x.start))
