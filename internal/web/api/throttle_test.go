@@ -362,9 +362,11 @@ func TestThrottleRetryIntervalHonoured(t *testing.T) {
 	if elapsed < time.Second || elapsed > 3*time.Second {
 		t.Errorf("the wait took %v, want about 1s", elapsed)
 	}
+	// At most one evaluation per interval; at least a few, though a loaded
+	// host may fire a timer late (a lower bound of 8 failed there).
 	most := int(elapsed/(100*time.Millisecond)) + 1
-	if evals > most || evals < 8 {
-		t.Errorf("%d evaluations in %v, want 8 to %d (one per 100 ms)", evals, elapsed, most)
+	if evals > most || evals < 3 {
+		t.Errorf("%d evaluations in %v, want 3 to %d (one per 100 ms at most)", evals, elapsed, most)
 	}
 }
 
