@@ -136,7 +136,9 @@ func (a *Activity) Drain() {
 		if x.InSample {
 			a.winPeers++
 		}
-		if !x.Nth || x.Reason == limiter.ReasonNone {
+		// A shed request is no offense: the node was saturated, not the
+		// peer over its limits.
+		if !x.Nth || x.Reason == limiter.ReasonNone || x.Reason == limiter.ReasonAdaptive {
 			continue
 		}
 		k := talkerKey{x.Peer, x.Group}

@@ -23,8 +23,9 @@ type Arrival struct {
 	Peer peer.Key
 	// Group is the group's ID in its Limiter (Limiter.GroupName names it).
 	Group limiter.GroupID
-	// Reason is ReasonNone when admitted, else ReasonConcurrency or
-	// ReasonRateLimit.
+	// Reason is ReasonNone when admitted, else ReasonConcurrency,
+	// ReasonRateLimit or ReasonAdaptive (shed by the group's adaptive
+	// limit).
 	Reason limiter.Reason
 	// Tag is the (peer, group)'s sampling hash (uniform over uint32).
 	Tag uint32
@@ -95,10 +96,12 @@ func (r *Recorder) tag(k *peer.Key, g limiter.GroupID) uint32 {
 	return uint32((hi ^ lo) >> 32)
 }
 
-// Observe records o when the limits decided it and it falls in a sample
-// (limiter.Observer).
+// Observe records o when the limits decided it, or the group's adaptive
+// limit shed it, and it falls in a sample (limiter.Observer). A shed
+// request is recorded with limiter.ReasonAdaptive: it is traffic the peer
+// sent and was refused, so the rates and top lists count it.
 func (r *Recorder) Observe(o *limiter.Observation) {
-	if !o.Decided {
+	if !o.Decided && o.Reason != limiter.ReasonAdaptive {
 		return
 	}
 	s := r.sampling.Load()

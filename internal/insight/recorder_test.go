@@ -138,3 +138,26 @@ func TestRecorderSampling(t *testing.T) {
 }
 
 func int64ms(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// A request the adaptive limit shed is recorded, with its reason, and
+// counted by the top talkers as a request refused; the other undecided
+// observations (denied, exempt, unavailable) are not recorded.
+func TestRecorderKeepsSheds(t *testing.T) {
+	rec := insight.NewRecorder(64)
+	p, q := testPeer(7), testPeer(8)
+	ms := r0.UnixMilli()
+	rec.Observe(&limiter.Observation{MS: ms, Peer: p.Key, Group: 1, Reason: limiter.ReasonAdaptive})
+	rec.Observe(&limiter.Observation{MS: ms, Peer: q.Key, Group: 1, Reason: limiter.ReasonDenied})
+	rec.Observe(&limiter.Observation{MS: ms, Peer: q.Key, Group: 1, Reason: limiter.ReasonUnavailable})
+	rec.Observe(&limiter.Observation{MS: ms, Peer: q.Key, Group: 1, Allowed: true})
+	got, _ := rec.Drain(nil)
+	if len(got) != 1 || got[0].Peer != p.Key || got[0].Reason != limiter.ReasonAdaptive {
+		t.Fatalf("recorded %+v, want the shed request alone", got)
+	}
+	tk := insight.NewTalkers(r0)
+	tk.Add(r0, got)
+	top := tk.Top(r0.Add(time.Second), "rejected", 5, 1)
+	if len(top) != 1 || top[0].Rejected == 0 || top[0].Requests == 0 {
+		t.Fatalf("top talkers %+v: the shed request counted neither as a request nor as refused", top)
+	}
+}

@@ -189,10 +189,11 @@ type ReplayResult struct {
 	Requests int64
 	// Observed is the rejections the limiter made of them, scaled.
 	Observed int64
-	// Concurrency is the part of Observed rejected by concurrency: the
-	// log holds arrivals, not how long each request stayed in flight, so a
-	// replay keeps these rejected (and changes nothing for them) and
-	// decides every other request as if released at once.
+	// Concurrency is the part of Observed rejected by concurrency or shed
+	// by the adaptive limit: the log holds arrivals, not how long each
+	// request stayed in flight, so a replay keeps these rejected (and
+	// changes nothing for them) and decides every other request as if
+	// released at once.
 	Concurrency int64
 	// Rejected is, per Stepper, the rejections of the replay, scaled.
 	Rejected []int64
@@ -241,7 +242,7 @@ func (l *RequestLog) Replay(g limiter.GroupID, since time.Time, steppers []Stepp
 		if r.reason != limiter.ReasonNone {
 			res.Observed++
 		}
-		if r.reason == limiter.ReasonConcurrency {
+		if r.reason == limiter.ReasonConcurrency || r.reason == limiter.ReasonAdaptive {
 			res.Concurrency++
 			for j := range res.Rejected {
 				res.Rejected[j]++

@@ -215,7 +215,7 @@ func replayNote(res insight.ReplayResult) string {
 		notes = append(notes, fmt.Sprintf("estimated from 1 in %d peers", uint64(1)<<res.Shift))
 	}
 	if res.Concurrency > 0 {
-		notes = append(notes, count(res.Concurrency)+" rejected for concurrency stay rejected")
+		notes = append(notes, count(res.Concurrency)+" rejected for concurrency or shed stay rejected")
 	}
 	if len(notes) == 0 {
 		return ""
