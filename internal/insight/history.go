@@ -184,8 +184,8 @@ func (h *History) Series(group string, since time.Time) Series {
 type SeriesRates struct {
 	// Seconds is how many seconds they cover.
 	Seconds int
-	// Requests, Rejected (concurrency, rate limit and dry run's would-be)
-	// and Denied (403) per second.
+	// Requests, Rejected (concurrency, rate limit, dry run's would-be and
+	// the adaptive limit's sheds) and Denied (403) per second.
 	Requests, Rejected, Denied float64
 	// Inflight is the in-flight gauge at the end of the newest second.
 	Inflight int64
@@ -202,13 +202,22 @@ func (s Series) Rates(secs int) SeriesRates {
 	var req, rej, den uint64
 	for i := n - r.Seconds; i < n; i++ {
 		req += s.Requests[i]
-		rej += s.RejectedConcurrency[i] + s.RejectedRateLimit[i] + s.WouldReject[i]
+		rej += s.RejectedConcurrency[i] + s.RejectedRateLimit[i] + s.WouldReject[i] + s.ShedAt(i)
 		den += s.Denied[i]
 	}
 	per := float64(r.Seconds)
 	r.Requests, r.Rejected, r.Denied = float64(req)/per, float64(rej)/per, float64(den)/per
 	r.Inflight = int64(s.Inflight[n-1])
 	return r
+}
+
+// ShedAt is s.Shed[i], or 0 for a Series that has no sheds recorded (one
+// built before adaptive concurrency, or by hand).
+func (s Series) ShedAt(i int) uint64 {
+	if i < len(s.Shed) {
+		return s.Shed[i]
+	}
+	return 0
 }
 
 func sat32(n uint64) uint32 { return uint32(min(n, math.MaxUint32)) }

@@ -227,7 +227,8 @@ func checkHistSeries(t *testing.T, name string, got, want insight.Series) {
 // samples by hand on the fake clock (Run is not running).
 
 // TestSeriesRates: the rates over the last seconds of a series, a
-// dry run's would-be rejections counted as rejections.
+// dry run's would-be rejections and the adaptive limit's sheds counted as
+// rejections.
 func TestSeriesRates(t *testing.T) {
 	s := insight.Series{T: []int64{1, 2, 3, 4}, Requests: []uint64{100, 10, 20, 30},
 		RejectedConcurrency: []uint64{0, 1, 0, 0}, RejectedRateLimit: []uint64{50, 2, 4, 6}, WouldReject: []uint64{0, 0, 1, 0},
@@ -241,5 +242,10 @@ func TestSeriesRates(t *testing.T) {
 	}
 	if r := (insight.Series{}).Rates(30); r.Seconds != 0 || r.Requests != 0 {
 		t.Fatalf("empty: %+v", r)
+	}
+	// The adaptive limit's sheds are rejections too.
+	s.Shed = []uint64{0, 0, 0, 9}
+	if r := s.Rates(3); r.Rejected != 23.0/3 {
+		t.Fatalf("with 9 shed in the last second: %+v", r)
 	}
 }

@@ -148,7 +148,7 @@ func groupNow(name, mode string, editable bool, r fleet.Group, s insight.Series)
 				continue
 			}
 			reqs[m] += float64(s.Requests[i])
-			rejs[m] += float64(s.RejectedConcurrency[i] + s.RejectedRateLimit[i] + s.WouldReject[i])
+			rejs[m] += float64(s.RejectedConcurrency[i] + s.RejectedRateLimit[i] + s.WouldReject[i] + s.ShedAt(i))
 		}
 	}
 	g.Spark = spark(reqs, rejs, fmt.Sprintf("%s: requests and rejections per minute over the last %d minutes", name, sparkMinutes))
