@@ -114,23 +114,6 @@ func acceptsProblem(accept string) bool {
 	if !strings.Contains(accept, "problem+json") {
 		return false
 	}
-	qProblem, qText := -1.0, -1.0
-	for part := range strings.SplitSeq(accept, ",") {
-		mt, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		q := 1.0
-		for p := range strings.SplitSeq(params, ";") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(p), "q="); ok {
-				if f, err := strconv.ParseFloat(v, 64); err == nil {
-					q = f
-				}
-			}
-		}
-		switch mt = strings.ToLower(strings.TrimSpace(mt)); mt {
-		case "application/problem+json":
-			qProblem = max(qProblem, q)
-		case "text/plain", "text/*", "*/*":
-			qText = max(qText, q)
-		}
-	}
+	qProblem, qText := acceptQ(accept, func(mt string) bool { return mt == "application/problem+json" })
 	return qProblem > 0 && qProblem >= qText
 }

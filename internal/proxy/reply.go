@@ -132,7 +132,17 @@ func prefersJSON(accept string) bool {
 	if accept == "" {
 		return false
 	}
-	qJSON, qText := -1.0, -1.0
+	qJSON, qText := acceptQ(accept, func(mt string) bool {
+		return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+	})
+	return qJSON > 0 && qJSON >= qText
+}
+
+// acceptQ reads an Accept header: the highest q of the media types want
+// matches (given lower case) and the highest of text/plain, text/* and
+// */*; -1 for none listed.
+func acceptQ(accept string, want func(mt string) bool) (qWant, qText float64) {
+	qWant, qText = -1, -1
 	for part := range strings.SplitSeq(accept, ",") {
 		mt, params, _ := strings.Cut(strings.TrimSpace(part), ";")
 		q := 1.0
@@ -144,11 +154,11 @@ func prefersJSON(accept string) bool {
 			}
 		}
 		switch mt = strings.ToLower(strings.TrimSpace(mt)); {
-		case mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")):
-			qJSON = max(qJSON, q)
+		case want(mt):
+			qWant = max(qWant, q)
 		case mt == "text/plain" || mt == "text/*" || mt == "*/*":
 			qText = max(qText, q)
 		}
 	}
-	return qJSON > 0 && qJSON >= qText
+	return qWant, qText
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
@@ -96,17 +95,7 @@ func perMinute(s insight.Series) (limits, lats, sheds []float64) {
 // line draws v (one value a minute) on its own scale, as the Requests
 // line of a sparkline.
 func line(v []float64, label string) templates.Spark {
-	top := max(slices.Max(v), 1)
-	var b strings.Builder
-	for i, x := range v {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		px := float64(i) * float64(sparkW-2) / float64(max(len(v)-1, 1))
-		py := float64(sparkH-2) - x/top*float64(sparkH-4)
-		fmt.Fprintf(&b, "%.1f,%.1f", px+1, py)
-	}
-	return templates.Spark{Width: sparkW, Height: sparkH, Requests: b.String(), Label: label, Idle: slices.Max(v) == 0}
+	return templates.Spark{Width: sparkW, Height: sparkH, Requests: points(v, max(slices.Max(v), 1)), Label: label, Idle: slices.Max(v) == 0}
 }
 
 // latencyText says a latency: "—" for none, "850 µs", "12.3 ms", "1.25 s".

@@ -161,19 +161,22 @@ func spark(reqs, rejs []float64, label string) templates.Spark {
 	for i := range reqs {
 		top = max(top, reqs[i], rejs[i])
 	}
-	line := func(v []float64) string {
-		var b strings.Builder
-		for i, x := range v {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			px := float64(i) * float64(sparkW-2) / float64(max(len(v)-1, 1))
-			py := float64(sparkH-2) - x/top*float64(sparkH-4)
-			fmt.Fprintf(&b, "%.1f,%.1f", px+1, py)
+	return templates.Spark{Width: sparkW, Height: sparkH, Requests: points(reqs, top), Rejected: points(rejs, top), Label: label, Idle: top == 1 && slices.Max(reqs) == 0}
+}
+
+// points is v (one value a minute) as a sparkline's polyline points, top
+// at its top edge.
+func points(v []float64, top float64) string {
+	var b strings.Builder
+	for i, x := range v {
+		if i > 0 {
+			b.WriteByte(' ')
 		}
-		return b.String()
+		px := float64(i) * float64(sparkW-2) / float64(max(len(v)-1, 1))
+		py := float64(sparkH-2) - x/top*float64(sparkH-4)
+		fmt.Fprintf(&b, "%.1f,%.1f", px+1, py)
 	}
-	return templates.Spark{Width: sparkW, Height: sparkH, Requests: line(reqs), Rejected: line(rejs), Label: label, Idle: top == 1 && slices.Max(reqs) == 0}
+	return b.String()
 }
 
 func (d *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
