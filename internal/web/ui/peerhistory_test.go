@@ -261,3 +261,59 @@ func TestDashboardExemptionLists(t *testing.T) {
 		t.Fatalf("%d empty lists", len(n))
 	}
 }
+
+// TestDashboardExemptionsPaged: a list longer than a page shows a page of
+// it, says which entries and how many in all, and links the pages before
+// and after; the other lists keep their own page.
+func TestDashboardExemptionsPaged(t *testing.T) {
+	d, _ := webtest.NewDashServer(t, nil)
+	cookie, csrf := d.Login()
+	for i := range 450 {
+		e := live.Exemption{Kind: live.ExemptPeer, Value: netip.AddrFrom4([4]byte{203, 0, byte(i >> 8), byte(i)}).String()}
+		if _, err := d.Live.AddExemption(context.Background(), "test", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rowsOf := func(doc *html.Node) []*html.Node {
+		return webtest.Find(webtest.ByID(doc, "list-exempt_peer"), func(n *html.Node) bool { return n.Data == "tr" && webtest.HasAttr(n, "data-source") })
+	}
+	pager := func(doc *html.Node) *html.Node {
+		p := webtest.Find(doc, func(n *html.Node) bool { return webtest.Attr(n, "data-pager") == "exempt_peer" })
+		if len(p) != 1 {
+			t.Fatalf("%d pagers of the exempt peers", len(p))
+		}
+		return p[0]
+	}
+	links := func(p *html.Node) map[string]string {
+		m := map[string]string{}
+		for _, a := range webtest.Find(p, webtest.ByTag("a")) {
+			m[webtest.Attr(a, "rel")] = webtest.Attr(a, "href")
+		}
+		return m
+	}
+	doc := d.Page("/exemptions", cookie)
+	webtest.CheckPage(t, "/exemptions (paged)", doc, csrf)
+	if n := len(rowsOf(doc)); n != 200 {
+		t.Fatalf("first page: %d rows, want 200", n)
+	}
+	p := pager(doc)
+	if txt := webtest.Text(p); !strings.Contains(txt, "1–200 of 450") {
+		t.Fatalf("first page's pager says %q", txt)
+	}
+	l := links(p)
+	if _, ok := l["prev"]; ok || !strings.Contains(l["next"], "exempt_peer=200") {
+		t.Fatalf("first page's links: %v", l)
+	}
+	doc = d.Page("/exemptions?exempt_peer=400", cookie)
+	rows := rowsOf(doc)
+	if len(rows) != 50 || webtest.Text(webtest.Find(rows[0], webtest.ByTag("code"))[0]) != "203.0.1.144" {
+		t.Fatalf("last page: %d rows", len(rows))
+	}
+	l = links(pager(doc))
+	if _, ok := l["next"]; ok || !strings.Contains(l["prev"], "exempt_peer=200") {
+		t.Fatalf("last page's links: %v", l)
+	}
+	if txt := webtest.Text(pager(doc)); !strings.Contains(txt, "401–450 of 450") {
+		t.Fatalf("last page's pager says %q", txt)
+	}
+}

@@ -315,7 +315,7 @@ func (d *Dashboard) Login(w http.ResponseWriter, r *http.Request, status int, pr
 // Exemptions.
 
 func (d *Dashboard) handleExemptions(w http.ResponseWriter, r *http.Request) {
-	render(w, r, http.StatusOK, templates.ExemptionsPage(d.page(r, "Exemptions", "/exemptions"), d.exemptions()))
+	render(w, r, http.StatusOK, templates.ExemptionsPage(d.page(r, "Exemptions", "/exemptions"), d.exemptions(r.URL.Query())))
 }
 
 func (d *Dashboard) handleAddExemption(w http.ResponseWriter, r *http.Request) {
@@ -336,7 +336,7 @@ func (d *Dashboard) handleAddExemption(w http.ResponseWriter, r *http.Request) {
 			d.fail(w, r, err)
 			return
 		}
-		data := d.exemptions()
+		data := d.exemptions(r.URL.Query())
 		data.Kind, data.Value, data.Note, data.Expires, data.Error = string(e.Kind), e.Value, e.Note, expires, d.message(r, err)
 		render(w, r, status, templates.ExemptionsPage(d.page(r, "Exemptions", "/exemptions"), data))
 		return

@@ -200,7 +200,21 @@ type ExemptionList struct {
 	// Title and FileKey name the list and its key in config.toml ("" when
 	// the file has none).
 	Title, FileKey string
-	Rows           []ExemptionRow
+	// Rows are the page shown: the file's entries then the live ones, from
+	// the From-th (0-based) of Total.
+	Rows        []ExemptionRow
+	From, Total int
+	// PrevURL and NextURL are the pages before and after ("" at either end).
+	PrevURL, NextURL string
+}
+
+// Range says which entries the page shows, "201–400 of 14 000"; "" when
+// it shows them all.
+func (l ExemptionList) Range() string {
+	if l.PrevURL == "" && l.NextURL == "" {
+		return ""
+	}
+	return u64(uint64(l.From+1)) + "–" + u64(uint64(l.From+len(l.Rows))) + " of " + u64(uint64(l.Total))
 }
 
 // ID is the list's table id.
