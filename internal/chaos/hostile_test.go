@@ -1,0 +1,59 @@
+package chaos
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestAbortsShort: four seconds of waves of aborting clients (four peers,
+// concurrency_limit 3, six requests a wave each, hung up on after 200 ms)
+// against a node that works 1.5 s on each and does not notice: the node
+// never works on more than 3 of one peer's requests.
+func TestAbortsShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts limiterd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Aborts(ctx, AbortOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + r.String())
+	if !r.OK() {
+		t.Errorf("failures: %v", r.Failures)
+	}
+	if r.NodeMost < r.Limit {
+		t.Errorf("the node never worked on %d of one peer's requests: the waves did not fill the limit", r.Limit)
+	}
+}
+
+// TestCheckFloodShort: four seconds of distinct peers through POST
+// /api/v1/check, none releasing, against max_tracked = 1000 and leases
+// of 3 s: the table and the slots held stay within max_tracked, the
+// oldest leases are cut, and none is held once they end.
+func TestCheckFloodShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts limiterd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := CheckFlood(ctx, CheckFloodOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 4 * time.Second,
+		Conns: 4, Rate: 1500, MaxTracked: 1000, Lease: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + r.String())
+	if !r.OK() {
+		t.Errorf("failures: %v", r.Failures)
+	}
+	if r.LeasesCut == 0 {
+		t.Errorf("no lease cut by %d checks in %v against max_tracked 1000 and leases of 3 s", r.Checks, r.Duration)
+	}
+	// Not a benchmark: a bound far above a table of 1000, that a table
+	// growing with the flood would break.
+	if r.HWM > 256<<20 {
+		t.Errorf("VmHWM %s for a table of 1000", MiB(r.HWM))
+	}
+}
