@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +56,32 @@ func TestCheckFloodShort(t *testing.T) {
 	// growing with the flood would break.
 	if r.HWM > 256<<20 {
 		t.Errorf("VmHWM %s for a table of 1000", MiB(r.HWM))
+	}
+}
+
+// TestSlowReadersShort: a round or two of 1 s, the victim alone then while
+// eight slow readers hold 8 MiB answers against upstream_max_conns = 4:
+// the victim is always answered 200 (never 504) and the answers held go
+// to limiterd's buffers and temporary files. The latency ratio is
+// printed, judged by the long variant only: medians of a few hundred
+// requests on a machine other tests share are not a test.
+func TestSlowReadersShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts limiterd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := SlowReaders(ctx, SlowReadersOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 2 * time.Second, Phase: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + r.String())
+	for _, f := range r.Failures {
+		if !strings.Contains(f, "median") {
+			t.Error(f)
+		}
+	}
+	if r.Rounds < 1 || r.Held != int64(2*r.Rounds*r.Pool) {
+		t.Errorf("%d rounds, %d answers held: the readers did not hold twice the pool each round", r.Rounds, r.Held)
 	}
 }
