@@ -23,7 +23,10 @@ type SlowReadersOptions struct {
 	// readers, each a peer of its own (default twice Pool); Size their
 	// answer's (default 8 MiB).
 	Pool, Readers, Size int
-	Log, Progress       io.Writer
+	// Unbuffered turns the answers' buffers off (answer_memory and
+	// answer_disk 0): the attack as it was, for a baseline.
+	Unbuffered    bool
+	Log, Progress io.Writer
 }
 
 // SlowReadersResult is what SlowReaders measured.
@@ -129,8 +132,11 @@ func SlowReaders(ctx context.Context, o SlowReadersOptions) (*SlowReadersResult,
 	if err != nil {
 		return nil, err
 	}
-	if err := editConfig(s, []string{fmt.Sprintf("upstream_max_conns = %d", o.Pool), `upstream_connect_timeout = "1s"`,
-		`answer_memory = "256KiB"`, `answer_memory_total = "1MiB"`}, nil, 0); err != nil {
+	buffers := []string{`answer_memory = "256KiB"`, `answer_memory_total = "1MiB"`}
+	if o.Unbuffered {
+		buffers = []string{`answer_memory = "0"`, `answer_disk = "0"`}
+	}
+	if err := editConfig(s, append([]string{fmt.Sprintf("upstream_max_conns = %d", o.Pool), `upstream_connect_timeout = "1s"`}, buffers...), nil, 0); err != nil {
 		return nil, err
 	}
 	d := &Daemon{Bin: o.Bin, Config: s.Config, Log: o.Log}

@@ -5,6 +5,9 @@
 //	chaos crashloop -limiterd BIN [-rounds N] [-cluster]
 //	chaos soak      -limiterd BIN [-duration D] [-rate R] [-cluster] [-profiles DIR]
 //	chaos restart   -limiterd BIN [-restarts N] [-rate R] [-conns N] [-up D] [-wrk PATH]
+//	chaos aborts    -limiterd BIN [-duration D] [-peers N] [-limit N] [-per-wave N] [-every D] [-patience D] [-work D]
+//	chaos slowreaders -limiterd BIN [-duration D] [-phase D] [-pool N] [-readers N] [-size BYTES] [-unbuffered]
+//	chaos checkflood -limiterd BIN [-duration D] [-rate R] [-conns N] [-max-tracked N] [-lease D]
 //
 // With -cluster, the soak runs two instances in cluster mode on a
 // redis-server it starts (redis-server on the PATH), the load split
@@ -27,7 +30,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: chaos flood|crashloop|soak|restart -limiterd BIN [flags]")
+		fmt.Fprintln(os.Stderr, "usage: chaos flood|crashloop|soak|restart|aborts|slowreaders|checkflood -limiterd BIN [flags]")
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -102,6 +105,51 @@ func main() {
 		run = func() (string, bool, error) {
 			r, err := chaos.Soak(ctx, chaos.SoakOptions{Bin: *bin, Dir: *dir, Duration: *duration, Rate: *rate, Interval: *interval,
 				Cluster: *clustered, Profiles: *profiles, Log: logTo(*verbose), Progress: os.Stdout})
+			if err != nil {
+				return "", false, err
+			}
+			return r.String(), r.OK(), nil
+		}
+	case "aborts":
+		duration := fs.Duration("duration", 3*time.Minute, "how long the waves come")
+		peers := fs.Int("peers", 4, "aborting peers")
+		limit := fs.Int("limit", 3, "general's concurrency_limit")
+		perWave := fs.Int("per-wave", 6, "requests of each peer a wave")
+		every := fs.Duration("every", 400*time.Millisecond, "a wave every")
+		patience := fs.Duration("patience", 200*time.Millisecond, "each client hangs up after")
+		work := fs.Duration("work", 1500*time.Millisecond, "the node works this long on each request")
+		run = func() (string, bool, error) {
+			r, err := chaos.Aborts(ctx, chaos.AbortOptions{Bin: *bin, Dir: *dir, Duration: *duration, Peers: *peers, Limit: *limit,
+				PerWave: *perWave, Every: *every, Patience: *patience, Work: *work, Log: logTo(*verbose), Progress: os.Stdout})
+			if err != nil {
+				return "", false, err
+			}
+			return r.String(), r.OK(), nil
+		}
+	case "slowreaders":
+		duration := fs.Duration("duration", 3*time.Minute, "how long the phases alternate")
+		phase := fs.Duration("phase", 6*time.Second, "one phase: the victim alone, or while the answers are held")
+		pool := fs.Int("pool", 4, "server.upstream_max_conns")
+		readers := fs.Int("readers", 0, "slow readers, each a peer (0: twice the pool)")
+		size := fs.Int("size", 8<<20, "bytes of each reader's answer")
+		unbuffered := fs.Bool("unbuffered", false, "answer_memory = answer_disk = 0: the attack as it was, a baseline")
+		run = func() (string, bool, error) {
+			r, err := chaos.SlowReaders(ctx, chaos.SlowReadersOptions{Bin: *bin, Dir: *dir, Duration: *duration, Phase: *phase,
+				Pool: *pool, Readers: *readers, Size: *size, Unbuffered: *unbuffered, Log: logTo(*verbose), Progress: os.Stdout})
+			if err != nil {
+				return "", false, err
+			}
+			return r.String(), r.OK(), nil
+		}
+	case "checkflood":
+		duration := fs.Duration("duration", 3*time.Minute, "how long the flood runs")
+		rate := fs.Float64("rate", 0, "checks a second (0: as fast as answered)")
+		conns := fs.Int("conns", 8, "keep-alive connections")
+		maxTracked := fs.Int("max-tracked", 10000, "peers.max_tracked")
+		lease := fs.Duration("lease", 5*time.Second, "admin.check_lease")
+		run = func() (string, bool, error) {
+			r, err := chaos.CheckFlood(ctx, chaos.CheckFloodOptions{Bin: *bin, Dir: *dir, Duration: *duration, Rate: *rate, Conns: *conns,
+				MaxTracked: *maxTracked, Lease: *lease, Log: logTo(*verbose), Progress: os.Stdout})
 			if err != nil {
 				return "", false, err
 			}
