@@ -307,7 +307,9 @@ func TestKeyErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b, lim, logs := open(t, cluster.Options{Addrs: []string{srv.Addr()}, OnFailure: cluster.FailClosed})
+			// A generous timeout: the test is of one key's corruption, and a
+			// loaded host once took a write past 50 ms, which is another failure.
+			b, lim, logs := open(t, cluster.Options{Addrs: []string{srv.Addr()}, OnFailure: cluster.FailClosed, Timeout: 2 * time.Second})
 			bad := "192.0.2.9"
 			// Warm: the group's schedule is established (generation 0).
 			warm := decide(lim, "192.0.2.200")

@@ -64,7 +64,7 @@ func TestCorruptValues(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode.String()+"/"+tc.name, func(t *testing.T) {
-			b, lim, logs := openWith(t, cluster.Options{Addrs: []string{srv.Addr()}, Mode: tc.mode, OnFailure: cluster.FailClosed}, cfg)
+			b, lim, logs := openWith(t, cluster.Options{Addrs: []string{srv.Addr()}, Mode: tc.mode, OnFailure: cluster.FailClosed, Timeout: 2 * time.Second}, cfg)
 			bad := "192.0.2.9"
 			warm := decide(lim, "192.0.2.200") // the group's schedule established (generation 0)
 			warm.Release()
@@ -128,7 +128,7 @@ func TestCorruptReduce(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode.String()+"/"+tc.name, func(t *testing.T) {
-			b, lim, logs := openWith(t, cluster.Options{Addrs: []string{srv.Addr()}, Mode: tc.mode, OnFailure: cluster.FailClosed}, tc.cfg)
+			b, lim, logs := openWith(t, cluster.Options{Addrs: []string{srv.Addr()}, Mode: tc.mode, OnFailure: cluster.FailClosed, Timeout: 2 * time.Second}, tc.cfg)
 			warm := decide(lim, "192.0.2.200")
 			warm.Release()
 			bad := "192.0.2.9"
@@ -164,7 +164,7 @@ func TestCorruptRenew(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
-	b, lim, _ := open(t, cluster.Options{Addrs: []string{srv.Addr()}})
+	b, lim, _ := open(t, cluster.Options{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
 	key := func(p string) string { return "ld:" + cluster.TagOf(p, "general") + ":t" }
 	held := decide(lim, "192.0.2.1") // held: its lease is renewed
 	other := decide(lim, "192.0.2.2")
