@@ -436,7 +436,10 @@ func TestStopIsPrompt(t *testing.T) {
 	if code := p.stop(syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, p.stderr)
 	}
-	if d := time.Since(start); d > time.Second {
+	// What the test tells apart is waiting out the admin listener's 2 s
+	// for the silent connection, or not: the exit's own work (the drain's
+	// 250 ms, the final snapshot) took past 1 s on a loaded host.
+	if d := time.Since(start); d >= 1900*time.Millisecond {
 		t.Errorf("SIGTERM to exit took %v with two silent connections open", d)
 	}
 }
