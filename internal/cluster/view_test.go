@@ -1,0 +1,104 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limiterd/limiterd/internal/cluster"
+	"github.com/limiterd/limiterd/internal/redistest"
+	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
+)
+
+// TestSharedEntry: two instances share one Redis in strict mode; a peer
+// limited through instance A reads, through instance B, as limited with
+// the tokens and window A's admissions consumed and A's requests in
+// flight; an untouched peer is not tracked; a corrupt tokens value is
+// answered as corrupt (never as a fresh state) and left as it is; a group
+// of another algorithm is not read.
+func TestSharedEntry(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{
+		// 2 in the window, 3 tokens leaking one a second.
+		"general": group(2, 60000, 3, 1000, 1, 100, 120000, 120000),
+	}}
+	tb := group(2, 60000, 3, 600000, 1, 100, 120000, 120000)
+	tb.Algorithm, tb.Limit, tb.Period, tb.Burst = algo.TokenBucket, 5, 1000, 5
+	cfg.Groups["other"] = tb
+	var c clock
+	c.ms.Store(t0.UnixMilli())
+	openAt := func() (*cluster.Backend, *limiter.Limiter) {
+		b, err := cluster.OpenWithClock(cluster.Options{Addrs: []string{srv.Addr()}, Mode: cluster.Strict, OnFailure: cluster.FailClosed,
+			Timeout: 2 * time.Second, Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)}, c.get)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		lim, err := limiter.New(b, c.now(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, lim
+	}
+	_, limA := openAt()
+	b, _ := openAt()
+	gA, _ := limA.GroupID("general")
+	var held []limiter.Decision
+	for i := range 6 {
+		d := limA.Decide(c.now(), peerOf("192.0.2.1"), gA)
+		if d.Allowed != (i < 5) {
+			t.Fatalf("decision %d on A: %+v", i, d)
+		}
+		if d.Allowed {
+			held = append(held, d)
+		}
+	}
+	ctx := context.Background()
+	s := cfg.Groups["general"]
+	v, ok, err := b.SharedEntry(ctx, peerOf("192.0.2.1").Key, "general", &s)
+	if err != nil || !ok {
+		t.Fatalf("B's view of the limited peer: %+v %v %v", v, ok, err)
+	}
+	if v.Tokens != 3 || v.Window != 2 || v.WindowActive != 2 || v.Inflight != 5 {
+		t.Fatalf("B's view: tokens %d window %d/%d in flight %d, want 3, 2/2, 5", v.Tokens, v.Window, v.WindowActive, v.Inflight)
+	}
+	// Two leaky ticks later, two of A's requests done: the ticks due are
+	// applied as a decision would, the releases counted.
+	held[0].Release()
+	held[1].Release()
+	c.ms.Add(2000)
+	v, ok, err = b.SharedEntry(ctx, peerOf("192.0.2.1").Key, "general", &s)
+	if err != nil || !ok || v.Tokens != 1 || v.WindowActive != 2 || v.Inflight != 3 {
+		t.Fatalf("B's view 2 s later: %+v %v %v, want 1 token, 2 in the window, 3 in flight", v, ok, err)
+	}
+	if u, ok, err := b.SharedEntry(ctx, peerOf("192.0.2.2").Key, "general", &s); err != nil || ok {
+		t.Fatalf("untouched peer: %+v %v %v", u, ok, err)
+	}
+
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	bad := "ld:" + cluster.TagOf(peerOf("192.0.2.3").Key.String(), "general") + ":t"
+	for _, raw := range []string{"0 x 1", "0 -1 5", "0 3 5;inst two 99999999999999", "g 3 5"} {
+		if err := rdb.Set(ctx, bad, raw, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, ok, err := b.SharedEntry(ctx, peerOf("192.0.2.3").Key, "general", &s)
+		var ke *cluster.KeyError
+		if ok || !errors.As(err, &ke) || !strings.Contains(err.Error(), "corrupt") {
+			t.Fatalf("%q: ok %v err %v", raw, ok, err)
+		}
+		if got, _ := rdb.Get(ctx, bad).Result(); got != raw {
+			t.Fatalf("the view wrote %q over %q", got, raw)
+		}
+	}
+	o2 := cfg.Groups["other"]
+	if _, _, err := b.SharedEntry(ctx, peerOf("192.0.2.1").Key, "other", &o2); !errors.Is(err, cluster.ErrNotShown) {
+		t.Fatalf("token_bucket group: %v", err)
+	}
+}
