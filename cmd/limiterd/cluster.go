@@ -19,6 +19,7 @@ import (
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // openCluster opens the Redis backend of cluster mode (docs/cluster.md) when
@@ -257,3 +258,11 @@ func clusterReadiness(b *cluster.Backend) func() (bool, string) {
 		return true, "degraded: " + down + ": decided as on_failure = " + st.OnFailure.String() + " says"
 	}
 }
+
+// SharedEntry reads a peer's state shared in Redis for its page
+// (ui.SharedStates).
+func (c clusterStatus) SharedEntry(ctx context.Context, k peer.Key, group string, s *limiter.GroupSettings) (limiter.EntryView, bool, error) {
+	return c.b.SharedEntry(ctx, k, group, s)
+}
+
+var _ ui.SharedStates = clusterStatus{}

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"maps"
@@ -271,6 +272,7 @@ func (d *Dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 		for _, p := range fv.Find(k.String()) {
 			data.Fleet = append(data.Fleet, talkerRow(p, fv.Cluster))
 		}
+		data.Shared, data.NotShown = d.sharedStates(r.Context(), k)
 	}
 	wasKept := d.peerHist.Watch(now, k, views)
 	data.History = peerHistoryView(k, d.peerHist.Series(k, now.Add(-time.Hour)), !wasKept)
@@ -280,6 +282,60 @@ func (d *Dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	render(w, r, http.StatusOK, templates.PeerPage(d.page(r, "Peer "+k.String(), "/peers"), data))
+}
+
+// sharedReadTimeout bounds the reading of a peer's shared state for its
+// page.
+const sharedReadTimeout = 2 * time.Second
+
+// sharedStates reads peer k's state in every group as the instances share
+// it in Redis (cluster mode), and names the groups whose state is not read
+// ("" when every group's is).
+func (d *Dashboard) sharedStates(ctx context.Context, k peer.Key) ([]templates.SharedState, string) {
+	ss, ok := d.opts.Cluster.(SharedStates)
+	if !ok {
+		return nil, "any group"
+	}
+	ctx, cancel := context.WithTimeout(ctx, sharedReadTimeout)
+	defer cancel()
+	var out []templates.SharedState
+	var notShown []string
+	for _, name := range d.groupNames() {
+		gid, ok := d.lim.GroupID(name)
+		if name == limiter.GroupLocalPeers || !ok {
+			continue
+		}
+		s, ok := d.lim.Settings(gid)
+		if !ok {
+			continue
+		}
+		st := templates.SharedState{Group: name, Algorithm: s.Algorithm.String()}
+		v, tracked, err := ss.SharedEntry(ctx, k, name, &s)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "corrupt"):
+			st.Status, st.Note = "corrupt", err.Error()
+		case err != nil:
+			st.Status, st.Note = "not shown", err.Error()
+			notShown = append(notShown, name+" ("+s.Algorithm.String()+")")
+		case !tracked:
+			st.Status = "not tracked"
+		default:
+			st.Inflight, st.Usage = v.Inflight, usages(&v, &s)
+			st.Status = "not limited"
+			if sharedLimited(&v, &s) {
+				st.Status = "limited"
+			}
+		}
+		out = append(out, st)
+	}
+	return out, strings.Join(notShown, ", ")
+}
+
+// sharedLimited reports whether the hybrid rule rejects the next request
+// of a peer in state v: its requests in flight at the concurrency limit,
+// or the window full and every token consumed.
+func sharedLimited(v *limiter.EntryView, s *limiter.GroupSettings) bool {
+	return v.Inflight+1 > s.PeerConcurrencyLimit() || v.WindowActive+1 > s.SlidingWindowLimit && v.Tokens+1 > s.LeakyLimit
 }
 
 // peerHistoryBucket is what a row of the peer history's table sums.

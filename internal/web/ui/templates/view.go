@@ -317,6 +317,18 @@ type Peers struct {
 	Cluster bool
 }
 
+// SharedState is a peer's state in one group as Redis holds it for every
+// instance (cluster mode).
+type SharedState struct {
+	Group, Algorithm string
+	// Status is "limited", "not limited", "not tracked", "corrupt" or
+	// "not shown"; Note says why for the last two.
+	Status   string
+	Note     string
+	Inflight int64
+	Usage    []Usage
+}
+
 // PeerDetail is the data of a peer's page.
 type PeerDetail struct {
 	Key string
@@ -346,6 +358,13 @@ type PeerDetail struct {
 	Cluster     bool
 	Fleet       []TalkerRow
 	FleetWindow string
+	// Shared is the peer's state in each group as the instances share it
+	// in Redis (cluster mode, when the backend reads it), whichever
+	// instance decided.
+	Shared []SharedState
+	// NotShown names the groups whose shared state is not read ("" when
+	// every group's is).
+	NotShown string
 	// Audit are the newest audit entries about the peer (its reductions
 	// and forgettings, exemptions and denials of addresses it covers)
 	// among the newest AuditScanned entries of the log.
