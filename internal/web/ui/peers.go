@@ -272,7 +272,7 @@ func (d *Dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 		for _, p := range fv.Find(k.String()) {
 			data.Fleet = append(data.Fleet, talkerRow(p, fv.Cluster))
 		}
-		data.Shared, data.NotShown = d.sharedStates(r.Context(), k)
+		data.Shared, data.SharedUntracked, data.NotShown = d.sharedStates(r.Context(), k)
 	}
 	wasKept := d.peerHist.Watch(now, k, views)
 	data.History = peerHistoryView(k, d.peerHist.Series(k, now.Add(-time.Hour)), !wasKept)
@@ -289,17 +289,16 @@ func (d *Dashboard) handlePeer(w http.ResponseWriter, r *http.Request) {
 const sharedReadTimeout = 2 * time.Second
 
 // sharedStates reads peer k's state in every group as the instances share
-// it in Redis (cluster mode), and names the groups whose state is not read
-// ("" when every group's is).
-func (d *Dashboard) sharedStates(ctx context.Context, k peer.Key) ([]templates.SharedState, string) {
+// it in Redis (cluster mode), the groups Redis holds none of it in, and
+// names the groups whose state is not read ("" when every group's is).
+func (d *Dashboard) sharedStates(ctx context.Context, k peer.Key) (shared []templates.SharedState, untracked []string, notShown string) {
 	ss, ok := d.opts.Cluster.(SharedStates)
 	if !ok {
-		return nil, "any group"
+		return nil, nil, "any group"
 	}
 	ctx, cancel := context.WithTimeout(ctx, sharedReadTimeout)
 	defer cancel()
-	var out []templates.SharedState
-	var notShown []string
+	var missing []string
 	for _, name := range d.groupNames() {
 		gid, ok := d.lim.GroupID(name)
 		if name == limiter.GroupLocalPeers || !ok {
@@ -316,9 +315,10 @@ func (d *Dashboard) sharedStates(ctx context.Context, k peer.Key) ([]templates.S
 			st.Status, st.Note = "corrupt", err.Error()
 		case err != nil:
 			st.Status, st.Note = "not shown", err.Error()
-			notShown = append(notShown, name+" ("+s.Algorithm.String()+")")
+			missing = append(missing, name+" ("+s.Algorithm.String()+")")
 		case !tracked:
-			st.Status = "not tracked"
+			untracked = append(untracked, name)
+			continue
 		default:
 			st.Inflight, st.Usage = v.Inflight, usages(&v, &s)
 			st.Status = "not limited"
@@ -326,9 +326,9 @@ func (d *Dashboard) sharedStates(ctx context.Context, k peer.Key) ([]templates.S
 				st.Status = "limited"
 			}
 		}
-		out = append(out, st)
+		shared = append(shared, st)
 	}
-	return out, strings.Join(notShown, ", ")
+	return shared, untracked, strings.Join(missing, ", ")
 }
 
 // sharedLimited reports whether the hybrid rule rejects the next request

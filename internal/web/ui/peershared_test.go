@@ -129,6 +129,9 @@ func TestPeerPageSharedState(t *testing.T) {
 	if webtest.ByID(doc, "peer-fleet") == nil {
 		t.Fatal("the fleet's figures are gone")
 	}
+	if webtest.ByID(doc, "peer-state") != nil || webtest.ByID(doc, "peer-shared-untracked") != nil {
+		t.Fatal("an empty table of this instance's own state, or a not-tracked line")
+	}
 	if st := webtest.Attr(row(doc, "other"), "data-status"); st != "not shown" {
 		t.Fatalf("token_bucket group: %q", st)
 	}
@@ -138,8 +141,16 @@ func TestPeerPageSharedState(t *testing.T) {
 	}
 
 	doc = dash.Page("/peer?key=198.51.100.8", cookie)
-	if st := webtest.Attr(row(doc, "general"), "data-status"); st != "not tracked" {
-		t.Fatalf("untouched peer: %q", st)
+	if n := webtest.ByID(doc, "peer-shared-untracked"); n == nil || !strings.Contains(webtest.Text(n), "general") {
+		t.Fatalf("untouched peer: %v", n)
+	}
+	for _, tr := range webtest.Find(webtest.ByID(doc, "peer-shared-table"), webtest.ByTag("tr")) {
+		if webtest.Attr(tr, "data-group") == "general" {
+			t.Fatalf("untouched peer has a shared state row: %q", webtest.Attr(tr, "data-status"))
+		}
+	}
+	if n := webtest.ByID(doc, "peer-untracked"); n == nil || strings.Contains(webtest.Text(n), "general") {
+		t.Fatalf("untouched peer's notice: %v", n)
 	}
 
 	bad := "ld:{198.51.100.9|general}:t" // the strict tokens key

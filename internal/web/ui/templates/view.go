@@ -321,8 +321,8 @@ type Peers struct {
 // instance (cluster mode).
 type SharedState struct {
 	Group, Algorithm string
-	// Status is "limited", "not limited", "not tracked", "corrupt" or
-	// "not shown"; Note says why for the last two.
+	// Status is "limited", "not limited", "corrupt" or "not shown"; Note
+	// says why for the last two.
 	Status   string
 	Note     string
 	Inflight int64
@@ -362,6 +362,8 @@ type PeerDetail struct {
 	// in Redis (cluster mode, when the backend reads it), whichever
 	// instance decided.
 	Shared []SharedState
+	// SharedUntracked are the groups Redis holds no state of the peer in.
+	SharedUntracked []string
 	// NotShown names the groups whose shared state is not read ("" when
 	// every group's is).
 	NotShown string
