@@ -141,7 +141,7 @@ func TestPeerPageSharedState(t *testing.T) {
 	}
 
 	doc = dash.Page("/peer?key=198.51.100.8", cookie)
-	if n := webtest.ByID(doc, "peer-shared-untracked"); n == nil || !strings.Contains(webtest.Text(n), "general") {
+	if n := webtest.ByID(doc, "peer-shared-untracked"); n == nil || strings.Join(strings.Fields(webtest.Text(n)), " ") != "Not tracked in general." {
 		t.Fatalf("untouched peer: %v", n)
 	}
 	for _, tr := range webtest.Find(webtest.ByID(doc, "peer-shared-table"), webtest.ByTag("tr")) {
