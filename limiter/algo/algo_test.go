@@ -66,7 +66,7 @@ func run(t *testing.T, k algo.Kind, p algo.Params, steps []step) {
 
 func TestTokenBucket(t *testing.T) {
 	// 2 per second, a bucket of 3: the burst, then one token every 500 ms
-	// (the figures of the Redis script's check in /work/notes/redis.md).
+	// (docs/limiting.md, "Other algorithms": the token bucket).
 	p := algo.Resolve(2, 1000, 3)
 	run(t, algo.TokenBucket, p, []step{
 		ok(10_000, 2), ok(10_000, 1), ok(10_000, 0).withReset(500),
