@@ -51,16 +51,19 @@ func startAt(t *testing.T, lim *limiter.Limiter, limit int64) limiter.GroupID {
 // temporary-reduced-capacity, the 429s' JSON or text, by its Accept, over
 // HTTP/1.1 and HTTP/2; it never reaches the node.
 func TestShedReply(t *testing.T) {
-	release := make(chan struct{})
+	release, arrived := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	free := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(free)
 	p := newPlane(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
+			close(arrived)
 			<-release
 		}
 		io.WriteString(w, "from the node")
 	}, nil, adaptiveGeneral(limitertest.Adaptive{Min: 1, Max: 1}))
+	// After newPlane's: cleanups run last first, and the node's Close waits
+	// for the held request, which only free ends.
+	t.Cleanup(free)
 	g := startAt(t, p.lim, 1)
 	held := make(chan int, 1)
 	go func() {
@@ -73,6 +76,13 @@ func TestShedReply(t *testing.T) {
 		held <- resp.StatusCode
 	}()
 	eventually(t, "the held request in flight", func() bool { v, _ := p.lim.Adaptive(g); return v.Inflight == 1 })
+	// The node's count is read once the held request has reached it: it is
+	// counted in flight when decided, a moment before it is sent.
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request never reached the node")
+	}
 	hits := p.hits.Load()
 
 	// Over HTTP/1.1 and over HTTP/2 alike.

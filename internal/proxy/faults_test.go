@@ -171,7 +171,6 @@ func TestClientGoneReleases(t *testing.T) {
 	nodeGone := make(chan string, 4)
 	answer := make(chan struct{})
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	p := newPlane(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/wait":
@@ -194,6 +193,9 @@ func TestClientGoneReleases(t *testing.T) {
 			nodeGone <- "upload"
 		}
 	}, nil)
+	// After newPlane's: cleanups run last first, and the node's Close
+	// waits for a held request, which only this ends.
+	t.Cleanup(func() { close(release) })
 
 	for _, c := range []struct{ path, req string }{
 		{"wait", "GET /wait HTTP/1.1\r\nHost: a\r\n\r\n"},

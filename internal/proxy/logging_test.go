@@ -82,7 +82,6 @@ func TestExchangesTimed(t *testing.T) {
 	// Ahead of the limiter's start (time.Now() in newPlane), in its first tick.
 	clock := &fakeClock{t: time.Now().Add(time.Minute)}
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
 	waiting := make(chan struct{}, 1)
 	p := newPlane(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -111,6 +110,9 @@ func TestExchangesTimed(t *testing.T) {
 		c.Groups["general"] = g
 		c.ExemptPaths = []string{"/health"}
 	})
+	// After newPlane's: cleanups run last first, and the node's Close
+	// waits for a held request, which only this ends.
+	t.Cleanup(func() { close(release) })
 	general, _ := p.lim.GroupID("general")
 	chunk, _ := p.lim.GroupID("chunk")
 
