@@ -54,7 +54,7 @@ var arrows = map[string][]string{
 	"internal/web/ui/static":    {},
 	// The admin listener for the tests of web, api and ui, as httptest is
 	// for HTTP: a Server on the real store, with the data plane.
-	"internal/web/webtest": {"limiter", "internal/limitertest", "internal/throttle", "internal/live", "internal/insight", "internal/store", "internal/proxy", "internal/web"},
+	"internal/webtest": {"limiter", "internal/limitertest", "internal/throttle", "internal/live", "internal/insight", "internal/store", "internal/proxy", "internal/web"},
 	// The Prometheus collectors read the limiter, the proxy's counters
 	// (insight) and the throttle.
 	"internal/metrics":  {"limiter", "internal/insight", "internal/throttle"},

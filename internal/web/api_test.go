@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // TestAPIErrorMapping: every kind of error the admin API meets answers

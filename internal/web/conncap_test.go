@@ -14,7 +14,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/metrics"
 	"github.com/limiterd/limiterd/internal/web"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // admin.max_conns on a real listener: at the cap a new connection takes

@@ -19,7 +19,7 @@ import (
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/redistest"
 	"github.com/limiterd/limiterd/internal/web"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // fullSummary is instance id's summary at its bound: every group of

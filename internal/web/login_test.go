@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 	"golang.org/x/net/html"
 )
 

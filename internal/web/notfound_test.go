@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 	"golang.org/x/net/html"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/internal/web"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // lockedBuffer is a log sink safe for the server's goroutines.

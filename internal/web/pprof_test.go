@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // admin.pprof: off, /debug/pprof/ is 404 naming the key; on, a token of

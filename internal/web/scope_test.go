@@ -18,7 +18,7 @@ import (
 	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/web"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // memSessions is a SessionStore in a map, as the database would keep it.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/web/api"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // TestAPIOnTheFakeClock: the API reads and writes on the server's clock:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // TestOverviewAPI: GET /api/v1/overview outside cluster mode is this

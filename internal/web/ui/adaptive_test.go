@@ -7,7 +7,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/limiterd/limiterd/internal/limitertest"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 	"github.com/limiterd/limiterd/limiter"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/peer"

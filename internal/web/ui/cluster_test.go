@@ -9,7 +9,7 @@ import (
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // fakeCluster is a ClusterStatus whose state the test sets.

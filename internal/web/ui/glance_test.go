@@ -13,7 +13,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/internal/web/ui"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // whatIf is the answer element of a what-if partial or page.

@@ -10,7 +10,7 @@ import (
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/internal/web/api"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 )
 
 // TestHealthStrip: every page shows the node's and limiterd's health, red

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 	"github.com/limiterd/limiterd/limiter/peer"
 	"golang.org/x/net/html"
 )

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/limiterd/limiterd/internal/live"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/peer"
 )

@@ -18,7 +18,7 @@ import (
 	"github.com/limiterd/limiterd/internal/redistest"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
-	"github.com/limiterd/limiterd/internal/web/webtest"
+	"github.com/limiterd/limiterd/internal/webtest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/memory"
