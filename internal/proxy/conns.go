@@ -126,21 +126,7 @@ func (l *connLimiter) key(c net.Conn) (netip.Addr, bool) {
 	if l.maxPerIP <= 0 {
 		return netip.Addr{}, false
 	}
-	tcp, ok := c.RemoteAddr().(*net.TCPAddr)
-	if !ok {
-		return netip.Addr{}, false
-	}
-	a := tcp.AddrPort().Addr().Unmap().WithZone("")
-	uncapped, bits := l.policy(a)
-	if uncapped {
-		return netip.Addr{}, false
-	}
-	if a.Is6() && bits > 0 && bits < 128 {
-		if p, err := a.Prefix(bits); err == nil {
-			a = p.Addr()
-		}
-	}
-	return a, true
+	return l.peerKey(c)
 }
 
 // peerKey returns the client address of c as the per-address cap keys

@@ -330,16 +330,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 			_ = sw.SetReadDeadline(dl)
 		}
 	}
-	n, err := x.body.Read(p)
-	x.read += int64(n)
-	if x.read > x.limit {
-		x.bodyErr = errBodyTooLarge
-		return 0, x.bodyErr
-	}
-	if err != nil && err != io.EOF {
-		x.bodyErr = err
-	}
-	return n, err
+	return x.counted(x.body.Read(p))
 }
 
 // setStreamFields writes the rate-limit fields of d on a stream's answer

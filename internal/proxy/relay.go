@@ -211,7 +211,13 @@ func (b *reqBody) Read(p []byte) (int, error) {
 		x.readDL = dl
 		_ = x.ctx.SetReadDeadline(x.readDL)
 	}
-	n, err := x.body.Read(p)
+	return x.counted(x.body.Read(p))
+}
+
+// counted is a read of n bytes of the client's body, err its error:
+// past the exchange's limit the body is refused; an error other than EOF
+// is kept, so that every later read returns it.
+func (x *exchange) counted(n int, err error) (int, error) {
 	x.read += int64(n)
 	if x.read > x.limit {
 		x.bodyErr = errBodyTooLarge
