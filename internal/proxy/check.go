@@ -50,18 +50,20 @@ type leaseItem struct {
 func newLeases(cut *atomic.Uint64) *leases { return &leases{m: map[string]*lease{}, cut: cut} }
 
 // add holds d until expires, and returns the lease's id. With bound > 0
-// it first ends the oldest leases (releasing their slots) until fewer than
-// bound are held (room).
+// it ends the oldest leases (releasing their slots) until fewer than bound
+// are held and adds d's in the same hold of the lock, so that concurrent
+// adds never take the table past bound.
 func (l *leases) add(d limiter.Decision, expires time.Time, bound int) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	l.room(bound)
 	l.mu.Lock()
+	ended := l.cutLocked(bound)
 	l.m[id] = &lease{d: d, expires: expires}
 	l.q = append(l.q, leaseItem{id: id, expires: expires})
 	l.peak = max(l.peak, len(l.m))
 	l.mu.Unlock()
+	l.end(ended)
 	return id
 }
 
@@ -70,11 +72,19 @@ func (l *leases) add(d limiter.Decision, expires time.Time, bound int) string {
 // decides, so that the entry a released slot unpinned may be evicted for
 // the new peer's.
 func (l *leases) room(bound int) {
+	l.mu.Lock()
+	ended := l.cutLocked(bound)
+	l.mu.Unlock()
+	l.end(ended)
+}
+
+// cutLocked takes the oldest leases out until fewer than bound are held
+// (none when bound ≤ 0) and returns them, for end once l.mu is let go.
+func (l *leases) cutLocked(bound int) []*lease {
 	if bound <= 0 {
-		return
+		return nil
 	}
 	var ended []*lease
-	l.mu.Lock()
 	for len(l.m) >= bound && l.head < len(l.q) {
 		old := l.q[l.head].id
 		l.q[l.head] = leaseItem{}
@@ -84,10 +94,16 @@ func (l *leases) room(bound int) {
 			delete(l.m, old)
 		}
 	}
-	l.mu.Unlock()
-	if len(ended) > 0 {
-		l.cut.Add(uint64(len(ended)))
+	return ended
+}
+
+// end releases the slots of leases ended early at the bound, and counts
+// them.
+func (l *leases) end(ended []*lease) {
+	if len(ended) == 0 {
+		return
 	}
+	l.cut.Add(uint64(len(ended)))
 	for _, x := range ended {
 		x.d.Release()
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,33 @@ func TestLeasesExpireInOrder(t *testing.T) {
 	l.releaseAll()
 	if len(l.m) != 0 || l.release(ids[4]) {
 		t.Fatal("releaseAll left leases")
+	}
+}
+
+// TestLeasesBoundConcurrent: adds from many connections at once never take
+// the leases past the bound, not even for a moment (peak), and every lease
+// made is either held or counted as cut.
+func TestLeasesBoundConcurrent(t *testing.T) {
+	var cut atomic.Uint64
+	l := newLeases(&cut)
+	const bound, workers, each = 4, 16, 500
+	t0 := time.Unix(1000, 0)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				l.add(limiter.Decision{}, t0.Add(time.Duration(w*each+i)*time.Millisecond), bound)
+			}
+		}()
+	}
+	wg.Wait()
+	if l.peak > bound {
+		t.Fatalf("%d leases held at once, over the bound %d", l.peak, bound)
+	}
+	if got := uint64(len(l.m)) + cut.Load(); got != workers*each {
+		t.Fatalf("%d leases held + %d cut = %d, want %d made", len(l.m), cut.Load(), got, workers*each)
 	}
 }
 
