@@ -85,3 +85,25 @@ func TestSlowReadersShort(t *testing.T) {
 		t.Errorf("%d rounds, %d answers held: the readers did not hold twice the pool each round", r.Rounds, r.Held)
 	}
 }
+
+// TestCrowdShort: eight seconds of a crowd of 4 peers, each inside its
+// per-peer limits, offering about 3× what a node of 200 answers a second
+// serves, and a polite peer: with adaptive concurrency on, the node never
+// holds more than the adaptive maximum, the crowd's shed requests are 503s
+// the metric counts, every crowd peer gets a fair share, the polite peer
+// gets through, and nothing is left in flight.
+func TestCrowdShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts limiterd")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := Crowd(ctx, CrowdOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 8 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + r.String())
+	if !r.OK() {
+		t.Errorf("failures: %v", r.Failures)
+	}
+}

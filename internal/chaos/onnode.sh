@@ -11,8 +11,13 @@
 #   checkflood   distinct peers through POST /api/v1/check, none releasing;
 #                tracked entries and slots held within max_tracked, memory
 #                bounded, no slot held once the leases end
+#   crowd        a crowd of peers inside their limits offering 3× a node's
+#                capacity, adaptive concurrency on: the node never holds
+#                more than the fair share's ceiling, every crowd peer gets a
+#                fair share, a polite peer ≥ 95 % answered, nothing left
+#                in flight
 #
-# Usage: internal/chaos/onnode.sh [aborts|slowreaders|checkflood ...]   (default: all three)
+# Usage: internal/chaos/onnode.sh [aborts|slowreaders|checkflood|crowd ...]   (default: all four)
 #        CHAOS_DURATION=1m internal/chaos/onnode.sh checkflood
 # Exit 1 when a run found a violation.
 set -euo pipefail
@@ -22,7 +27,7 @@ trap 'rm -rf "$work"' EXIT
 go build -o "$work/limiterd" ./cmd/limiterd
 go build -o "$work/chaos" ./internal/chaos/cmd/chaos
 runs=("$@")
-[ ${#runs[@]} -gt 0 ] || runs=(aborts slowreaders checkflood)
+[ ${#runs[@]} -gt 0 ] || runs=(aborts slowreaders checkflood crowd)
 status=0
 for r in "${runs[@]}"; do
 	echo "== $r for ${CHAOS_DURATION:-3m}"

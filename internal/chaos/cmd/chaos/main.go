@@ -8,6 +8,7 @@
 //	chaos aborts    -limiterd BIN [-duration D] [-peers N] [-limit N] [-per-wave N] [-every D] [-patience D] [-work D]
 //	chaos slowreaders -limiterd BIN [-duration D] [-phase D] [-pool N] [-readers N] [-size BYTES] [-unbuffered]
 //	chaos checkflood -limiterd BIN [-duration D] [-rate R] [-conns N] [-max-tracked N] [-lease D]
+//	chaos crowd     -limiterd BIN [-duration D] [-servers N] [-service D] [-peers N] [-clients N] [-pace D] [-max-limit N]
 //
 // With -cluster, the soak runs two instances in cluster mode on a
 // redis-server it starts (redis-server on the PATH), the load split
@@ -30,7 +31,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: chaos flood|crashloop|soak|restart|aborts|slowreaders|checkflood -limiterd BIN [flags]")
+		fmt.Fprintln(os.Stderr, "usage: chaos flood|crashloop|soak|restart|aborts|slowreaders|checkflood|crowd -limiterd BIN [flags]")
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -150,6 +151,22 @@ func main() {
 		run = func() (string, bool, error) {
 			r, err := chaos.CheckFlood(ctx, chaos.CheckFloodOptions{Bin: *bin, Dir: *dir, Duration: *duration, Rate: *rate, Conns: *conns,
 				MaxTracked: *maxTracked, Lease: *lease, Log: logTo(*verbose), Progress: os.Stdout})
+			if err != nil {
+				return "", false, err
+			}
+			return r.String(), r.OK(), nil
+		}
+	case "crowd":
+		duration := fs.Duration("duration", 3*time.Minute, "how long the crowd sends")
+		servers := fs.Int("servers", 8, "requests the node serves at a time")
+		service := fs.Duration("service", 40*time.Millisecond, "the node's time for each")
+		peers := fs.Int("peers", 4, "crowd peers")
+		clients := fs.Int("clients", 10, "clients of each crowd peer (concurrency_limit: one more)")
+		pace := fs.Duration("pace", 60*time.Millisecond, "each client sends one request every")
+		maxLimit := fs.Int("max-limit", 16, "adaptive_max_limit")
+		run = func() (string, bool, error) {
+			r, err := chaos.Crowd(ctx, chaos.CrowdOptions{Bin: *bin, Dir: *dir, Duration: *duration, Servers: *servers, Service: *service,
+				Peers: *peers, Clients: *clients, Pace: *pace, MaxLimit: *maxLimit, Log: logTo(*verbose), Progress: os.Stdout})
 			if err != nil {
 				return "", false, err
 			}
