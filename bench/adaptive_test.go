@@ -20,7 +20,8 @@ func admitClock(i int) time.Time { return t0.Add(time.Duration(i) * 10 * time.Mi
 // limits: leaky 450 per 30 s, concurrency 150), 10 000 existing peers,
 // with adaptive_concurrency off against on (a limit pinned at 1000, above
 // what the benchmark holds in flight: the path of every admission, the
-// group's count and the peer's slot taken and given back), serial and
+// group's count and the peer's slot taken and given back, its fair pace
+// kept), serial and
 // parallel. The two alternate, A/B, over five rounds in one run (the
 // machines are noisy: compare the minimum of each; cmd/adaptivecost
 // interleaves them finer).
@@ -41,6 +42,19 @@ func BenchmarkDecideAdaptive(b *testing.B) {
 		for i, p := range ps {
 			d := l.Decide(admitClock(i), p, id)
 			d.Release()
+		}
+		if on {
+			// Answers in two seconds in a row: the fair pace's quota is
+			// measured, as when the node answers, and every admission
+			// keeps its peer's pace too.
+			for s := range 2 {
+				for i, p := range ps[:100] {
+					at := t0.Add(time.Duration(s+1)*time.Second + time.Duration(i)*time.Millisecond)
+					d := l.Decide(at, p, id)
+					d.Sample(at, time.Millisecond, false)
+					d.Release()
+				}
+			}
 		}
 		return l, id
 	}

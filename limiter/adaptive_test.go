@@ -53,13 +53,18 @@ type holder struct {
 	l  *limiter.Limiter
 	g  limiter.GroupID
 	ds map[string][]limiter.Decision
+	ms int64 // the decisions' time, ms after T0 (0: 10)
 }
 
-// decide decides a request of addr at T0 + 10 ms and keeps it when
-// admitted; it reports whether it was.
+// decide decides a request of addr at h.ms and keeps it when admitted; it
+// reports whether it was.
 func (h *holder) decide(addr string) bool {
 	h.t.Helper()
-	d := h.l.Decide(limitertest.At(10), limitertest.Peer(addr), h.g)
+	ms := h.ms
+	if ms == 0 {
+		ms = 10
+	}
+	d := h.l.Decide(limitertest.At(ms), limitertest.Peer(addr), h.g)
 	if d.Allowed {
 		h.ds[addr] = append(h.ds[addr], d)
 	} else if d.Reason != limiter.ReasonAdaptive || d.RetryAfter != 1 || !d.Limited {
@@ -143,6 +148,81 @@ func TestAdaptiveFairShare(t *testing.T) {
 		delete(h.ds, addr)
 	}
 	if v, _ := l.Adaptive(g); v.Inflight != 0 || v.Peers != 0 {
+		t.Fatalf("all released: %+v", v)
+	}
+}
+
+// Over the limit, a peer is also held to its fair pace (decision 235):
+// the last second's answers over its peers make a quota, and a peer more
+// than 4 admissions ahead of one admission every second / quota is shed
+// even holding nothing; a peer behind its pace gets past its share of the
+// slots, up to the ceiling; a peer at its share and ahead of its pace is
+// shed.
+func TestAdaptiveFairPace(t *testing.T) {
+	l, g := newAdaptive(t, limitertest.Adaptive{Min: 4, Max: 4})
+	at := func(ms int64, addr string) limiter.Decision {
+		return l.Decide(limitertest.At(ms), limitertest.Peer(addr), g)
+	}
+	// Second 1: 20 answers of 2 peers.
+	for i := range 10 {
+		for _, p := range []string{"192.0.2.1", "192.0.2.2"} {
+			d := at(1000+int64(i), p)
+			if !d.Allowed {
+				t.Fatalf("second 1, %s: %+v", p, d)
+			}
+			d.Sample(limitertest.At(1100+int64(i)), unloaded, false)
+			d.Release()
+		}
+	}
+	// Second 2: the first answer makes the quota 20 / 2 = 10, an
+	// admission every 100 ms.
+	d := at(2000, "192.0.2.3")
+	d.Sample(limitertest.At(2000), unloaded, false)
+	d.Release()
+	const heavy, full, polite = "192.0.2.4", "192.0.2.5", "192.0.2.6"
+	// Under the limit the heavy peer is admitted 5 times in a row: 500 ms
+	// ahead of its pace.
+	for range 5 {
+		d := at(2001, heavy)
+		if !d.Allowed {
+			t.Fatalf("under the limit: %+v", d)
+		}
+		d.Release()
+	}
+	h := &holder{t: t, l: l, g: g, ds: map[string][]limiter.Decision{}, ms: 2010}
+	for range 4 {
+		if !h.decide(full) {
+			t.Fatal("under the limit: shed")
+		}
+	}
+	// Over the limit. The heavy peer holds nothing but is 5 admissions
+	// ahead: shed.
+	if d := at(2010, heavy); d.Allowed || d.Reason != limiter.ReasonAdaptive {
+		t.Fatalf("5 admissions ahead of its pace, over the limit: %+v", d)
+	}
+	// The polite peer is behind its pace: admitted, and again past its
+	// share of the slots (4 / 2 peers) while within 3 admissions of its
+	// pace, up to the ceiling (twice the limit).
+	for i := range 4 {
+		if !h.decide(polite) {
+			t.Fatalf("the polite peer's request %d over the limit: shed", i+1)
+		}
+	}
+	if h.decide(polite) {
+		t.Fatal("past the ceiling: admitted")
+	}
+	// The peer that filled the limit holds its share and is 4 admissions
+	// ahead: shed.
+	if h.decide(full) {
+		t.Fatal("at its share and ahead of its pace: admitted")
+	}
+	for addr, ds := range h.ds {
+		for _, d := range ds {
+			d.Release()
+		}
+		delete(h.ds, addr)
+	}
+	if v, _ := l.Adaptive(g); v.Inflight != 0 {
 		t.Fatalf("all released: %+v", v)
 	}
 }

@@ -15,6 +15,10 @@ import (
 // counts: a peer counts in the slot its key hashes to (decision 201).
 const adaptiveSlots = 4096
 
+// fairBurst is the admissions a peer may be ahead of its fair pace over
+// the limit (decision 235).
+const fairBurst = 4
+
 // adaptiveGroup is the adaptive concurrency of one group: safe for
 // concurrent use. It is kept across the group's versions while
 // adaptive_concurrency stays on (see groupAdaptive), so that a request
@@ -40,10 +44,24 @@ type adaptiveGroup struct {
 	unloaded atomic.Int64 // µs
 	probing  atomic.Bool
 
-	mu  sync.Mutex
-	ctl gradient
+	// The fair quota (decision 235): epoch is the second the answers are
+	// counted in (Unix ms / 1000), quota the admissions a peer may have
+	// had in it and still be admitted over the limit (the last second's
+	// answers over its peers with an admission; 0: none measured yet, no
+	// quota), epochPeers the peers with an admission this second.
+	epoch      atomic.Int64
+	quota      atomic.Int64
+	epochPeers atomic.Int64
+
+	mu      sync.Mutex
+	ctl     gradient
+	answers int64 // answers in epoch, under mu
 
 	slots [adaptiveSlots]atomic.Int32
+	// seen holds, per slot, the last epoch it had an admission in; tat
+	// its theoretical arrival time at the quota's rate, µs.
+	seen [adaptiveSlots]atomic.Int64
+	tat  [adaptiveSlots]atomic.Int64
 }
 
 // onePeer is a peer's part of adaptiveGroup.counts.
@@ -98,29 +116,51 @@ func slotOf(k Key) uint32 {
 	return uint32(mix64(k.Lo^k.Hi*0x9e3779b97f4a7c15^uint64(k.Last)) >> (64 - 12))
 }
 
-// acquire takes an in-flight slot for peer k: admitted while the group
-// holds fewer than its limit; above it, while the peer holds less than
-// its fair share (the limit divided by the peers in flight, itself
-// included, at least 1) and the group less than its ceiling. It returns
-// the peer's count to give back (release), and shed true when the request
-// is over them; with force (dry_run) the slot is taken even then.
-func (a *adaptiveGroup) acquire(k Key, force bool) (slot *atomic.Int32, shed bool) {
+// acquire takes an in-flight slot for peer k at ms: admitted while the
+// group holds fewer than its limit. Above it (decisions 201 and 235), a
+// request is shed when the group holds its ceiling; when the peer is more
+// than fairBurst admissions ahead of its fair pace (one admission every
+// second / quota, the quota being the last second's answers over its
+// peers, kept as GCRA keeps a theoretical arrival time); and when the peer
+// holds its fair share of the slots (the limit divided by the peers in
+// flight, itself included) and is not behind its pace. It returns the
+// peer's count to give back (release), and shed true when the request is
+// over them; with force (dry_run) the slot is taken even then.
+func (a *adaptiveGroup) acquire(k Key, ms int64, force bool) (slot *atomic.Int32, shed bool) {
 	b := a.bounds.Load()
 	limit, ceil := int64(b&(1<<32-1)), int64(b>>32)
-	s := &a.slots[slotOf(k)]
+	i := slotOf(k)
+	s := &a.slots[i]
 	held := int64(s.Add(1)) - 1
 	d := int64(1)
 	if held == 0 {
 		d += onePeer
 	}
 	n, peers := split(a.counts.Add(d))
-	if n > limit && (n > ceil || held > 0 && held*peers >= limit) {
-		shed = true
-		if !force {
-			a.counts.Add(-d)
-			s.Add(-1)
-			return nil, true
+	// interval is the fair pace's (µs), ahead how far the peer's
+	// theoretical arrival time is past ms (µs); both 0 without a quota.
+	var interval, ahead, tat, us int64
+	if q := a.quota.Load(); q > 0 {
+		interval, us = max(1, 1_000_000/q), ms*1000
+		tat = a.tat[i].Load()
+		ahead = tat - us
+	}
+	if n > limit {
+		paced := interval == 0 || ahead > (fairBurst-1)*interval
+		if n > ceil || interval > 0 && ahead > fairBurst*interval || held > 0 && held*peers >= limit && paced {
+			shed = true
+			if !force {
+				a.counts.Add(-d)
+				s.Add(-1)
+				return nil, true
+			}
 		}
+	}
+	if interval > 0 {
+		a.tat[i].Store(max(tat, us) + interval)
+	}
+	if e := a.epoch.Load(); a.seen[i].Load() != e && a.seen[i].Swap(e) != e {
+		a.epochPeers.Add(1)
 	}
 	return s, shed
 }
@@ -140,6 +180,18 @@ func (a *adaptiveGroup) sample(ms, admitted int64, latency time.Duration, failed
 	us := latency.Microseconds()
 	n, _ := split(a.counts.Load())
 	a.mu.Lock()
+	if e := ms / 1000; e != a.epoch.Load() {
+		// A new second: the last one's answers over its peers are the
+		// quota, when the last one is the second before.
+		q := int64(0)
+		if p := a.epochPeers.Swap(0); p > 0 && e == a.epoch.Load()+1 {
+			q = (a.answers + p - 1) / p
+		}
+		a.quota.Store(q)
+		a.answers = 0
+		a.epoch.Store(e)
+	}
+	a.answers++
 	if a.ctl.sample(ms, admitted, us, failed, n) {
 		a.publish()
 	}

@@ -284,7 +284,7 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	var as *atomic.Int32
 	if ad := gr.adaptive; ad != nil {
 		var shed bool
-		if as, shed = ad.acquire(key, gr.Mode == ModeDryRun); shed {
+		if as, shed = ad.acquire(key, ms, gr.Mode == ModeDryRun); shed {
 			d = l.adaptiveShed(gr, g, ms)
 			if d.Allowed { // dry_run: let through, counted in flight
 				d.ad, d.as, d.sc = ad, as, sc

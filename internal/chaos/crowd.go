@@ -64,13 +64,11 @@ type CrowdOptions struct {
 	// each: 200 answers a second).
 	Servers int
 	Service time.Duration
-	// Peers crowd peers (default 4), each with Clients clients at once
-	// (default 10, inside concurrency_limit 11), each client sending one
-	// request every Pace (default 60 ms: with the defaults, 3.3× the
-	// node's capacity while it answers at once). With fewer peers than
-	// the adaptive limit, each has a fair share of at least one slot; with
-	// more, the polite peer is one small peer among many and gets what
-	// they get (docs/limiting.md, "Fair share at saturation").
+	// Peers crowd peers (default 16: more than the adaptive limit, so
+	// that every share is one slot and the fair pace decides), each with
+	// Clients clients at once (default 3, inside concurrency_limit 4),
+	// each client sending one request every Pace (default 80 ms: with the
+	// defaults, 3× the node's capacity while it answers at once).
 	Peers, Clients int
 	Pace           time.Duration
 	// MaxLimit is adaptive_max_limit (default 16: the node holds at most
@@ -180,10 +178,10 @@ func Crowd(ctx context.Context, o CrowdOptions) (*CrowdResult, error) {
 	def(&o.Duration, 3*time.Minute)
 	def(&o.Warmup, 3*time.Second)
 	def(&o.Service, 40*time.Millisecond)
-	def(&o.Pace, 60*time.Millisecond)
+	def(&o.Pace, 80*time.Millisecond)
 	defi(&o.Servers, 8)
-	defi(&o.Peers, 4)
-	defi(&o.Clients, 10)
+	defi(&o.Peers, 16)
+	defi(&o.Clients, 3)
 	defi(&o.MaxLimit, 16)
 	node, err := startQueueNode(o.Servers, o.Service)
 	if err != nil {

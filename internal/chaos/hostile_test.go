@@ -86,7 +86,7 @@ func TestSlowReadersShort(t *testing.T) {
 	}
 }
 
-// TestCrowdShort: eight seconds of a crowd of 4 peers, each inside its
+// TestCrowdShort: eight seconds of a crowd of 16 peers, each inside its
 // per-peer limits, offering about 3× what a node of 200 answers a second
 // serves, and a polite peer: with adaptive concurrency on, the node never
 // holds more than the adaptive maximum, the crowd's shed requests are 503s

@@ -4,7 +4,7 @@
 // 450 per 30 s, concurrency 150), 10 000 existing peers, with
 // adaptive_concurrency off and on (a limit of 1000, above what the run holds
 // in flight: every admission takes the group's count and its peer's slot
-// and gives them back), in one process. The two are interleaved in short
+// and gives them back, and keeps its peer's fair pace), in one process. The two are interleaved in short
 // chunks, off then on then on then off…, so that a noisy machine's load
 // falls on both alike; each pair of chunks gives one ratio, and it prints
 // their median and quartiles, and the fastest chunk of each. Serial, then
@@ -69,6 +69,18 @@ func main() {
 		for i, p := range ps {
 			d := l.Decide(at(i), p, id)
 			d.Release()
+		}
+		if on {
+			// Answers in two seconds in a row: the fair pace's quota is
+			// measured, as when the node answers.
+			for s := range 2 {
+				for i, p := range ps[:100] {
+					t := t0.Add(time.Duration(s+1)*time.Second + time.Duration(i)*time.Millisecond)
+					d := l.Decide(t, p, id)
+					d.Sample(t, time.Millisecond, false)
+					d.Release()
+				}
+			}
 		}
 		return &side{l: l, g: id, i: len(ps)}
 	}

@@ -160,9 +160,9 @@ func main() {
 		duration := fs.Duration("duration", 3*time.Minute, "how long the crowd sends")
 		servers := fs.Int("servers", 8, "requests the node serves at a time")
 		service := fs.Duration("service", 40*time.Millisecond, "the node's time for each")
-		peers := fs.Int("peers", 4, "crowd peers")
-		clients := fs.Int("clients", 10, "clients of each crowd peer (concurrency_limit: one more)")
-		pace := fs.Duration("pace", 60*time.Millisecond, "each client sends one request every")
+		peers := fs.Int("peers", 16, "crowd peers")
+		clients := fs.Int("clients", 3, "clients of each crowd peer (concurrency_limit: one more)")
+		pace := fs.Duration("pace", 80*time.Millisecond, "each client sends one request every")
 		maxLimit := fs.Int("max-limit", 16, "adaptive_max_limit")
 		run = func() (string, bool, error) {
 			r, err := chaos.Crowd(ctx, chaos.CrowdOptions{Bin: *bin, Dir: *dir, Duration: *duration, Servers: *servers, Service: *service,
