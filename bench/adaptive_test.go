@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/bench"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 )
@@ -44,17 +45,7 @@ func BenchmarkDecideAdaptive(b *testing.B) {
 			d.Release()
 		}
 		if on {
-			// Answers in two seconds in a row: the fair pace's quota is
-			// measured, as when the node answers, and every admission
-			// keeps its peer's pace too.
-			for s := range 2 {
-				for i, p := range ps[:100] {
-					at := t0.Add(time.Duration(s+1)*time.Second + time.Duration(i)*time.Millisecond)
-					d := l.Decide(at, p, id)
-					d.Sample(at, time.Millisecond, false)
-					d.Release()
-				}
-			}
+			bench.MeasureQuota(l, id, ps, t0)
 		}
 		return l, id
 	}

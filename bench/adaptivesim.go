@@ -157,6 +157,22 @@ func SimGroup(load SimLoad, a limiter.Adaptive) limiter.GroupSettings {
 	return g
 }
 
+// MeasureQuota gives group g of l answers in the two seconds after t0 (100
+// of the first of ps each second, answered in 1 ms), so that the group's
+// adaptive concurrency has measured its fair pace's quota, as when the node
+// answers: the decision path's cost then includes keeping each peer's pace
+// (docs/limiting.md, "Fair share at saturation").
+func MeasureQuota(l *limiter.Limiter, g limiter.GroupID, ps []peer.Peer, t0 time.Time) {
+	for s := range 2 {
+		for i, p := range ps[:min(100, len(ps))] {
+			at := t0.Add(time.Duration(s+1)*time.Second + time.Duration(i)*time.Millisecond)
+			d := l.Decide(at, p, g)
+			d.Sample(at, time.Millisecond, false)
+			d.Release()
+		}
+	}
+}
+
 // RunSim runs cfg and returns what it measured.
 func RunSim(cfg SimConfig) (SimResult, error) {
 	a := cfg.Settings

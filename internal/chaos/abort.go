@@ -92,6 +92,14 @@ func editConfig(s *Setup, server, admin []string, concurrency int) error {
 	return os.WriteFile(s.Config, []byte(c), 0o600)
 }
 
+// orDefault sets an option left at its zero value to v.
+func orDefault[T comparable](o *T, v T) {
+	var zero T
+	if *o == zero {
+		*o = v
+	}
+}
+
 // AbortOptions configure Aborts.
 type AbortOptions struct {
 	Bin, Dir string
@@ -142,23 +150,13 @@ func (r *AbortResult) String() string {
 // answered, so the node never works on more than concurrency_limit of one
 // peer's requests.
 func Aborts(ctx context.Context, o AbortOptions) (*AbortResult, error) {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	defi := func(d *int, v int) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&o.Duration, 3*time.Minute)
-	def(&o.Every, 400*time.Millisecond)
-	def(&o.Patience, 200*time.Millisecond)
-	def(&o.Work, 1500*time.Millisecond)
-	defi(&o.Peers, 4)
-	defi(&o.Limit, 3)
-	defi(&o.PerWave, 6)
+	orDefault(&o.Duration, 3*time.Minute)
+	orDefault(&o.Every, 400*time.Millisecond)
+	orDefault(&o.Patience, 200*time.Millisecond)
+	orDefault(&o.Work, 1500*time.Millisecond)
+	orDefault(&o.Peers, 4)
+	orDefault(&o.Limit, 3)
+	orDefault(&o.PerWave, 6)
 	node, err := startBusyNode(o.Work)
 	if err != nil {
 		return nil, err

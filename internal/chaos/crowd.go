@@ -165,24 +165,14 @@ next:
 // no crowd peer gets less than half the mean admissions (the fair share);
 // and once the crowd went nothing is left in flight.
 func Crowd(ctx context.Context, o CrowdOptions) (*CrowdResult, error) {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	defi := func(d *int, v int) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&o.Duration, 3*time.Minute)
-	def(&o.Warmup, 3*time.Second)
-	def(&o.Service, 40*time.Millisecond)
-	def(&o.Pace, 80*time.Millisecond)
-	defi(&o.Servers, 8)
-	defi(&o.Peers, 16)
-	defi(&o.Clients, 3)
-	defi(&o.MaxLimit, 16)
+	orDefault(&o.Duration, 3*time.Minute)
+	orDefault(&o.Warmup, 3*time.Second)
+	orDefault(&o.Service, 40*time.Millisecond)
+	orDefault(&o.Pace, 80*time.Millisecond)
+	orDefault(&o.Servers, 8)
+	orDefault(&o.Peers, 16)
+	orDefault(&o.Clients, 3)
+	orDefault(&o.MaxLimit, 16)
 	node, err := startQueueNode(o.Servers, o.Service)
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/limiterd/limiterd/bench"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 	"github.com/limiterd/limiterd/limiter/peer"
@@ -71,16 +72,7 @@ func main() {
 			d.Release()
 		}
 		if on {
-			// Answers in two seconds in a row: the fair pace's quota is
-			// measured, as when the node answers.
-			for s := range 2 {
-				for i, p := range ps[:100] {
-					t := t0.Add(time.Duration(s+1)*time.Second + time.Duration(i)*time.Millisecond)
-					d := l.Decide(t, p, id)
-					d.Sample(t, time.Millisecond, false)
-					d.Release()
-				}
-			}
+			bench.MeasureQuota(l, id, ps, t0)
 		}
 		return &side{l: l, g: id, i: len(ps)}
 	}
