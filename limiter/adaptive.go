@@ -83,8 +83,8 @@ type Adaptive struct {
 
 // DefaultAdaptive returns the shipped adaptive settings, off: the limit
 // between 3 and 1000, a window of 250 ms summed up by its median, a buffer
-// of 25 %, half of each step taken, the unloaded latency measured every
-// minute on 50 answers (decision 200).
+// of 25 %, 30 % of each step taken, the unloaded latency measured every
+// minute on 50 answers (decisions 200 and 225).
 func DefaultAdaptive() Adaptive {
 	return Adaptive{
 		AdaptiveAlgorithm:     AdaptiveGradient,
@@ -93,7 +93,7 @@ func DefaultAdaptive() Adaptive {
 		AdaptiveWindow:        250,
 		AdaptivePercentile:    50,
 		AdaptiveBuffer:        25,
-		AdaptiveSmoothing:     50,
+		AdaptiveSmoothing:     30,
 		AdaptiveProbeInterval: 60_000,
 		AdaptiveProbeSamples:  50,
 	}

@@ -3,7 +3,9 @@ package limiter_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/peer"
 )
 
 // adaptiveGroup returns the settings of "api": a window of 1000 a second
@@ -536,4 +539,152 @@ func TestAdaptiveKeysValidated(t *testing.T) {
 	if _, err := limiter.ParseAdaptiveAlgorithm("gradient"); err != nil {
 		t.Error(err)
 	}
+}
+
+// stepNode is a stand-in node on a fake clock, deterministic: servers
+// requests served at a time, each for the same service time (none varies:
+// a saturated node then serves in lockstep, and the window's median
+// latency flips between one service time and two), the rest queued.
+type stepNode struct {
+	servers int
+	busy    []stepReq // ends in order of start (one service time for all)
+	queue   []stepReq
+}
+
+type stepReq struct {
+	d    limiter.Decision
+	sent time.Time
+	end  time.Time
+}
+
+// admit queues d, sent at now.
+func (n *stepNode) admit(d limiter.Decision, now time.Time, service time.Duration) {
+	n.queue = append(n.queue, stepReq{d: d, sent: now})
+	n.start(now, service)
+}
+
+// start moves queued requests to free servers at now.
+func (n *stepNode) start(now time.Time, service time.Duration) {
+	for len(n.busy) < n.servers && len(n.queue) > 0 {
+		r := n.queue[0]
+		n.queue = n.queue[1:]
+		r.end = now.Add(service)
+		n.busy = append(n.busy, r)
+	}
+}
+
+// answer answers every request served by now: its latency sampled, its
+// slot released.
+func (n *stepNode) answer(now time.Time, service time.Duration) {
+	for len(n.busy) > 0 && !n.busy[0].end.After(now) {
+		r := n.busy[0]
+		n.busy = n.busy[1:]
+		r.d.Sample(now, now.Sub(r.sent), false)
+		r.d.Release()
+		n.start(now, service)
+	}
+}
+
+// settle returns how long after sample from the limits took to come
+// within ±25 % of where they ended up before to (the median of the last
+// 5 s) and stay there but for measurements of the unloaded latency; -1
+// when they never did (the definition of the simulation's, bench/).
+func settle(limits []int64, probing []bool, from, to int) time.Duration {
+	tail := slices.Clone(limits[max(from, to-50):to])
+	slices.Sort(tail)
+	ref := float64(tail[len(tail)/2])
+	settled := -1
+	for i := to - 1; i >= from; i-- {
+		if probing[i] {
+			continue
+		}
+		if v := float64(limits[i]); v < ref*0.75 || v > ref*1.25 {
+			break
+		}
+		settled = i
+	}
+	if settled < 0 {
+		return -1
+	}
+	return time.Duration(settled-from) * 100 * time.Millisecond
+}
+
+// After the node slows down 4× the limit settles within 10 s, after it
+// recovers within 30 s (docs/benchmarks.md, "Adaptive concurrency: a crowd
+// against a node", which defines "settles"), on deterministic traces that
+// made the limit saw-tooth for the whole slow stretch (decision 225): 12
+// or 13 peers sending 1 or 2 requests a millisecond in turn (2.5× or 5×
+// the node's capacity), a node of 16 servers that every request takes
+// exactly 40 ms (160 ms for 20 s), the default adaptive settings. The
+// fair share lets 13 peers hold 26 in flight for any limit from 14 to 25,
+// and a node in lockstep makes the window's median one service time or
+// two: the limit that climbed into that stretch by the buffer at once
+// then walked down it for seconds, again and again.
+func TestAdaptiveSettlesAfterSlowdown(t *testing.T) {
+	for _, c := range []struct{ peers, perMS int }{{12, 1}, {12, 2}, {13, 1}, {13, 2}} {
+		t.Run(fmt.Sprintf("peers=%d/perms=%d", c.peers, c.perMS), func(t *testing.T) {
+			limits, probing := slowdownTrace(t, c.peers, c.perMS)
+			down := settle(limits, probing, slowFrom/100, slowTo/100)
+			up := settle(limits, probing, slowTo/100, traceEnd/100)
+			if down < 0 || down > 10*time.Second || up < 0 || up > 30*time.Second {
+				t.Errorf("the limit settled after the slowdown in %v (want ≤ 10 s), after the recovery in %v (want ≤ 30 s); every second from 15 s: %v",
+					down, up, everySecond(limits[150:]))
+			}
+		})
+	}
+}
+
+// The stretches of slowdownTrace, ms.
+const slowFrom, slowTo, traceEnd = 20_000, 40_000, 70_000
+
+// slowdownTrace runs a group with the default adaptive settings in front
+// of a stepNode of 16 servers on a fake clock, millisecond by
+// millisecond: peers peers send perMS requests a millisecond in turn; the
+// service time is 40 ms, 160 ms from slowFrom to slowTo. It returns the
+// limit and whether it was measuring, every 100 ms.
+func slowdownTrace(t *testing.T, n, perMS int) (limits []int64, probing []bool) {
+	a := limitertest.Adaptive{}.Settings()
+	l := limitertest.New(t, limitertest.Config(map[string]limiter.GroupSettings{"api": adaptiveGroupWith(a)}))
+	g, _ := l.GroupID("api")
+	peers := make([]peer.Peer, n)
+	for i := range peers {
+		peers[i] = limitertest.Peer(fmt.Sprintf("192.0.2.%d", i+1))
+	}
+	clk := limitertest.NewClock(limitertest.T0)
+	node := &stepNode{servers: 16}
+	for ms := 0; ms < traceEnd; ms++ {
+		now := clk.Now()
+		service := 40 * time.Millisecond
+		if ms >= slowFrom && ms < slowTo {
+			service *= 4
+		}
+		node.answer(now, service)
+		for k := range perMS {
+			if d := l.Decide(now, peers[(ms*perMS+k)%n], g); d.Allowed {
+				node.admit(d, now, service)
+			}
+		}
+		if ms%100 == 0 {
+			v, _ := l.Adaptive(g)
+			limits, probing = append(limits, v.Limit), append(probing, v.Probing)
+		}
+		clk.Add(time.Millisecond)
+	}
+	return limits, probing
+}
+
+func everySecond(v []int64) []int64 {
+	var out []int64
+	for i := 0; i < len(v); i += 10 {
+		out = append(out, v[i])
+	}
+	return out
+}
+
+// adaptiveGroupWith returns the settings of "api": a window of 1000 a
+// second and 100 in flight per peer, adaptive settings a.
+func adaptiveGroupWith(a limiter.Adaptive) limiter.GroupSettings {
+	g := limitertest.Hybrid{Window: 1000, WindowMS: 1000, Leaky: 0, TickMS: 30_000, Reduction: 1, Concurrency: 100}.Settings()
+	g.Adaptive = a
+	return g
 }

@@ -3,11 +3,12 @@ package limiter
 import "math/bits"
 
 // The gradient controller of a group's adaptive concurrency limit
-// (docs/limiting.md, "Adaptive concurrency"; decision 200): the gradient
-// controller of Envoy's adaptive concurrency filter, with Netflix
-// Gradient2's smoothing and its rule against growth while the traffic
-// does not use the limit, and failed answers counted as congestion. Pure:
-// times are arguments, nothing is read from the clock, integers only.
+// (docs/limiting.md, "Adaptive concurrency"; decisions 200 and 225): the
+// gradient controller of Envoy's adaptive concurrency filter, with Netflix
+// Gradient2's smoothing, its gradient of at most 1 and its rule against
+// growth while the traffic does not use the limit, and failed answers
+// counted as congestion. Pure: times are arguments, nothing is read from
+// the clock, integers only.
 //
 // Every window (adaptive_window ms, or twice the last window's latency
 // when longer; closed by the first answer after its end that brings it to
@@ -15,30 +16,33 @@ import "math/bits"
 // adaptive_percentile of the answers' latencies, is compared with the
 // unloaded latency:
 //
-//	gradient = unloaded × (1 + buffer) / latency, within [½, 2]
+//	gradient = unloaded × (1 + buffer) / latency, within [½, 1]
 //	target   = limit × gradient + √(limit × gradient)
 //	limit   += (target − limit) × smoothing
 //
-// within [adaptive_min_limit, adaptive_max_limit]. A window with a share f
-// of failed answers (5xx, timeouts, resets) takes a gradient of at most
-// 1 − f, never above 1, never below ½: a node that fails every answer
-// halves the limit each window, whatever its latency. The limit does not
-// grow on a window whose traffic held less than half of it in flight, nor
-// on one faster than the unloaded latency by more than the buffer (the
-// unloaded latency is then stale).
+// within [adaptive_min_limit, adaptive_max_limit]. The limit grows by the
+// √ term only, a little every window (Gradient2's queue): a window that
+// looks unloaded does not lift it by the buffer at once (decision 225).
+// A window with a share f of failed answers (5xx, timeouts, resets) takes
+// a gradient of at most 1 − f, never below ½: a node that fails every
+// answer shrinks the limit by the most each window, whatever its latency.
+// The limit does not grow on a window whose traffic held less than half
+// of it in flight, nor on one faster than the unloaded latency by more
+// than the buffer (the unloaded latency is then stale).
 //
 // The unloaded latency is measured by pinning the limit at
 // adaptive_min_limit until adaptive_probe_samples answers to requests
 // admitted since then have come back (or 10, once it has lasted 4
 // windows: a slow node's measurement would hold the limit at the minimum
 // long); their percentile is the new unloaded latency, and the limit goes
-// back to what it was. A
-// measurement starts at the first window's end every
-// adaptive_probe_interval (plus up to 15 %), and at once after 5 windows
-// in a row at the minimum or with the gradient at its floor (the node
-// slowed down: the old unloaded latency is out of reach), or 5 windows in
-// a row faster than the unloaded latency by more than the buffer (the
-// node got faster).
+// back to what it was. A measurement starts at the first window's end
+// every adaptive_probe_interval (plus up to 15 %), and at once after 5
+// windows in a row at the minimum, or 5 windows in a row faster than the
+// unloaded latency by more than the buffer (the node got faster), or 5
+// windows in a row with the gradient at its floor (the node slowed down:
+// the old unloaded latency is out of reach). After those 5 floor windows
+// the limit goes back to what it was before them: they were judged
+// against the old unloaded latency (decision 225).
 
 // Fixed-point units of the controller.
 const (
@@ -80,7 +84,11 @@ type gradient struct {
 	// Windows in a row at the minimum, with the gradient at its floor ½,
 	// faster than the unloaded latency by more than the buffer.
 	atMin, slow, fast int
-	probes            uint64
+	// beforeSlow is the limit before the first of the slow windows in a
+	// row, thousandths; slowFailed, whether any of them had failed answers.
+	beforeSlow int64
+	slowFailed bool
+	probes     uint64
 }
 
 // newGradient returns a controller with settings p (valid, on) at ms: it
@@ -211,11 +219,11 @@ func (c *gradient) close(ms int64) bool {
 	if c.ok > 0 {
 		c.latency = c.hist.percentile(c.p.AdaptivePercentile)
 		g = c.unloaded * (100 + c.p.AdaptiveBuffer) * (permille / 100) / c.latency
-		g = min(max(g, permille/2), 2*permille)
+		g = min(max(g, permille/2), permille)
 	}
 	if c.failed > 0 {
 		f := c.failed * permille / (c.ok + c.failed)
-		g = max(min(g, permille)*(permille-f)/permille, permille/2)
+		g = max(g*(permille-f)/permille, permille/2)
 	}
 	// A window faster than the unloaded latency by more than the buffer
 	// says the node got faster than measured: the limit holds until it is
@@ -225,6 +233,7 @@ func (c *gradient) close(ms int64) bool {
 	// Growth only when the traffic used the limit (Gradient2's rule): a
 	// window that held less than half of it in flight says nothing of
 	// more.
+	before := c.limit
 	if g < permille || !fast && c.peak*2*milli >= c.limit {
 		scaled := c.limit * g / permille
 		target := scaled + isqrt(scaled*milli)
@@ -236,6 +245,10 @@ func (c *gradient) close(ms int64) bool {
 		c.atMin = 0
 	}
 	if g == permille/2 {
+		if c.slow == 0 {
+			c.beforeSlow, c.slowFailed = before, false
+		}
+		c.slowFailed = c.slowFailed || c.failed > 0
 		c.slow++
 	} else {
 		c.slow = 0
@@ -247,6 +260,14 @@ func (c *gradient) close(ms int64) bool {
 	}
 	c.reset()
 	c.windowEnd = ms + c.span()
+	if c.slow >= rearm && !c.slowFailed {
+		// The node slowed down: the floor windows measured it against an
+		// unloaded latency it no longer has, and its concurrency need not
+		// have changed with its speed. The measurement goes back to the
+		// limit before them, not to what they made of it. (Failed answers
+		// are congestion whatever the unloaded latency: their steps stay.)
+		c.limit = c.beforeSlow
+	}
 	if ms >= c.nextProbe || c.atMin >= rearm || c.slow >= rearm || c.fast >= rearm {
 		c.startProbe(ms)
 	}

@@ -102,11 +102,11 @@ func TestGradientMeasurementBounded(t *testing.T) {
 	}
 }
 
-// The limit window by window: at the unloaded latency it grows by the
-// gradient 1.25 and the headroom √limit; at twice the unloaded latency it
-// shrinks (gradient 0.625); at four times, by the floor ½; faster than
-// the unloaded latency by more than the buffer, it holds; it never leaves
-// [min, max].
+// The limit window by window: at the unloaded latency, or faster within
+// the buffer, it grows by the headroom √limit only (the gradient at most
+// 1); at twice the unloaded latency it shrinks (gradient 0.625); at four
+// times, by the floor ½; faster than the unloaded latency by more than
+// the buffer, it holds; it never leaves [min, max].
 func TestGradientSteps(t *testing.T) {
 	c := measured(t, 3)
 	next := int64(10)
@@ -114,19 +114,19 @@ func TestGradientSteps(t *testing.T) {
 		us   int64
 		want int64
 	}{
-		{U, 5},            // 3 × 1.25 = 3.75, + √3.75 = 5.686
-		{U, 9},            // 7.107 + 2.666 = 9.773
-		{U, 15},           // 12.216 + 3.495 = 15.711
-		{U, 24},           // 19.638 + 4.431 = 24.069
-		{2 * U, 18},       // 24.069 × 0.625 = 15.043, + 3.878 = 18.921
-		{2 * U, 15},       // 11.824 + 3.438 = 15.262
-		{4 * U, 10},       // × ½: 7.631 + 2.762 = 10.393
-		{4 * U, 7},        // 7.475
-		{4 * U, 5},        // 5.670: the fixed point of × ½ + √ is 2, towards the floor
-		{4 * U, 4},        // 4.518
-		{U * 17 / 20, 9},  // × 1.470: 6.642 + 2.577 = 9.218
-		{U / 4, 9},        // 4× faster than measured: holds
-		{U * 17 / 20, 16}, // 13.551 + 3.681
+		{U, 4},           // 3 + √3 = 4.732
+		{U, 6},           // 4.732 + 2.175 = 6.907
+		{U, 9},           // 6.907 + 2.628 = 9.535
+		{U, 12},          // 9.535 + 3.088 = 12.623
+		{2 * U, 10},      // 12.623 × 0.625 = 7.889, + 2.809 = 10.698
+		{2 * U, 9},       // 6.686 + 2.586 = 9.272
+		{4 * U, 6},       // × ½: 4.636 + 2.153 = 6.789
+		{4 * U, 5},       // 3.394 + 1.842 = 5.237
+		{4 * U, 4},       // 2.618 + 1.618 = 4.237: the fixed point of × ½ + √ is 2, towards the floor
+		{4 * U, 3},       // 2.118 + 1.455 = 3.574
+		{U * 17 / 20, 5}, // 1.470 capped at 1: 3.574 + 1.890 = 5.465
+		{U / 4, 5},       // 4× faster than measured: holds
+		{U * 17 / 20, 7}, // 5.465 + 2.338 = 7.803
 	} {
 		var got int64
 		got, next = window(c, next, st.us, false, 1000)
@@ -137,12 +137,16 @@ func TestGradientSteps(t *testing.T) {
 	if c.probing {
 		t.Fatal("measuring")
 	}
-	// The ceiling.
-	for range 10 {
+	// The ceiling: √limit a window (√limit grows by about ½ a window),
+	// never past it.
+	for i := range 70 {
 		_, next = window(c, next, U*17/20, false, 1000)
+		if i < 40 && c.current() >= 1000 {
+			t.Fatalf("the maximum after %d windows: growth by more than √limit a window", i+1)
+		}
 	}
 	if c.current() != 1000 {
-		t.Fatalf("10 more windows at 0.85 × the unloaded latency: %d, want the maximum 1000", c.current())
+		t.Fatalf("70 more windows at 0.85 × the unloaded latency: %d, want the maximum 1000", c.current())
 	}
 }
 
@@ -199,9 +203,12 @@ func TestGradientFailuresDriveTheLimitDown(t *testing.T) {
 	if got >= 110 || got < 20 {
 		t.Fatalf("4 windows of instant failures from 200: %d", got)
 	}
+	before := c.limit
 	_, next = window(c, next, 1, true, 1000)
-	if !c.probing || c.current() != 3 {
-		t.Fatalf("5 windows of failures: probing %v, limit %d", c.probing, c.current())
+	if !c.probing || c.current() != 3 || c.deferred >= before {
+		// Failures are congestion whatever the unloaded latency: the
+		// measurement goes back to the limit they brought down.
+		t.Fatalf("5 windows of failures: probing %v, limit %d, back to %d (want below %d)", c.probing, c.current(), c.deferred, before)
 	}
 	feed(c, next, 1000, 1, true, 1000)
 	if !c.probing || c.current() != 3 {
@@ -247,8 +254,10 @@ func TestGradientPeriodicMeasurement(t *testing.T) {
 }
 
 // A node that got slower (the gradient at its floor ½ for 5 windows in a
-// row) is measured again, from the limit it came down to; so is one that
-// kept the limit at the minimum for 5 windows.
+// row) is measured again, and the limit goes back to where it was before
+// those windows, which judged the node by the old unloaded latency
+// (decision 225); one that kept the limit at the minimum for 5 windows is
+// measured again too.
 func TestGradientSlowerNodeMeasuredAgain(t *testing.T) {
 	c := measured(t, 100)
 	next := int64(10)
@@ -259,11 +268,11 @@ func TestGradientSlowerNodeMeasuredAgain(t *testing.T) {
 		}
 	}
 	window(c, next, 4*U, false, 1000)
-	if !c.probing || c.current() != 3 || c.deferred != 9508 {
+	if !c.probing || c.current() != 3 || c.deferred != 100*milli {
 		t.Fatalf("5 windows at 4×: probing %v, limit %d, back to %d", c.probing, c.current(), c.deferred)
 	}
 	feed(c, c.probeFrom, 10, 4*U, false, 1)
-	if c.probing || c.unloaded != 4*U || c.current() != 9 {
+	if c.probing || c.unloaded != 4*U || c.current() != 100 {
 		t.Fatalf("measured: probing %v, unloaded %d, limit %d", c.probing, c.unloaded, c.current())
 	}
 
