@@ -5,9 +5,12 @@
 // peers offering -overload times the node's capacity and one polite peer.
 // It prints, in one run, adaptive concurrency off and on under the
 // overload, a crowd of many small peers, and the node slowing down
-// -slowdown times for 20 s and recovering; then it stops.
+// -slowdown times for 20 s and recovering; then it stops. With -seeds N it
+// runs only the step, for -rand, -rand+1, … N runs, and prints how long
+// the limit took to settle each way in each.
 //
 //	go -C bench run ./cmd/adaptivesim
+//	go -C bench run ./cmd/adaptivesim -seeds 10
 package main
 
 import (
@@ -35,6 +38,7 @@ func main() {
 	smoothing := flag.Int64("smoothing", 0, "adaptive_smoothing, % (0: the default)")
 	buffer := flag.Int64("buffer", -1, "adaptive_buffer, % (-1: the default)")
 	percentile := flag.Int64("percentile", 0, "adaptive_percentile (0: the default)")
+	seeds := flag.Int("seeds", 0, "run only the step, for this many -rand values from -rand on")
 	flag.Parse()
 
 	a := limiter.DefaultAdaptive()
@@ -52,9 +56,10 @@ func main() {
 	}
 	node := bench.SimNode{Servers: *servers, Service: *service, Jitter: *jitter}
 	load := bench.SimLoad{Crowd: *crowd, Overload: *overload, PeerConcurrency: 150, Polite: *polite, ClientTimeout: *timeout}
+	seed := *rnd
 	run := func(adaptive bool, l bench.SimLoad, phases []bench.SimPhase) bench.SimResult {
 		r, err := bench.RunSim(bench.SimConfig{Node: node, Load: l, Adaptive: adaptive, Settings: a,
-			Warmup: 10 * time.Second, Phases: phases, Rand: *rnd})
+			Warmup: 10 * time.Second, Phases: phases, Rand: seed})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -62,6 +67,26 @@ func main() {
 		return r
 	}
 	steady := []bench.SimPhase{{For: 60 * time.Second, Slowdown: 1}}
+	stepPhases := []bench.SimPhase{{For: 30 * time.Second, Slowdown: 1}, {For: 20 * time.Second, Slowdown: *slowdown}, {For: 40 * time.Second, Slowdown: 1}}
+	if *seeds > 0 {
+		fmt.Printf("step (30 s, %g× slower for 20 s, 40 s), adaptive on; node %d at a time, %v each (jitter %g); crowd %d peers at %.1f× capacity; adaptive %+v\n",
+			*slowdown, *servers, *service, *jitter, *crowd, *overload, a)
+		fmt.Println("-rand  settles after the slowdown (≤ 10 s)  after the recovery (≤ 30 s)")
+		met := 0
+		for i := range *seeds {
+			seed = *rnd + uint64(i)
+			r := run(true, load, stepPhases)
+			p := r.Phases
+			down, up := r.Settle(p[1], p[2], 0.25), r.Settle(p[2], len(r.Limit), 0.25)
+			ok := down >= 0 && down <= 10*time.Second && up >= 0 && up <= 30*time.Second
+			if ok {
+				met++
+			}
+			fmt.Printf("%5d  %31v  %28v\n", seed, down, up)
+		}
+		fmt.Printf("both targets met in %d of %d runs\n", met, *seeds)
+		return
+	}
 	fmt.Printf("node: %d at a time, %v each (capacity %.0f/s); crowd: %d peers offering %.1f× capacity, %d in flight each at most; polite: %.1f/s; client timeout %v; -rand %d\n",
 		*servers, *service, node.Capacity(), *crowd, *overload, load.PeerConcurrency, *polite, *timeout, *rnd)
 	fmt.Printf("adaptive: %+v\n\n", a)
@@ -81,7 +106,7 @@ func main() {
 	m := run(true, manyLoad, steady)
 	fmt.Printf("%d small peers, adaptive on:            %v\n", *many, m)
 
-	step := run(true, load, []bench.SimPhase{{For: 30 * time.Second, Slowdown: 1}, {For: 20 * time.Second, Slowdown: *slowdown}, {For: 40 * time.Second, Slowdown: 1}})
+	step := run(true, load, stepPhases)
 	fmt.Printf("\nstep (30 s, %g× slower for 20 s, 40 s), adaptive on: %v\n", *slowdown, step)
 	p := step.Phases
 	fmt.Printf("  limit settles after the slowdown in %v, after the recovery in %v (±25%%)\n",
