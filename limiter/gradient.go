@@ -37,12 +37,10 @@ import "math/bits"
 // long); their percentile is the new unloaded latency, and the limit goes
 // back to what it was. A measurement starts at the first window's end
 // every adaptive_probe_interval (plus up to 15 %), and at once after 5
-// windows in a row at the minimum, or 5 windows in a row faster than the
-// unloaded latency by more than the buffer (the node got faster), or 5
-// windows in a row with the gradient at its floor (the node slowed down:
-// the old unloaded latency is out of reach). After those 5 floor windows
-// the limit goes back to what it was before them: they were judged
-// against the old unloaded latency (decision 225).
+// windows in a row at the minimum or with the gradient at its floor (the
+// node slowed down: the old unloaded latency is out of reach), or 5
+// windows in a row faster than the unloaded latency by more than the
+// buffer (the node got faster).
 
 // Fixed-point units of the controller.
 const (
@@ -84,11 +82,7 @@ type gradient struct {
 	// Windows in a row at the minimum, with the gradient at its floor ½,
 	// faster than the unloaded latency by more than the buffer.
 	atMin, slow, fast int
-	// beforeSlow is the limit before the first of the slow windows in a
-	// row, thousandths; slowFailed, whether any of them had failed answers.
-	beforeSlow int64
-	slowFailed bool
-	probes     uint64
+	probes            uint64
 }
 
 // newGradient returns a controller with settings p (valid, on) at ms: it
@@ -233,7 +227,6 @@ func (c *gradient) close(ms int64) bool {
 	// Growth only when the traffic used the limit (Gradient2's rule): a
 	// window that held less than half of it in flight says nothing of
 	// more.
-	before := c.limit
 	if g < permille || !fast && c.peak*2*milli >= c.limit {
 		scaled := c.limit * g / permille
 		target := scaled + isqrt(scaled*milli)
@@ -245,10 +238,6 @@ func (c *gradient) close(ms int64) bool {
 		c.atMin = 0
 	}
 	if g == permille/2 {
-		if c.slow == 0 {
-			c.beforeSlow, c.slowFailed = before, false
-		}
-		c.slowFailed = c.slowFailed || c.failed > 0
 		c.slow++
 	} else {
 		c.slow = 0
@@ -260,14 +249,6 @@ func (c *gradient) close(ms int64) bool {
 	}
 	c.reset()
 	c.windowEnd = ms + c.span()
-	if c.slow >= rearm && !c.slowFailed {
-		// The node slowed down: the floor windows measured it against an
-		// unloaded latency it no longer has, and its concurrency need not
-		// have changed with its speed. The measurement goes back to the
-		// limit before them, not to what they made of it. (Failed answers
-		// are congestion whatever the unloaded latency: their steps stay.)
-		c.limit = c.beforeSlow
-	}
 	if ms >= c.nextProbe || c.atMin >= rearm || c.slow >= rearm || c.fast >= rearm {
 		c.startProbe(ms)
 	}
