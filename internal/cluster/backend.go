@@ -135,6 +135,9 @@ func (o *Options) check() error {
 	if o.MaxUnsynced < 0 {
 		errs = append(errs, "cluster.max_unsynced: must be ≥ 0")
 	}
+	if len(o.Instance) > 255 {
+		errs = append(errs, "cluster instance name: at most 255 bytes (its requests in flight are named by it in redis)")
+	}
 	if o.OnFailure == FailLocal && o.Fallback == nil {
 		errs = append(errs, `cluster.on_failure: "local" needs a local state to decide on`)
 	}

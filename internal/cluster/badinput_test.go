@@ -94,7 +94,7 @@ func TestSlotUncovered(t *testing.T) {
 	} else {
 		d.Release()
 	}
-	slot, err := anyc.ClusterKeySlot(ctx, "ld:"+cluster.TagOf("192.0.2.2", "general")+":t").Result()
+	slot, err := anyc.ClusterKeySlot(ctx, "ld:"+cluster.TagOf("192.0.2.2", "general")+":pt").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"runtime"
@@ -289,20 +290,31 @@ func TestKeyErrors(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rdb.Close()
 	ctx := context.Background()
-	key := func(peer string) string { return "ld:" + cluster.TagOf(peer, "general") + ":t" }
+	key := func(peer string) string { return "ld:" + cluster.TagOf(peer, "general") + ":pt" }
 	cases := []struct {
 		name  string
 		plant func(peer string) error
 	}{
 		{"wrong type", func(p string) error { return rdb.HSet(ctx, key(p), "tok", 1).Err() }},
-		{"tokens not a number", func(p string) error { return rdb.Set(ctx, key(p), "0 abc 1", 0).Err() }},
-		{"negative tokens", func(p string) error { return rdb.Set(ctx, key(p), "0 -40 1", 0).Err() }},
+		{"tokens not a number", func(p string) error { return rdb.Set(ctx, key(p), packed(0, math.NaN(), 1), 0).Err() }},
+		{"negative tokens", func(p string) error { return rdb.Set(ctx, key(p), packed(0, -40, 1), 0).Err() }},
+		{"tokens not whole", func(p string) error { return rdb.Set(ctx, key(p), packed(0, 1.5, 1), 0).Err() }},
+		{"tick infinite", func(p string) error { return rdb.Set(ctx, key(p), packed(0, 1, math.Inf(-1)), 0).Err() }},
 		{"count not a number", func(p string) error {
-			return rdb.Set(ctx, key(p), "0 1 1;other x 99999999999999", 0).Err()
+			return rdb.Set(ctx, key(p), packed(0, 1, 1)+inflight("other", math.NaN(), 99999999999999), 0).Err()
 		}},
 		{"negative count", func(p string) error {
-			return rdb.Set(ctx, key(p), "0 1 1;other -3 99999999999999", 0).Err()
+			return rdb.Set(ctx, key(p), packed(0, 1, 1)+inflight("other", -3, 99999999999999), 0).Err()
 		}},
+		{"lease not whole", func(p string) error {
+			return rdb.Set(ctx, key(p), packed(0, 1, 1)+inflight("other", 1, 99999999999999.5), 0).Err()
+		}},
+		{"in-flight part cut short", func(p string) error {
+			v := packed(0, 1, 1) + inflight("other", 1, 99999999999999)
+			return rdb.Set(ctx, key(p), v[:len(v)-3], 0).Err()
+		}},
+		{"fields cut short", func(p string) error { return rdb.Set(ctx, key(p), packed(0, 1, 1)[:20], 0).Err() }},
+		{"the text layout", func(p string) error { return rdb.Set(ctx, key(p), "0 1 1;other 1 99999999999999", 0).Err() }},
 		{"garbage", func(p string) error { return rdb.Set(ctx, key(p), "\x00\xff;;", 0).Err() }},
 	}
 	for _, tc := range cases {

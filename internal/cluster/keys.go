@@ -18,13 +18,15 @@ const (
 	// Suffixes of a (peer, group)'s keys.
 	sufCounts    = ":c"  // local_first: HASH of in-flight counts per instance
 	sufHybrid    = ":h"  // hybrid, local_first: HASH of tokens
-	sufTokens    = ":t"  // hybrid, strict: STRING of tokens and in-flight counts per instance (lua/decide.lua)
+	sufTokens    = ":pt" // hybrid, strict: packed STRING of tokens and in-flight counts per instance (lua/decide.lua)
 	sufHybridWin = ":hw" // hybrid: ZSET of window timestamps
-	sufState     = ":s"  // token_bucket, gcra, fixed_window, sliding_window: STRING of the state and in-flight counts
+	sufState     = ":ps" // token_bucket, gcra, fixed_window, sliding_window: packed STRING of the state and in-flight counts
 	sufLog       = ":l"  // sliding_log: ZSET of timestamps
-	sufLogCounts = ":i"  // sliding_log: STRING of in-flight counts per instance
+	sufLogCounts = ":pi" // sliding_log: packed STRING of in-flight counts per instance
 	// The layout before in-flight counts: a ZSET of slots, and the
-	// algorithms' state as one string. Forget deletes them too.
+	// algorithms' state as one string. Forget deletes them too. (The state
+	// strings as text, ":t", ":s" and ":i" before decision 220, are no
+	// longer read: they expire by their TTL.)
 	sufOldSlots = ":f"
 	sufOldAlgo  = ":a"
 )

@@ -35,7 +35,7 @@ func TestRedisClusterFailover(t *testing.T) {
 	if !a.Status().Up || !b.Status().Up {
 		t.Fatalf("%+v %+v", a.Status(), b.Status())
 	}
-	key := func(peer string) string { return "ld:" + cluster.TagOf(peer, "general") + ":t" }
+	key := func(peer string) string { return "ld:" + cluster.TagOf(peer, "general") + ":pt" }
 	// peerOn returns a peer not used yet whose keys live on node s.
 	next := 0
 	peerOn := func(s *redistest.Server) string {

@@ -189,10 +189,10 @@ func (k *slotKeeper) renew(ctx context.Context) {
 	if len(keys) == 0 {
 		return
 	}
-	clock := k.b.clockArg()
 	calls := make([]*call, 0, len(keys))
 	for key := range keys {
-		calls = append(calls, &call{s: scriptRenew, keys: []string{key}, args: []any{clock, k.lease, k.b.inst}})
+		e := &entry{op: "n", keys: []string{key}}
+		calls = append(calls, &call{ent: e, keys: e.keys})
 	}
 	rctx, cancel := context.WithTimeout(ctx, time.Duration(k.lease)*time.Millisecond/3)
 	defer cancel()

@@ -37,8 +37,6 @@ var (
 	reduceSrc string
 	//go:embed lua/reduce_window.lua
 	reduceWindowSrc string
-	//go:embed lua/renew.lua
-	renewSrc string
 	//go:embed lua/cas.lua
 	casSrc string
 	//go:embed lua/lf_hybrid.lua
@@ -54,7 +52,6 @@ var (
 	scriptDecide   = newScript("decide", decideSrc)
 	scriptReduce   = keyScript("reduce", reduceSrc)
 	scriptReduceW  = keyScript("reduce_window", reduceWindowSrc)
-	scriptRenew    = keyScript("renew", renewSrc)
 	scriptCAS      = newScript("cas", casSrc)
 	scriptLFHybrid = keyScript("lf_hybrid", lfHybridSrc)
 	scriptMerge    = newScript("cfg_merge", cfgMergeSrc)

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strings"
@@ -165,7 +166,7 @@ func TestCorruptRenew(t *testing.T) {
 	defer rdb.Close()
 	ctx := context.Background()
 	b, lim, _ := open(t, cluster.Options{Addrs: []string{srv.Addr()}, Timeout: 2 * time.Second})
-	key := func(p string) string { return "ld:" + cluster.TagOf(p, "general") + ":t" }
+	key := func(p string) string { return "ld:" + cluster.TagOf(p, "general") + ":pt" }
 	held := decide(lim, "192.0.2.1") // held: its lease is renewed
 	other := decide(lim, "192.0.2.2")
 	defer held.Release()
@@ -173,7 +174,7 @@ func TestCorruptRenew(t *testing.T) {
 	if !held.Allowed || !other.Allowed {
 		t.Fatalf("%+v %+v", held, other)
 	}
-	bad := "0 1 1;" + b.Instance() + " x 99999999999999"
+	bad := packed(0, 1, 1) + inflight(b.Instance(), math.NaN(), 99999999999999)
 	if err := rdb.Set(ctx, key("192.0.2.1"), bad, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,4 +188,23 @@ func TestCorruptRenew(t *testing.T) {
 	if after, _ := rdb.Get(ctx, key("192.0.2.2")).Result(); after == before {
 		t.Fatalf("the other key's lease was not renewed: %q", after)
 	}
+}
+
+// packed returns a strict state string's fields part (decision 220): their
+// number, then each as a little-endian double, the generation first.
+func packed(fields ...float64) string {
+	b := []byte{byte(len(fields))}
+	for _, f := range fields {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	return string(b)
+}
+
+// inflight returns one instance's part of a packed state string: its id's
+// length and id, its count and its lease.
+func inflight(id string, n, lease float64) string {
+	b := append([]byte{byte(len(id))}, id...)
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(n))
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(lease))
+	return string(b)
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -64,14 +65,18 @@ func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *l
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return v, false, keyTypeErr(err, tk)
 	}
-	head, inflight, err := readTokens(str, sc.gen, now)
+	gen, _ := strconv.ParseInt(sc.gen, 10, 64)
+	st, err := readPacked(str, gen, now)
+	if err == nil && st.fields != nil && len(st.fields) != 2 {
+		err = fmt.Errorf("tokens of %d fields", len(st.fields))
+	}
 	if err != nil {
 		return v, false, &KeyError{Keys: []string{tk}, Msg: "corrupt: " + err.Error()}
 	}
-	v = limiter.EntryView{Peer: k, Group: name, Inflight: inflight, Algorithm: algo.Hybrid}
-	if head != "" {
+	v = limiter.EntryView{Peer: k, Group: name, Inflight: st.inflight, Algorithm: algo.Hybrid}
+	if st.fields != nil {
 		kn := sc.Leaky.IndexAt(now)
-		if v.Tokens, err = agedTokens(head, kn, s.LeakyTickReduction); err != nil {
+		if v.Tokens, err = agedTokens(st.fields, kn, s.LeakyTickReduction); err != nil {
 			return v, false, &KeyError{Keys: []string{tk}, Msg: "corrupt: " + err.Error()}
 		}
 	}
@@ -96,7 +101,7 @@ func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *l
 			}
 		}
 	}
-	return v, head != "" || inflight > 0 || v.Window > 0, nil
+	return v, st.fields != nil || st.inflight > 0 || v.Window > 0, nil
 }
 
 // keyTypeErr is err of a command on key: a WRONGTYPE answer is that key's
@@ -108,57 +113,70 @@ func keyTypeErr(err error, key string) error {
 	return err
 }
 
-// readTokens reads a strict state string "<generation> <fields>;<instance>
-// <n> <lease>;…" as lua/decide.lua's load does: the fields of generation
-// gen ("" when none or of another generation) and the requests in flight
-// of the instances whose lease holds at now.
-func readTokens(raw, gen string, now int64) (head string, inflight int64, err error) {
-	head, tail, counts := strings.Cut(raw, ";")
-	if head != "" {
-		g, rest, found := strings.Cut(head, " ")
-		if _, err := scriptInt(g, "generation", true); err != nil || !found {
-			return "", 0, fmt.Errorf("generation holds %q", g)
-		}
-		head = ""
-		if g == gen {
-			head = rest
-		}
-	}
-	if !counts {
-		return head, 0, nil
-	}
-	for _, seg := range strings.Split(tail, ";") {
-		f := strings.Split(seg, " ")
-		if len(f) != 3 || f[0] == "" {
-			return "", 0, fmt.Errorf("in-flight part holds %q", seg)
-		}
-		n, err := scriptInt(f[1], "in-flight count", true)
-		if err != nil {
-			return "", 0, err
-		}
-		e, err := scriptInt(f[2], "lease", true)
-		if err != nil {
-			return "", 0, err
-		}
-		if e > now {
-			inflight += n
-		}
-	}
-	return head, inflight, nil
+// packed is a strict state string as lua/decide.lua's load reads it: the
+// fields after the generation (nil when none, or of another generation)
+// and the requests in flight of the instances whose lease holds.
+type packed struct {
+	fields   []float64
+	inflight int64
 }
 
-// agedTokens returns the tokens of a hybrid state's fields "tok tk" aged
-// to leaky tick kn, tr a tick.
-func agedTokens(head string, kn, tr int64) (int64, error) {
-	a, b, found := strings.Cut(head, " ")
-	if !found || strings.Contains(b, " ") {
-		return 0, fmt.Errorf("tokens hold %q", head)
+// readPacked reads a packed state string (a byte nf, nf little-endian
+// doubles — the generation first —, then per instance a byte len, its id,
+// its count and its lease, two doubles; decision 220) as of now, for
+// generation gen, checking every value as the script does.
+func readPacked(raw string, gen, now int64) (packed, error) {
+	var st packed
+	if raw == "" {
+		return st, nil
 	}
-	tok, err := scriptInt(a, "tok", true)
+	b := []byte(raw)
+	nf := int(b[0])
+	if nf > 8 || 1+8*nf > len(b) {
+		return st, fmt.Errorf("state of %d bytes", len(b))
+	}
+	dbl := func(p int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b[p:])) }
+	if nf > 0 {
+		g := dbl(1)
+		if _, err := wholeMS(g, "generation", true); err != nil {
+			return st, err
+		}
+		if int64(g) == gen {
+			st.fields = make([]float64, nf-1)
+			for i := range st.fields {
+				st.fields[i] = dbl(9 + 8*i)
+			}
+		}
+	}
+	for p := 1 + 8*nf; p < len(b); {
+		q := p + int(b[p]) + 17
+		if q > len(b) {
+			return packed{}, fmt.Errorf("in-flight part of %d bytes", len(b)-p)
+		}
+		n, err := wholeMS(dbl(q-16), "in-flight count", true)
+		if err != nil {
+			return packed{}, err
+		}
+		e, err := wholeMS(dbl(q-8), "lease", true)
+		if err != nil {
+			return packed{}, err
+		}
+		if e > now {
+			st.inflight += n
+		}
+		p = q
+	}
+	return st, nil
+}
+
+// agedTokens returns the tokens of a hybrid state's fields (tok, tk) aged
+// to leaky tick kn, tr a tick.
+func agedTokens(f []float64, kn, tr int64) (int64, error) {
+	tok, err := wholeMS(f[0], "tok", true)
 	if err != nil {
 		return 0, err
 	}
-	tk, err := scriptInt(b, "tk", false)
+	tk, err := wholeMS(f[1], "tk", false)
 	if err != nil {
 		return 0, err
 	}
@@ -168,12 +186,11 @@ func agedTokens(head string, kn, tr int64) (int64, error) {
 	return tok, nil
 }
 
-// scriptInt reads s as the scripts' num does: an integer within ±2⁵³,
-// not negative when nonNeg.
-func scriptInt(s, what string, nonNeg bool) (int64, error) {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 || (nonNeg && f < 0) {
-		return 0, fmt.Errorf("%s holds %q", what, s)
+// wholeMS reads v as the scripts' int does: an integer within ±2⁵³, not
+// negative when nonNeg.
+func wholeMS(v float64, what string, nonNeg bool) (int64, error) {
+	if v != math.Trunc(v) || math.Abs(v) > 1<<53 || (nonNeg && v < 0) {
+		return 0, fmt.Errorf("%s holds %v", what, v)
 	}
-	return int64(f), nil
+	return int64(v), nil
 }

@@ -5,12 +5,13 @@
 -- slot. An entry that fails (a key of the wrong type, a value no decision
 -- can have written) answers its error and the others go on.
 --
--- A (peer, group)'s state is one string: the generation and its fields,
--- then, per instance, its requests in flight and its lease (ms),
--- "<generation> <fields>;<instance> <n> <lease>;…" — read with one GET and one anchored match, written with one
--- SET PX (measured cheaper than hash fields, whose every argument Redis
--- converts apart). The count of an instance whose lease ended is not
--- counted, and is dropped at the next write.
+-- A (peer, group)'s state is one string, packed (lua struct's little-endian
+-- doubles): a byte nf, then nf fields — the generation first —, then, per
+-- instance, a byte len, its id (len bytes), its requests in flight and its
+-- lease (ms), two doubles. It is read with one GET and struct.unpack, no
+-- string parsing, and written with one SET PX (decision 220). The count of
+-- an instance whose lease ended is not counted, and is dropped at the next
+-- write.
 --
 -- ARGV[1] now in ms, '' for Redis TIME (tests inject their clock)
 -- ARGV[2] instance id, ARGV[3] lease ms, ARGV[4] the number of entries,
@@ -20,7 +21,7 @@
 -- are numbered in order of appearance from 1), or the number of an earlier
 -- block.
 --
---  'h' hybrid decision, 'H' its manual reduction  KEYS t ("tok tk"),
+--  'h' hybrid decision, 'H' its manual reduction  KEYS t (fields: tok, tk),
 --      w (ZSET window)
 --      params(20): the leaky schedule (6), the cleanup schedule (6), cleanup
 --      expiry, concurrency_limit, sliding_window_limit, sliding_window_duration,
@@ -31,7 +32,7 @@
 --      verdict 0 concurrency, 1 rate_limit, 2 window, 3 bucket;
 --      the reduction answers {1 reduced | 0 nothing to give back, now}
 --  'a' decision of token_bucket (1), gcra (2), fixed_window (3) or
---      sliding_window (5), 'A' its manual reduction  KEYS s ("k A B C l p u")
+--      sliding_window (5), 'A' its manual reduction  KEYS s (fields: k A B C l p u)
 --      params(6): kind, limit, period, burst, concurrency_limit, the
 --      generation; then rel;
 --      then 0, or 1
@@ -49,6 +50,8 @@
 --      -> {1 | 0 there were none}
 --  'r' release  KEYS the key holding the counts; n
 --      -> {the count left}
+--  'n' renew this instance's lease on its count in KEYS (the key's life
+--      only ever extended)  -> {1 | 0 this instance holds nothing there}
 -- An entry that fails answers {-1, error}.
 local now
 if ARGV[1] ~= '' then
@@ -58,77 +61,157 @@ else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local inst, lease = ARGV[2], tonumber(ARGV[3])
-local ifield, efield = 'i:' .. inst, 'e:' .. inst
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+local byte, sub, char = string.byte, string.sub, string.char
 local call = redis.call
 
--- A value read from Redis: an integer (>= lo when lo is given), else the
--- entry fails as corrupt and the caller repairs the key.
-local function num(v, what, lo)
-  local n = tonumber(v)
-  if n == nil or n ~= floor(n) or n > 9007199254740992 or n < -9007199254740992 or (lo and n < lo) then
-    error({err = 'CORRUPT ' .. what .. ' holds ' .. string.format('%q', tostring(v))})
+-- struct.pack and struct.unpack with the formats used here ('<' then 'B'
+-- and 'd'); where the struct library is missing (an in-process Redis of
+-- tests), the same bytes in plain Lua.
+local pack, unpack
+local lib = rawget(_G, 'struct')
+if lib then
+  pack, unpack = lib.pack, lib.unpack
+else
+  local frexp, ldexp = math.frexp, math.ldexp
+  local function dbl(x)
+    local sign = 0
+    if x < 0 or (x == 0 and 1 / x < 0) then sign, x = 128, -x end
+    local e, m = 0, 0
+    if x == math.huge then e = 2047
+    elseif x ~= x then e, m = 2047, 1
+    elseif x ~= 0 then
+      local f, ex = frexp(x)
+      e = ex + 1022
+      if e <= 0 then m, e = ldexp(f, ex + 1074), 0 else m = (f * 2 - 1) * 4503599627370496 end
+    end
+    local b = {}
+    for j = 1, 6 do local r = m % 256; b[j] = r; m = (m - r) / 256 end
+    b[7] = (e % 16) * 16 + m
+    b[8] = sign + floor(e / 16)
+    return char(b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8])
   end
-  return n
+  local function undbl(s, p)
+    local b1, b2, b3, b4, b5, b6, b7, b8 = byte(s, p, p + 7)
+    local e = (b8 % 128) * 16 + floor(b7 / 16)
+    local m = ((((((b7 % 16) * 256 + b6) * 256 + b5) * 256 + b4) * 256 + b3) * 256 + b2) * 256 + b1
+    local v
+    if e == 2047 then
+      if m == 0 then v = math.huge else v = 0 / 0 end
+    elseif e == 0 then v = ldexp(m, -1074)
+    else v = ldexp(m + 4503599627370496, e - 1075) end
+    if b8 >= 128 then v = -v end
+    return v
+  end
+  pack = function(fmt, ...)
+    local out = {}
+    for j = 2, #fmt do
+      local v = select(j - 1, ...)
+      if sub(fmt, j, j) == 'B' then out[j - 1] = char(v) else out[j - 1] = dbl(v) end
+    end
+    return table.concat(out)
+  end
+  unpack = function(fmt, s, p)
+    p = p or 1
+    local out = {}
+    for j = 2, #fmt do
+      if sub(fmt, j, j) == 'B' then
+        out[j - 1] = byte(s, p); p = p + 1
+      else
+        out[j - 1] = undbl(s, p); p = p + 8
+      end
+    end
+    out[#fmt] = p
+    return _G.unpack(out, 1, #fmt)
+  end
 end
 
--- load reads key's state string: its fields part (head: '' when none), the
+-- A value read from Redis is an integer within ±2^53 (at least lo): else
+-- the entry fails as corrupt and the caller repairs the key. (NaN fails
+-- every comparison, infinities the bound.)
+local M = 9007199254740992
+local function int(v, lo) return v >= lo and v <= M and v % 1 == 0 end
+local function corrupt(what, v)
+  error({err = 'CORRUPT ' .. what .. ' holds ' .. string.format('%q', tostring(v))})
+end
+
+-- this instance's part of a state string before its two doubles
+if #inst > 255 then error('instance id over 255 bytes') end
+local mine = char(#inst) .. inst
+
+-- load reads key's state string: the raw string (nil when none), the
+-- number of its fields that count (0: none, or of another generation), the
 -- requests in flight of the instances whose lease holds, this instance's
 -- own count less rel (releases of this instance not sent yet), and the
 -- other instances' parts still under lease (to write back).
--- The fields part begins with the generation of the group's state it
--- belongs to (a change of algorithm moves it on: the fields are then
--- dropped, the counts kept); curgen is the entry's (nil: keep the fields
--- whatever their generation, as a release does).
+-- The fields begin with the generation of the group's state they belong to
+-- (a change of algorithm moves it on: the fields are then dropped, the
+-- counts kept); curgen is the entry's (nil: keep the fields whatever their
+-- generation, as a release does).
 local curgen
 local function load(key, rel)
   local raw = call('GET', key)
-  if not raw then return '', 0, 0, '' end
-  local head, tail = string.match(raw, '^([^;]*)(.*)$')
-  if curgen and head ~= '' then
-    local g, rest = string.match(head, '^(%S+) (.*)$')
-    num(g, 'generation', 0)
-    if g == curgen then head = rest else head = '' end
+  if not raw then return nil, 0, 0, 0, '' end
+  local len, nf = #raw, byte(raw, 1)
+  if not nf or nf > 8 or 1 + 8 * nf > len then corrupt('state of ' .. len .. ' bytes', raw) end
+  local f = nf
+  if curgen and nf > 0 then
+    local g = unpack('<d', raw, 2)
+    if not int(g, 0) then corrupt('generation', g) end
+    if g ~= curgen then f = 0 end
   end
-  local inflight, own, keep = 0, 0, {}
-  for seg in string.gmatch(tail, ';([^;]*)') do
-    local id, n, e = string.match(seg, '^(%S+) (%S+) (%S+)$')
-    if not id then error({err = 'CORRUPT in-flight part holds ' .. string.format('%q', seg)}) end
-    n, e = num(n, 'in-flight count', 0), num(e, 'lease', 0)
+  local inflight, own, others = 0, 0, ''
+  local p = 2 + 8 * nf
+  while p <= len do
+    local q = p + byte(raw, p) + 17
+    if q - 1 > len then corrupt('in-flight part', sub(raw, p)) end
+    local n, e = unpack('<dd', raw, q - 16)
+    if not int(n, 0) then corrupt('in-flight count', n) end
+    if not int(e, 0) then corrupt('lease', e) end
     if e > now then
-      if id == inst then
+      if sub(raw, p, q - 17) == mine then
         n = max(0, n - rel)
         own = n
       else
-        keep[#keep + 1] = ';' .. seg
+        others = others .. sub(raw, p, q - 1)
       end
       inflight = inflight + n
     end
+    p = q
   end
-  return head, inflight, own, table.concat(keep)
+  return raw, f, inflight, own, others
 end
 
--- store writes key's state: head, this instance's count n under its lease,
--- the others' parts, living ms (at least the lease and a second).
--- (ttl nil: the key keeps its expiry)
-local function store(key, head, n, others, ttl)
-  local mine = ''
-  if n > 0 then mine = ';' .. inst .. ' ' .. n .. ' ' .. (now + lease) end
-  if curgen and head ~= '' then head = curgen .. ' ' .. head end
-  local v = head .. mine .. others
-  if v == '' then
-    call('DEL', key)
-  elseif ttl then
-    call('SET', key, v, 'PX', max(ttl, lease + 1000))
+-- head returns the fields part of raw as load found it: '' when none count.
+local function head(raw, f)
+  if f == 0 then return '' end
+  return sub(raw, 1, 1 + 8 * f)
+end
+
+-- store writes key's state: h its fields part ('' none), this instance's
+-- count n under its lease, the others' parts, living ms (at least the
+-- lease and a second). (ttl nil: the key keeps its expiry)
+local function store(key, h, n, others, ttl)
+  local body = others
+  if n > 0 then body = mine .. pack('<dd', n, now + lease) .. others end
+  if h == '' then
+    if body == '' then
+      call('DEL', key)
+      return
+    end
+    h = '\0'
+  end
+  if ttl then
+    call('SET', key, h .. body, 'PX', max(ttl, lease + 1000))
   else
-    call('SET', key, v, 'KEEPTTL')
+    call('SET', key, h .. body, 'KEEPTTL')
   end
 end
 
 -- settle writes back, on a decision that writes nothing else, the
 -- releases it applied.
-local function settle(key, rel, head, own, others)
-  if rel > 0 then store(key, head, own, others, nil) end
+local function settle(key, rel, raw, f, own, others)
+  if rel > 0 then store(key, head(raw, f), own, others, nil) end
 end
 
 local i = 5
@@ -163,12 +246,14 @@ local function leaky(p)
   return kn, next_tick, iv
 end
 
--- the tokens of a hybrid state's head, aged to tick kn
-local function tokens(head, kn, tr)
-  if head == '' then return 0 end
-  local a, b = string.match(head, '^(%S+) (%S+)$')
-  if not a then error({err = 'CORRUPT tokens hold ' .. string.format('%q', head)}) end
-  local tok, tk = num(a, 'tok', 0), num(b, 'tk')
+-- the tokens of a hybrid state's fields (generation, tok, tk), aged to
+-- tick kn
+local function tokens(raw, f, kn, tr)
+  if f == 0 then return 0 end
+  if f ~= 3 then corrupt('tokens of ' .. f .. ' fields', raw) end
+  local tok, tk = unpack('<dd', raw, 10)
+  if not int(tok, 0) then corrupt('tok', tok) end
+  if not int(tk, -M) then corrupt('tk', tk) end
   if kn > tk then tok = max(0, tok - (kn - tk) * tr) end
   return tok
 end
@@ -177,8 +262,8 @@ local function hybrid(p, rel, slot)
   local T, W = KEYS[k], KEYS[k + 1]; k = k + 2
   local kn, next_tick, iv = leaky(p)
   local climit, swl, swd, ll, tr = p[14], p[15], p[16], p[17], p[18]
-  local head, inflight, own, others = load(T, rel)
-  local tok = tokens(head, kn, tr)
+  local raw, f, inflight, own, others = load(T, rel)
+  local tok = tokens(raw, f, kn, tr)
   -- The window (a group without one never reads it). The cleanup tick in
   -- force drops what is older than its cut; a timestamp counts while
   -- ts + duration > now.
@@ -195,17 +280,19 @@ local function hybrid(p, rel, slot)
     local lo = '(' .. (now - swd)
     wc = call('ZCOUNT', W, lo, '+inf')
     if wc > 0 then
-      oldest = num(call('ZRANGEBYSCORE', W, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2], 'window timestamp')
+      local v = call('ZRANGEBYSCORE', W, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
+      oldest = tonumber(v)
+      if oldest == nil or not int(oldest, -M) then corrupt('window timestamp', v) end
     end
   end
   if inflight + 1 > climit then
-    settle(T, rel, head, own, others)
+    settle(T, rel, raw, f, own, others)
     return {0, inflight, wc, oldest, tok, now, next_tick}
   end
   local verdict, left = 2, tok
   if wc + 1 > swl then
     if tok + 1 > ll then
-      settle(T, rel, head, own, others)
+      settle(T, rel, raw, f, own, others)
       return {1, inflight, wc, oldest, tok, now, next_tick}
     end
     verdict, left = 3, tok + 1
@@ -215,12 +302,12 @@ local function hybrid(p, rel, slot)
     call('PEXPIRE', W, p[19])
   end
   -- the tokens are back at 0 after ceil(left/tr) ticks: nothing to keep then
-  local ttl, th = 0, ''
+  local ttl, h = 0, ''
   if left > 0 then
     ttl = max(1, next_tick + (ceil(left / tr) - 1) * iv - now) + 1000
-    th = left .. ' ' .. kn
+    h = pack('<Bddd', 3, curgen, left, kn)
   end
-  store(T, th, own + 1, others, ttl)
+  store(T, h, own + 1, others, ttl)
   return {verdict, inflight, wc, oldest, tok, now, next_tick}
 end
 
@@ -230,17 +317,17 @@ end
 local function hreduce(p)
   local T = KEYS[k]; k = k + 2
   local kn, next_tick, iv = leaky(p)
-  local head, _, own, others = load(T, 0)
-  if head == '' then return {0, now} end
-  local tok = tokens(head, kn, p[18])
+  local raw, f, _, own, others = load(T, 0)
+  if f == 0 then return {0, now} end
+  local tok = tokens(raw, f, kn, p[18])
   if tok <= 0 then return {0, now} end
   tok = tok - 1
-  local ttl, th = 0, ''
+  local ttl, h = 0, ''
   if tok > 0 then
     ttl = max(1, next_tick + (ceil(tok / p[18]) - 1) * iv - now) + 1000
-    th = tok .. ' ' .. kn
+    h = pack('<Bddd', 3, curgen, tok, kn)
   end
-  store(T, th, own, others, ttl)
+  store(T, h, own, others, ttl)
   return {1, now}
 end
 
@@ -256,22 +343,28 @@ local function algo(op, p, rel)
     nw = {tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])}
     i = i + 9
   end
-  local head, inflight, own, others = load(S, rel)
+  local raw, f, inflight, own, others = load(S, rel)
   local A, B, C
-  local st
-  if head ~= '' then
-    st = {string.match(head, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')}
-    if #st ~= 7 then error({err = 'CORRUPT state holds ' .. string.format('%q', head)}) end
+  local fresh = true
+  local sk, l, pp, u
+  if f ~= 0 then
+    if f ~= 8 then corrupt('state of ' .. f .. ' fields', raw) end
+    sk, A, B, C, l, pp, u = unpack('<ddddddd', raw, 10)
+    if not int(sk, -M) then corrupt('k', sk) end
+    fresh = sk ~= kind
   end
-  local fresh = st == nil or num(st[1], 'k') ~= kind
   if not fresh then
-    A, B, C = num(st[2], 'A', 0), num(st[3], 'B', 0), num(st[4], 'C', 0)
-    local l, pp, u = num(st[5], 'l', 1), num(st[6], 'p', 1), num(st[7], 'u', 0)
+    if not int(A, 0) then corrupt('A', A) end
+    if not int(B, 0) then corrupt('B', B) end
+    if not int(C, 0) then corrupt('C', C) end
+    if not int(l, 1) then corrupt('l', l) end
+    if not int(pp, 1) then corrupt('p', pp) end
+    if not int(u, 0) then corrupt('u', u) end
     if l ~= L or pp ~= Per or u ~= U then
       if ex and ex[1] == A and ex[2] == B and ex[3] == C and ex[4] == l and ex[5] == pp and ex[6] == u then
         A, B, C = nw[1], nw[2], nw[3]
       else
-        settle(S, rel, head, own, others)
+        settle(S, rel, raw, f, own, others)
         return {9, 0, A, B, C, now, l, pp, u}
       end
     end
@@ -284,7 +377,7 @@ local function algo(op, p, rel)
     else A, B, C = 0, 0, 0 end
   end
   if op == 'a' and inflight + 1 > climit then
-    settle(S, rel, head, own, others)
+    settle(S, rel, raw, f, own, others)
     return {0, inflight, A, B, C, now, L, Per, U}
   end
   local nA, nB, nC, ok, ttl = A, B, C, false, 0
@@ -348,11 +441,11 @@ local function algo(op, p, rel)
     ttl = nA + Per - now                                 -- still the previous window in the next one
   end
   if not ok then
-    settle(S, rel, head, own, others)
+    settle(S, rel, raw, f, own, others)
     if op == 'A' then return {6, 0, A, B, C, now, L, Per, U} end
     return {1, inflight, A, B, C, now, L, Per, U}
   end
-  local nh = string.format('%d %d %d %d %d %d %d', kind, nA, nB, nC, L, Per, U)
+  local nh = pack('<Bdddddddd', 8, curgen, kind, nA, nB, nC, L, Per, U)
   ttl = max(1, ttl) + 1000
   if op == 'A' then
     store(S, nh, own, others, ttl)
@@ -364,6 +457,16 @@ end
 
 -- the sliding log: the timestamps of the admissions of the last period; a
 -- request is admitted while fewer than limit of them count (ts > now − period)
+
+-- a timestamp ZRANGEBYSCORE … WITHSCORES answered
+local function stamp(v, what)
+  local n = tonumber(v)
+  if n == nil or not int(n, -M) then corrupt(what, v) end
+  return n
+end
+
+-- the sliding log: the timestamps of the admissions of the last period; a
+-- request is admitted while fewer than limit of them count (ts > now − period)
 local function slog(op, p, rel, slot)
   local Lk, Ck = KEYS[k], KEYS[k + 1]; k = k + 2
   local L, Per, climit = p[1], p[2], p[3]
@@ -371,7 +474,7 @@ local function slog(op, p, rel, slot)
   local count = call('ZCOUNT', Lk, lo, '+inf')
   local gate = 0
   if count >= L then
-    gate = num(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count - L, 1)[2], 'log timestamp')
+    gate = stamp(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count - L, 1)[2], 'log timestamp')
   end
   if op == 'L' then
     if count == 0 then return {6, 0, count, gate, now} end
@@ -379,13 +482,13 @@ local function slog(op, p, rel, slot)
     call('ZREM', Lk, newest[1])
     return {5, 0, count, gate, now}
   end
-  local _, inflight, own, others = load(Ck, rel)
+  local raw, f, inflight, own, others = load(Ck, rel)
   if inflight + 1 > climit then
-    settle(Ck, rel, '', own, others)
+    settle(Ck, rel, raw, 0, own, others)
     return {0, inflight, count, gate, now}
   end
   if count + 1 > L then
-    settle(Ck, rel, '', own, others)
+    settle(Ck, rel, raw, 0, own, others)
     return {1, inflight, count, gate, now}
   end
   call('ZREMRANGEBYSCORE', Lk, '-inf', now - Per)
@@ -393,7 +496,7 @@ local function slog(op, p, rel, slot)
   call('PEXPIRE', Lk, Per + 1000)
   -- admitted: the gate is the new log's, once it holds limit timestamps
   if count + 1 >= L then
-    gate = num(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2], 'log timestamp')
+    gate = stamp(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2], 'log timestamp')
   end
   store(Ck, '', own + 1, others, 0)
   return {4, inflight, count, gate, now}
@@ -401,36 +504,61 @@ end
 
 local function release(n)
   local K = KEYS[k]; k = k + 1
-  local head, _, own, others = load(K, n)
-  if head ~= '' or own > 0 or others ~= '' then store(K, head, own, others, nil) else call('DEL', K) end
+  local raw, f, _, own, others = load(K, n)
+  store(K, head(raw, f), own, others, nil)
   return {own}
 end
 
 -- forget drops key's fields (a peer forgotten), keeping the counts
 local function forget()
   local K = KEYS[k]; k = k + 1
-  local head, _, own, others = load(K, 0)
-  if head == '' then return {0} end
+  local _, f, _, own, others = load(K, 0)
+  if f == 0 then return {0} end
   store(K, '', own, others, nil)
   return {1}
 end
 
-local nkeys = {h = 2, H = 2, a = 1, A = 1, l = 2, L = 2, r = 1, f = 1}
+-- renew moves this instance's lease on its count in key on, whether or
+-- not the lease still held (the count is never rewritten), and only ever
+-- extends the key's life
+local function renew()
+  local K = KEYS[k]; k = k + 1
+  local raw = call('GET', K)
+  if not raw then return {0} end
+  local len, nf = #raw, byte(raw, 1)
+  if not nf or nf > 8 or 1 + 8 * nf > len then corrupt('state of ' .. len .. ' bytes', raw) end
+  local p = 2 + 8 * nf
+  while p <= len do
+    local q = p + byte(raw, p) + 17
+    if q - 1 > len then corrupt('in-flight part', sub(raw, p)) end
+    if sub(raw, p, q - 17) == mine then
+      local n = unpack('<d', raw, q - 16)
+      if not int(n, 0) then corrupt('in-flight count', n) end
+      local keep = max(call('PTTL', K), lease + 1000)
+      call('SET', K, sub(raw, 1, q - 17) .. pack('<dd', n, now + lease) .. sub(raw, q), 'PX', keep)
+      return {1}
+    end
+    p = q
+  end
+  return {0}
+end
+
+local nkeys = {h = 2, H = 2, a = 1, A = 1, l = 2, L = 2, r = 1, f = 1, n = 1}
 
 local function entry(op)
   curgen = nil
   if op == 'h' then
     local p = params(20)
-    curgen = tostring(p[20])
+    curgen = p[20]
     local rel, slot = tonumber(ARGV[i]), ARGV[i + 1]; i = i + 2
     return hybrid(p, rel, slot)
   elseif op == 'H' then
     local p = params(20)
-    curgen = tostring(p[20])
+    curgen = p[20]
     return hreduce(p)
   elseif op == 'a' or op == 'A' then
     local p = params(6)
-    curgen = tostring(p[6])
+    curgen = p[6]
     local rel = tonumber(ARGV[i]); i = i + 1
     return algo(op, p, rel)
   elseif op == 'l' or op == 'L' then
@@ -442,6 +570,8 @@ local function entry(op)
   elseif op == 'r' then
     local n = tonumber(ARGV[i]); i = i + 1
     return release(n)
+  elseif op == 'n' then
+    return renew()
   end
   error('unknown entry ' .. tostring(op))
 end

@@ -1,0 +1,175 @@
+// Command decideprof profiles the Redis time of cluster mode's decision
+// batch script (internal/cluster/lua/decide.lua) apart from any client:
+// batches of n entries of one algorithm over distinct peers, sent one
+// after the other on one connection, the Redis time per entry read from
+// INFO commandstats; against redis_rate's script (one call per decision)
+// and a floor (a script given the same arguments that touches no key and
+// answers the same shape), rounds alternated. Variants of the script (a
+// file each) are compared the same way. bench/cluster.sh measures the whole
+// path; docs/benchmarks.md has the figures.
+package main
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limiterd/limiterd/limiter/peer"
+)
+
+const floorSrc = `
+local out = {}
+for e = 1, tonumber(ARGV[4]) do out[e] = {4, 0, 1, 2, 3, 4, 5, 6, 7} end
+return out
+`
+
+var (
+	addr    = flag.String("addr", "127.0.0.1:6390", "redis-server address")
+	scripts = flag.String("script", "internal/cluster/lua/decide.lua", "comma-separated decide.lua variants")
+	kind    = flag.String("algo", "gcra", "gcra, token_bucket or hybrid")
+	n       = flag.Int("n", 11, "entries per batch call")
+	calls   = flag.Int("calls", 1000, "batch calls per measurement")
+	npeers  = flag.Int("peers", 1000, "distinct peers")
+	rounds  = flag.Int("rounds", 3, "rounds")
+)
+
+type variant struct {
+	name, src, sha string
+}
+
+func main() {
+	flag.Parse()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 1})
+	defer rdb.Close()
+	var vs []variant
+	for _, p := range append(strings.Split(*scripts, ","), "floor") {
+		src := floorSrc
+		if p != "floor" {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				panic(err)
+			}
+			src = string(b)
+		}
+		sum := sha1.Sum([]byte(src))
+		v := variant{name: p, src: src, sha: hex.EncodeToString(sum[:])}
+		if err := rdb.ScriptLoad(ctx, src).Err(); err != nil {
+			panic(err)
+		}
+		vs = append(vs, v)
+	}
+	keys := make([]string, *npeers)
+	for i := range keys {
+		a := netip.AddrFrom4([4]byte{11, 0, byte(i >> 8), byte(i)})
+		keys[i] = peer.KeyFromAddr(a, 64).String()
+	}
+	fmt.Printf("%s, %d entries a call, %d calls, %d peers\n", *kind, *n, *calls, *npeers)
+	for r := range *rounds {
+		for _, v := range vs {
+			rdb.FlushAll(ctx)
+			run(ctx, rdb, v, keys, 50) // warm
+			rdb.ConfigResetStat(ctx)
+			t0 := time.Now()
+			run(ctx, rdb, v, keys, *calls)
+			el := time.Since(t0)
+			us := micros(rdb, "evalsha")
+			fmt.Printf("round %d %-40s %7.2f µs/entry  %7.1f µs/call  (wall %.1f µs/call)\n", r+1, v.name, us/float64(*calls**n), us/float64(*calls), float64(el.Microseconds())/float64(*calls))
+		}
+		rdb.FlushAll(ctx)
+		rl := redis_rate.NewLimiter(rdb)
+		lim := redis_rate.Limit{Rate: 1 << 30, Burst: 1 << 30, Period: time.Second}
+		for i := range 50 {
+			_, _ = rl.Allow(ctx, keys[i%len(keys)], lim)
+		}
+		rdb.ConfigResetStat(ctx)
+		for i := range *calls * *n {
+			if _, err := rl.Allow(ctx, keys[i%len(keys)], lim); err != nil {
+				panic(err)
+			}
+		}
+		us := micros(rdb, "evalsha")
+		fmt.Printf("round %d %-40s %7.2f µs/decision\n", r+1, "redis_rate", us/float64(*calls**n))
+	}
+}
+
+var pos int
+
+func run(ctx context.Context, rdb *redis.Client, v variant, peers []string, ncalls int) {
+	for range ncalls {
+		ks := make([]string, 0, 2**n)
+		args := []any{"", "bench-inst", 10000, *n}
+		for e := range *n {
+			p := peers[pos%len(peers)]
+			pos++
+			tag := "ld:{" + p + "|general}"
+			ref := 1
+			if e == 0 {
+				ref = 0
+			}
+			switch *kind {
+			case "gcra", "token_bucket":
+				k := 2
+				if *kind == "token_bucket" {
+					k = 1
+				}
+				ks = append(ks, tag+":s")
+				if ref == 0 {
+					args = append(args, "a", 9, 0, k, 1_000_000, 1000, 1_000_000, 1<<30, "0", 0, 0)
+				} else {
+					args = append(args, "a", 3, 1, 0, 0)
+				}
+			case "hybrid":
+				ks = append(ks, tag+":t", tag+":0:hw")
+				if ref == 0 {
+					args = append(args, "h", 23, 0,
+						0, 0, 30000, 0, 0, 0, 0, 0, 120000, 0, 0, 0,
+						120000, 1<<30, 0, 1000, 1<<30, 1<<30, 2000, "0", 0, "bench-inst:"+strconv.Itoa(pos))
+				} else {
+					args = append(args, "h", 3, 1, 0, "bench-inst:"+strconv.Itoa(pos))
+				}
+			default:
+				panic("unknown -algo " + *kind)
+			}
+		}
+		res, err := rdb.EvalSha(ctx, v.sha, ks, args...).Result()
+		if err != nil {
+			panic(fmt.Sprint(v.name, ": ", err))
+		}
+		a := res.([]any)
+		if r, ok := a[0].([]any); ok && r[0] == int64(-1) {
+			panic(fmt.Sprint(v.name, ": ", r))
+		}
+	}
+}
+
+// micros returns the µs Redis spent in cmd since CONFIG RESETSTAT.
+func micros(rdb *redis.Client, cmd string) float64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		panic(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || name != "cmdstat_"+cmd {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if k, v, _ := strings.Cut(kv, "="); k == "usec" {
+				f, _ := strconv.ParseFloat(v, 64)
+				return f
+			}
+		}
+	}
+	return 0
+}
