@@ -2,7 +2,9 @@ package ui_test
 
 import (
 	"context"
+	"encoding/binary"
 	"log/slog"
+	"math"
 	"net/netip"
 	"strings"
 	"testing"
@@ -153,12 +155,17 @@ func TestPeerPageSharedState(t *testing.T) {
 		t.Fatalf("untouched peer's notice: %v", n)
 	}
 
-	bad := "ld:{198.51.100.9|general}:t" // the strict tokens key
-	if err := rdb.Set(context.Background(), bad, "0 x 1", 0).Err(); err != nil {
+	bad := "ld:{198.51.100.9|general}:pt" // the strict tokens key
+	// Its packed fields (generation 0, tok -3, tk 1): 3, then little-endian doubles.
+	raw := []byte{3}
+	for _, f := range []float64{0, -3, 1} {
+		raw = binary.LittleEndian.AppendUint64(raw, math.Float64bits(f))
+	}
+	if err := rdb.Set(context.Background(), bad, raw, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	doc = dash.Page("/peer?key=198.51.100.9", cookie)
-	if tr := row(doc, "general"); webtest.Attr(tr, "data-status") != "corrupt" || !strings.Contains(col(tr, "status"), `tok holds "x"`) {
+	if tr := row(doc, "general"); webtest.Attr(tr, "data-status") != "corrupt" || !strings.Contains(col(tr, "status"), `tok holds -3`) {
 		t.Fatalf("corrupt value: %q %q", webtest.Attr(tr, "data-status"), col(tr, "status"))
 	}
 }
