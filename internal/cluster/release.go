@@ -13,7 +13,10 @@ import (
 // releaseDelay is the longest a release waits before it is sent on its
 // own; meanwhile the next decision of the same key on this instance
 // carries it (and applies it first), so that this instance's own
-// decisions always count it.
+// decisions always count it. A release waits at least half of it: sent at
+// the second flush after it, not the first (a release made just before a
+// flush would go alone where the key's next decision, a few ms later,
+// carries it for nothing).
 const releaseDelay = 100 * time.Millisecond
 
 // slotKeeper looks after this instance's requests in flight in Redis (its
@@ -32,7 +35,8 @@ type slotKeeper struct {
 	fix   chan []string
 
 	pmu     sync.Mutex
-	pending map[string]int // releases not sent yet, by key
+	pending map[string]int // releases not sent yet, by key: since the last flush
+	older   map[string]int // … and since the one before (sent at the next)
 	// syncRelease (tests) releases on the caller's goroutine.
 	syncRelease bool
 
@@ -41,7 +45,7 @@ type slotKeeper struct {
 }
 
 func newSlotKeeper(b *Backend) *slotKeeper {
-	return &slotKeeper{b: b, lease: b.opts.Lease.Milliseconds(), fix: make(chan []string, 64), pending: map[string]int{}}
+	return &slotKeeper{b: b, lease: b.opts.Lease.Milliseconds(), fix: make(chan []string, 64), pending: map[string]int{}, older: map[string]int{}}
 }
 
 // member returns a new slot id, unique across instances.
@@ -64,9 +68,10 @@ func (k *slotKeeper) release(sl slot) {
 func (k *slotKeeper) take(key string) int {
 	k.pmu.Lock()
 	defer k.pmu.Unlock()
-	n := k.pending[key]
+	n := k.pending[key] + k.older[key]
 	if n > 0 {
 		delete(k.pending, key)
+		delete(k.older, key)
 	}
 	return n
 }
@@ -96,7 +101,7 @@ func (k *slotKeeper) repair(keys []string) {
 func (k *slotKeeper) run(ctx context.Context) {
 	renew := time.NewTicker(time.Duration(k.lease) * time.Millisecond / 3)
 	defer renew.Stop()
-	flush := time.NewTicker(releaseDelay)
+	flush := time.NewTicker(releaseDelay / 2)
 	defer flush.Stop()
 	for {
 		select {
@@ -105,12 +110,13 @@ func (k *slotKeeper) run(ctx context.Context) {
 		case <-flush.C:
 			k.pmu.Lock()
 			var batch []slot
-			for key, n := range k.pending {
+			for key, n := range k.older {
 				for range n {
 					batch = append(batch, slot{key: key})
 				}
 			}
-			clear(k.pending)
+			clear(k.older)
+			k.older, k.pending = k.pending, k.older
 			k.pmu.Unlock()
 			for len(batch) > 0 {
 				n := min(len(batch), 64*maxBatch)

@@ -73,6 +73,9 @@ type contender struct {
 	// trips and cmds return the round trips made and the commands sent so
 	// far (-1: not known).
 	trips, cmds func() int64
+	// entries returns the operations the batch script calls carried so
+	// far (nil: not batched).
+	entries func() int64
 	// ownDeadline: the contender bounds its own waits (cluster.timeout);
 	// the others get a context with the deadline on every call, as their
 	// callers would give them.
@@ -98,7 +101,7 @@ func main() {
 		runBound(admin)
 		return
 	}
-	names := []string{"redis_rate", "rueidis_gcra", "strict_gcra", "strict_tb", "strict", "local_first"}
+	names := []string{"redis_rate", "rueidis_gcra", "batch_floor", "strict_gcra", "strict_tb", "strict", "local_first"}
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
@@ -140,6 +143,8 @@ func newContender(name string) contender {
 				_, err := rl.Allow(ctx, peers[i%len(peers)].Key.String(), lim)
 				return err
 			}}
+	case "batch_floor":
+		return newFloor()
 	case "rueidis_gcra":
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
 		if err != nil {
@@ -188,6 +193,7 @@ func newContender(name string) contender {
 		g, _ := l.GroupID("general")
 		return contender{name: name, close: func() { b.Close() }, ownDeadline: true,
 			trips: func() int64 { return int64(b.Stats().RoundTrips) }, cmds: func() int64 { return int64(b.Stats().Commands) },
+			entries: func() int64 { return int64(b.Stats().Entries) },
 			decide: func(_ context.Context, i int) error {
 				d := l.Decide(time.Now(), peers[i%len(peers)], g)
 				d.Release()
@@ -276,6 +282,10 @@ func throughput(admin *redis.Client, name string, round int) {
 		n.ConfigResetStat(ctx)
 	}
 	t0, c0 := c.trips(), c.cmds()
+	var e0 int64
+	if c.entries != nil {
+		e0 = c.entries()
+	}
 	start := time.Now()
 	n, errs, lats := load(c, *dur, time.Second)
 	el := time.Since(start)
@@ -298,6 +308,9 @@ func throughput(admin *redis.Client, name string, round int) {
 		perDec(cmds), perDec(trips), usec/float64(n), 1e6/(usec/float64(n)))
 	if len(ns) > 1 {
 		fmt.Printf("  (per shard µs/dec: %s)", strings.Join(perShard, " "))
+	}
+	if c.entries != nil {
+		fmt.Printf("  (%.3f entries/dec)", float64(c.entries()-e0)/float64(n))
 	}
 	if errs > 0 {
 		fmt.Printf("  (%d errors)", errs)
