@@ -313,6 +313,7 @@ func TestKeyErrors(t *testing.T) {
 			v := packed(0, 1, 1) + inflight("other", 1, 99999999999999)
 			return rdb.Set(ctx, key(p), v[:len(v)-3], 0).Err()
 		}},
+		{"expiry not a number", func(p string) error { return rdb.Set(ctx, key(p), packedExp(math.NaN(), 0, 1, 1), 0).Err() }},
 		{"fields cut short", func(p string) error { return rdb.Set(ctx, key(p), packed(0, 1, 1)[:20], 0).Err() }},
 		{"the text layout", func(p string) error { return rdb.Set(ctx, key(p), "0 1 1;other 1 99999999999999", 0).Err() }},
 		{"garbage", func(p string) error { return rdb.Set(ctx, key(p), "\x00\xff;;", 0).Err() }},

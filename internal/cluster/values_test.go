@@ -191,10 +191,14 @@ func TestCorruptRenew(t *testing.T) {
 }
 
 // packed returns a strict state string's fields part (decision 220): their
-// number, then each as a little-endian double, the generation first.
-func packed(fields ...float64) string {
+// number, an expiry (0: none known), then each as a little-endian double,
+// the generation first.
+func packed(fields ...float64) string { return packedExp(0, fields...) }
+
+// packedExp is packed with the expiry exp.
+func packedExp(exp float64, fields ...float64) string {
 	b := []byte{byte(len(fields))}
-	for _, f := range fields {
+	for _, f := range append([]float64{exp}, fields...) {
 		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
 	}
 	return string(b)

@@ -121,10 +121,11 @@ type packed struct {
 	inflight int64
 }
 
-// readPacked reads a packed state string (a byte nf, nf little-endian
-// doubles — the generation first —, then per instance a byte len, its id,
-// its count and its lease, two doubles; decision 220) as of now, for
-// generation gen, checking every value as the script does.
+// readPacked reads a packed state string (a byte nf, the key's expiry and
+// nf fields — the generation first — as little-endian doubles, then per
+// instance a byte len, its id, its count and its lease, two doubles;
+// decision 220) as of now, for generation gen, checking every value as the
+// script does.
 func readPacked(raw string, gen, now int64) (packed, error) {
 	var st packed
 	if raw == "" {
@@ -132,23 +133,26 @@ func readPacked(raw string, gen, now int64) (packed, error) {
 	}
 	b := []byte(raw)
 	nf := int(b[0])
-	if nf > 8 || 1+8*nf > len(b) {
+	if nf > 8 || 9+8*nf > len(b) {
 		return st, fmt.Errorf("state of %d bytes", len(b))
 	}
 	dbl := func(p int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b[p:])) }
+	if _, err := wholeMS(dbl(1), "expiry", true); err != nil {
+		return st, err
+	}
 	if nf > 0 {
-		g := dbl(1)
+		g := dbl(9)
 		if _, err := wholeMS(g, "generation", true); err != nil {
 			return st, err
 		}
 		if int64(g) == gen {
 			st.fields = make([]float64, nf-1)
 			for i := range st.fields {
-				st.fields[i] = dbl(9 + 8*i)
+				st.fields[i] = dbl(17 + 8*i)
 			}
 		}
 	}
-	for p := 1 + 8*nf; p < len(b); {
+	for p := 9 + 8*nf; p < len(b); {
 		q := p + int(b[p]) + 17
 		if q > len(b) {
 			return packed{}, fmt.Errorf("in-flight part of %d bytes", len(b)-p)

@@ -75,6 +75,12 @@ func main() {
 		keys[i] = peer.KeyFromAddr(a, 64).String()
 	}
 	fmt.Printf("%s, %d entries a call, %d calls, %d peers\n", *kind, *n, *calls, *npeers)
+	best := map[string]float64{}
+	keep := func(name string, us float64) {
+		if b, ok := best[name]; !ok || us < b {
+			best[name] = us
+		}
+	}
 	for r := range *rounds {
 		for _, v := range vs {
 			rdb.FlushAll(ctx)
@@ -84,6 +90,7 @@ func main() {
 			run(ctx, rdb, v, keys, *calls)
 			el := time.Since(t0)
 			us := micros(rdb, "evalsha")
+			keep(v.name, us/float64(*calls**n))
 			fmt.Printf("round %d %-40s %7.2f µs/entry  %7.1f µs/call  (wall %.1f µs/call)\n", r+1, v.name, us/float64(*calls**n), us/float64(*calls), float64(el.Microseconds())/float64(*calls))
 		}
 		rdb.FlushAll(ctx)
@@ -99,8 +106,14 @@ func main() {
 			}
 		}
 		us := micros(rdb, "evalsha")
+		keep("redis_rate", us/float64(*calls**n))
 		fmt.Printf("round %d %-40s %7.2f µs/decision\n", r+1, "redis_rate", us/float64(*calls**n))
 	}
+	fmt.Println("best of the rounds (µs per entry; redis_rate per decision):")
+	for _, v := range vs {
+		fmt.Printf("  %-40s %7.2f  (%.2f× redis_rate's)\n", v.name, best[v.name], best[v.name]/best["redis_rate"])
+	}
+	fmt.Printf("  %-40s %7.2f\n", "redis_rate", best["redis_rate"])
 }
 
 var pos int

@@ -6,12 +6,14 @@
 -- can have written) answers its error and the others go on.
 --
 -- A (peer, group)'s state is one string, packed (lua struct's little-endian
--- doubles): a byte nf, then nf fields — the generation first —, then, per
--- instance, a byte len, its id (len bytes), its requests in flight and its
--- lease (ms), two doubles. It is read with one GET and struct.unpack, no
--- string parsing, and written with one SET PX (decision 220). The count of
--- an instance whose lease ended is not counted, and is dropped at the next
--- write.
+-- doubles): a byte nf, the key's expiry (ms), then nf fields — the
+-- generation first —, then, per instance, a byte len, its id (len bytes),
+-- its requests in flight and its lease (ms), two doubles. It is read with
+-- one GET and struct.unpack, no string parsing, and written with one SET
+-- (decision 220): with KEEPTTL while the expiry it holds is as late as the
+-- write needs, else with PX for what it needs and a second more. The count
+-- of an instance whose lease ended is not counted, and is dropped at the
+-- next write.
 --
 -- ARGV[1] now in ms, '' for Redis TIME (tests inject their clock)
 -- ARGV[2] instance id, ARGV[3] lease ms, ARGV[4] the number of entries,
@@ -139,8 +141,9 @@ end
 if #inst > 255 then error('instance id over 255 bytes') end
 local mine = char(#inst) .. inst
 
--- load reads key's state string: the raw string (nil when none), the
--- number of its fields that count (0: none, or of another generation), the
+-- load reads key's state string (and its expiry, into curexp): the raw
+-- string (nil when none), the number of its fields that count (0: none, or
+-- of another generation), the
 -- requests in flight of the instances whose lease holds, this instance's
 -- own count less rel (releases of this instance not sent yet), and the
 -- other instances' parts still under lease (to write back).
@@ -148,20 +151,23 @@ local mine = char(#inst) .. inst
 -- (a change of algorithm moves it on: the fields are then dropped, the
 -- counts kept); curgen is the entry's (nil: keep the fields whatever their
 -- generation, as a release does).
-local curgen
+local curgen, curexp
 local function load(key, rel)
   local raw = call('GET', key)
+  curexp = 0
   if not raw then return nil, 0, 0, 0, '' end
   local len, nf = #raw, byte(raw, 1)
-  if not nf or nf > 8 or 1 + 8 * nf > len then corrupt('state of ' .. len .. ' bytes', raw) end
+  if not nf or nf > 8 or 9 + 8 * nf > len then corrupt('state of ' .. len .. ' bytes', raw) end
+  local exp, g = unpack('<dd', raw, 2)
+  if not int(exp, 0) then corrupt('expiry', exp) end
+  curexp = exp
   local f = nf
   if curgen and nf > 0 then
-    local g = unpack('<d', raw, 2)
     if not int(g, 0) then corrupt('generation', g) end
     if g ~= curgen then f = 0 end
   end
   local inflight, own, others = 0, 0, ''
-  local p = 2 + 8 * nf
+  local p = 10 + 8 * nf
   while p <= len do
     local q = p + byte(raw, p) + 17
     if q - 1 > len then corrupt('in-flight part', sub(raw, p)) end
@@ -182,36 +188,40 @@ local function load(key, rel)
   return raw, f, inflight, own, others
 end
 
--- head returns the fields part of raw as load found it: '' when none count.
+-- head returns the f fields of raw (packed) as load found them.
 local function head(raw, f)
   if f == 0 then return '' end
-  return sub(raw, 1, 1 + 8 * f)
+  return sub(raw, 10, 9 + 8 * f)
 end
 
--- store writes key's state: h its fields part ('' none), this instance's
--- count n under its lease, the others' parts, living ms (at least the
--- lease and a second). (ttl nil: the key keeps its expiry)
-local function store(key, h, n, others, ttl)
+-- store writes key's state: its f fields h (packed; f 0, h '': none), this
+-- instance's count n under its lease, the others' parts, living ms at
+-- least (and at least the lease and a second; nil: the expiry it has,
+-- curexp, as load read it). The expiry is only ever moved later, and then
+-- a second further than needed, so that most writes keep it (SET … PX
+-- costs Redis more than twice SET … KEEPTTL).
+local function store(key, f, h, n, others, ttl)
   local body = others
   if n > 0 then body = mine .. pack('<dd', n, now + lease) .. others end
-  if h == '' then
-    if body == '' then
-      call('DEL', key)
-      return
-    end
-    h = '\0'
+  if f == 0 and body == '' then
+    call('DEL', key)
+    return
   end
   if ttl then
-    call('SET', key, h .. body, 'PX', max(ttl, lease + 1000))
-  else
-    call('SET', key, h .. body, 'KEEPTTL')
+    local want = now + max(ttl, lease + 1000)
+    if want > curexp then
+      local exp = want + 1000
+      call('SET', key, pack('<Bd', f, exp) .. h .. body, 'PX', exp - now)
+      return
+    end
   end
+  call('SET', key, pack('<Bd', f, curexp) .. h .. body, 'KEEPTTL')
 end
 
 -- settle writes back, on a decision that writes nothing else, the
 -- releases it applied.
 local function settle(key, rel, raw, f, own, others)
-  if rel > 0 then store(key, head(raw, f), own, others, nil) end
+  if rel > 0 then store(key, f, head(raw, f), own, others, nil) end
 end
 
 local i = 5
@@ -251,7 +261,7 @@ end
 local function tokens(raw, f, kn, tr)
   if f == 0 then return 0 end
   if f ~= 3 then corrupt('tokens of ' .. f .. ' fields', raw) end
-  local tok, tk = unpack('<dd', raw, 10)
+  local tok, tk = unpack('<dd', raw, 18)
   if not int(tok, 0) then corrupt('tok', tok) end
   if not int(tk, -M) then corrupt('tk', tk) end
   if kn > tk then tok = max(0, tok - (kn - tk) * tr) end
@@ -302,12 +312,12 @@ local function hybrid(p, rel, slot)
     call('PEXPIRE', W, p[19])
   end
   -- the tokens are back at 0 after ceil(left/tr) ticks: nothing to keep then
-  local ttl, h = 0, ''
+  local ttl, nf, h = 0, 0, ''
   if left > 0 then
     ttl = max(1, next_tick + (ceil(left / tr) - 1) * iv - now) + 1000
-    h = pack('<Bddd', 3, curgen, left, kn)
+    nf, h = 3, pack('<ddd', curgen, left, kn)
   end
-  store(T, h, own + 1, others, ttl)
+  store(T, nf, h, own + 1, others, ttl)
   return {verdict, inflight, wc, oldest, tok, now, next_tick}
 end
 
@@ -322,12 +332,12 @@ local function hreduce(p)
   local tok = tokens(raw, f, kn, p[18])
   if tok <= 0 then return {0, now} end
   tok = tok - 1
-  local ttl, h = 0, ''
+  local ttl, nf, h = 0, 0, ''
   if tok > 0 then
     ttl = max(1, next_tick + (ceil(tok / p[18]) - 1) * iv - now) + 1000
-    h = pack('<Bddd', 3, curgen, tok, kn)
+    nf, h = 3, pack('<ddd', curgen, tok, kn)
   end
-  store(T, h, own, others, ttl)
+  store(T, nf, h, own, others, ttl)
   return {1, now}
 end
 
@@ -349,7 +359,7 @@ local function algo(op, p, rel)
   local sk, l, pp, u
   if f ~= 0 then
     if f ~= 8 then corrupt('state of ' .. f .. ' fields', raw) end
-    sk, A, B, C, l, pp, u = unpack('<ddddddd', raw, 10)
+    sk, A, B, C, l, pp, u = unpack('<ddddddd', raw, 18)
     if not int(sk, -M) then corrupt('k', sk) end
     fresh = sk ~= kind
   end
@@ -445,13 +455,13 @@ local function algo(op, p, rel)
     if op == 'A' then return {6, 0, A, B, C, now, L, Per, U} end
     return {1, inflight, A, B, C, now, L, Per, U}
   end
-  local nh = pack('<Bdddddddd', 8, curgen, kind, nA, nB, nC, L, Per, U)
+  local nh = pack('<dddddddd', curgen, kind, nA, nB, nC, L, Per, U)
   ttl = max(1, ttl) + 1000
   if op == 'A' then
-    store(S, nh, own, others, ttl)
+    store(S, 8, nh, own, others, ttl)
     return {5, 0, A, B, C, now, L, Per, U}
   end
-  store(S, nh, own + 1, others, ttl)
+  store(S, 8, nh, own + 1, others, ttl)
   return {4, inflight, A, B, C, now, L, Per, U}
 end
 
@@ -498,14 +508,14 @@ local function slog(op, p, rel, slot)
   if count + 1 >= L then
     gate = stamp(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2], 'log timestamp')
   end
-  store(Ck, '', own + 1, others, 0)
+  store(Ck, 0, '', own + 1, others, 0)
   return {4, inflight, count, gate, now}
 end
 
 local function release(n)
   local K = KEYS[k]; k = k + 1
   local raw, f, _, own, others = load(K, n)
-  store(K, head(raw, f), own, others, nil)
+  store(K, f, head(raw, f), own, others, nil)
   return {own}
 end
 
@@ -514,7 +524,7 @@ local function forget()
   local K = KEYS[k]; k = k + 1
   local _, f, _, own, others = load(K, 0)
   if f == 0 then return {0} end
-  store(K, '', own, others, nil)
+  store(K, 0, '', own, others, nil)
   return {1}
 end
 
@@ -526,8 +536,8 @@ local function renew()
   local raw = call('GET', K)
   if not raw then return {0} end
   local len, nf = #raw, byte(raw, 1)
-  if not nf or nf > 8 or 1 + 8 * nf > len then corrupt('state of ' .. len .. ' bytes', raw) end
-  local p = 2 + 8 * nf
+  if not nf or nf > 8 or 9 + 8 * nf > len then corrupt('state of ' .. len .. ' bytes', raw) end
+  local p = 10 + 8 * nf
   while p <= len do
     local q = p + byte(raw, p) + 17
     if q - 1 > len then corrupt('in-flight part', sub(raw, p)) end

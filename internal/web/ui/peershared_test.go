@@ -156,9 +156,10 @@ func TestPeerPageSharedState(t *testing.T) {
 	}
 
 	bad := "ld:{198.51.100.9|general}:pt" // the strict tokens key
-	// Its packed fields (generation 0, tok -3, tk 1): 3, then little-endian doubles.
+	// Packed: 3 fields, then the expiry (0) and the fields (generation 0,
+	// tok -3, tk 1) as little-endian doubles.
 	raw := []byte{3}
-	for _, f := range []float64{0, -3, 1} {
+	for _, f := range []float64{0, 0, -3, 1} {
 		raw = binary.LittleEndian.AppendUint64(raw, math.Float64bits(f))
 	}
 	if err := rdb.Set(context.Background(), bad, raw, 0).Err(); err != nil {
