@@ -117,9 +117,11 @@ func (b *Backend) algoCall(deadline time.Time, decide bool, k limiter.Key, g *li
 			return nil, err
 		}
 		r, err := ints(v)
-		want := 9
+		want := 6
 		if g.Algorithm == algo.SlidingLog {
 			want = 5
+		} else if len(r) > 0 && r[0] == verdictRescale {
+			want = 9
 		}
 		if err == nil && len(r) != want {
 			err = fmt.Errorf("%w: %d integers from the %s entry, want %d", ErrReply, len(r), g.Algorithm, want)
@@ -180,7 +182,7 @@ func (b *Backend) admitAlgo(deadline time.Time, ms int64, k limiter.Key, g *limi
 	return out, u, h, nil
 }
 
-// algoOutcome reads algo.lua's {verdict, inflight, A, B, C, now, …} as
+// algoOutcome reads algo.lua's {verdict, inflight, A, B, C, now} as
 // algo.Decide decides on that state.
 func algoOutcome(r []int64, g *limiter.Group, ms int64) (limiter.Outcome, limiter.Usage, error) {
 	now := r[5]

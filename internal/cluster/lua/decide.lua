@@ -40,10 +40,11 @@
 --      then 0, or 1
 --      and the state "A B C l p u" the caller read and rescaled and the
 --      state A B C to put in its place.
---      -> {verdict, inflight, A, B, C, now, l, p, u}: verdict 0 concurrency,
---      1 rate_limit, 4 admitted, 5 reduced, 6 nothing to reduce, 9 the state
---      is measured in other limits (l, p, u are the stored ones: the caller
---      rescales it and sends the entry again with it)
+--      -> {verdict, inflight, A, B, C, now}: verdict 0 concurrency,
+--      1 rate_limit, 4 admitted, 5 reduced, 6 nothing to reduce; or
+--      {9, 0, A, B, C, now, l, p, u}: the state is measured in other limits
+--      (l, p, u, the stored ones: the caller rescales it and sends the entry
+--      again with it)
 --  'l' sliding_log decision, 'L' its reduction  KEYS l (ZSET timestamps),
 --      c (no fields: the counts only)
 --      params(3): limit, period, concurrency_limit; then rel, the slot id.
@@ -379,7 +380,7 @@ local function algo(op, p, rel)
       end
     end
   elseif op == 'A' then
-    return {6, 0, 0, 0, 0, now, L, Per, U}   -- a reduction never creates state
+    return {6, 0, 0, 0, 0, now}   -- a reduction never creates state
   else
     -- algo.Fresh: a full bucket, a TAT at now, empty windows
     if kind == 1 then A, B, C = U * Per, now, 0
@@ -388,7 +389,7 @@ local function algo(op, p, rel)
   end
   if op == 'a' and inflight + 1 > climit then
     settle(S, rel, raw, f, own, others)
-    return {0, inflight, A, B, C, now, L, Per, U}
+    return {0, inflight, A, B, C, now}
   end
   local nA, nB, nC, ok, ttl = A, B, C, false, 0
   if kind == 1 then
@@ -452,17 +453,17 @@ local function algo(op, p, rel)
   end
   if not ok then
     settle(S, rel, raw, f, own, others)
-    if op == 'A' then return {6, 0, A, B, C, now, L, Per, U} end
-    return {1, inflight, A, B, C, now, L, Per, U}
+    if op == 'A' then return {6, 0, A, B, C, now} end
+    return {1, inflight, A, B, C, now}
   end
   local nh = pack('<dddddddd', curgen, kind, nA, nB, nC, L, Per, U)
   ttl = max(1, ttl) + 1000
   if op == 'A' then
     store(S, 8, nh, own, others, ttl)
-    return {5, 0, A, B, C, now, L, Per, U}
+    return {5, 0, A, B, C, now}
   end
   store(S, 8, nh, own + 1, others, ttl)
-  return {4, inflight, A, B, C, now, L, Per, U}
+  return {4, inflight, A, B, C, now}
 end
 
 -- the sliding log: the timestamps of the admissions of the last period; a
