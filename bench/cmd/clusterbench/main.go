@@ -278,8 +278,10 @@ func throughput(admin *redis.Client, name string, round int) {
 	defer c.close()
 	// Warm: scripts loaded, connections open.
 	load(c, 300*time.Millisecond, time.Second)
+	var cpu0 float64
 	for _, n := range ns {
 		n.ConfigResetStat(ctx)
+		cpu0 += redisCPU(n)
 	}
 	t0, c0 := c.trips(), c.cmds()
 	var e0 int64
@@ -290,9 +292,10 @@ func throughput(admin *redis.Client, name string, round int) {
 	n, errs, lats := load(c, *dur, time.Second)
 	el := time.Since(start)
 	trips, cmds := c.trips()-t0, c.cmds()-c0
-	var usec float64
+	var usec, cpu float64
 	var perShard []string
 	for _, nd := range ns {
+		cpu += redisCPU(nd)
 		u := redisMicros(nd)
 		usec += u
 		perShard = append(perShard, fmt.Sprintf("%.2f", u/float64(n)))
@@ -309,6 +312,7 @@ func throughput(admin *redis.Client, name string, round int) {
 	if len(ns) > 1 {
 		fmt.Printf("  (per shard µs/dec: %s)", strings.Join(perShard, " "))
 	}
+	fmt.Printf("  (redis cpu %.2f µs/dec)", (cpu-cpu0)*1e6/float64(n))
 	if c.entries != nil {
 		fmt.Printf("  (%.3f entries/dec)", float64(c.entries()-e0)/float64(n))
 	}
@@ -337,6 +341,26 @@ func redisMicros(admin *redis.Client) float64 {
 				n, _ := strconv.ParseFloat(v, 64)
 				total += n
 			}
+		}
+	}
+	return total
+}
+
+// redisCPU returns the CPU time redis-server has used (INFO cpu:
+// used_cpu_user + used_cpu_sys, seconds): unlike the commands' time, it
+// does not count the time the server was preempted, and it counts the
+// reading and writing of the connections.
+func redisCPU(admin *redis.Client) float64 {
+	info, err := admin.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		panic(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
 		}
 	}
 	return total
