@@ -174,3 +174,14 @@ func TestSentinelUnreachableMaster(t *testing.T) {
 		t.Fatalf("a decision took %s", took)
 	}
 }
+
+// TestInstanceNameBound: an instance name is at most 255 bytes (a byte
+// holds its length in the packed state strings, decision 220); a longer
+// one is refused at Open, naming why, before any script runs.
+func TestInstanceNameBound(t *testing.T) {
+	_, err := cluster.Open(cluster.Options{Addrs: []string{"127.0.0.1:1"}, Timeout: time.Second, Lease: time.Second,
+		SyncInterval: time.Second, Instance: strings.Repeat("i", 256)})
+	if err == nil || !strings.Contains(err.Error(), "at most 255 bytes") {
+		t.Fatalf("256-byte instance name: %v", err)
+	}
+}
