@@ -29,39 +29,44 @@ type adaptiveGroup struct {
 	// flight up to the limit, anyone is admitted; above it, only a peer
 	// below its fair share, up to the ceiling (twice the limit, the limit
 	// itself while the unloaded latency is measured). One word, so that a
-	// decision reads both at once; alone on its cache line, which the
-	// decisions only read.
+	// decision reads both at once.
 	bounds atomic.Uint64
-	_      [56]byte
+	// pace is the fair pace (decision 235): the second the answers are
+	// counted in (Unix ms / 1000, high 32 bits) and the interval, µs,
+	// between two admissions of one peer at the quota, the last second's
+	// answers over its peers with an admission (low 32; 0: none measured,
+	// no pace). Written once a second; with bounds, alone on a cache line
+	// the decisions only read.
+	pace atomic.Uint64
+	_    [48]byte
 	// counts holds the group's requests in flight (low 32 bits) and the
 	// peers they are of (high 32: the slots holding any; two peers sharing
-	// a slot count once), changed together by one addition.
-	counts atomic.Int64
-	_      [56]byte
+	// a slot count once), changed together by one addition. epochPeers
+	// counts the peers with an admission in pace's second.
+	counts     atomic.Int64
+	epochPeers atomic.Int64
+	_          [48]byte
 
 	// What the last window measured, for the dashboard and the metrics.
 	latency  atomic.Int64 // µs
 	unloaded atomic.Int64 // µs
 	probing  atomic.Bool
 
-	// The fair quota (decision 235): epoch is the second the answers are
-	// counted in (Unix ms / 1000), quota the admissions a peer may have
-	// had in it and still be admitted over the limit (the last second's
-	// answers over its peers with an admission; 0: none measured yet, no
-	// quota), epochPeers the peers with an admission this second.
-	epoch      atomic.Int64
-	quota      atomic.Int64
-	epochPeers atomic.Int64
-
 	mu      sync.Mutex
 	ctl     gradient
-	answers int64 // answers in epoch, under mu
+	answers int64 // answers in pace's second, under mu
 
-	slots [adaptiveSlots]atomic.Int32
-	// seen holds, per slot, the last epoch it had an admission in; tat
-	// its theoretical arrival time at the quota's rate, µs.
-	seen [adaptiveSlots]atomic.Int64
-	tat  [adaptiveSlots]atomic.Int64
+	slots [adaptiveSlots]adaptiveSlot
+}
+
+// adaptiveSlot is a peer's part of a group's adaptive concurrency: its
+// requests in flight, the last second it had an admission in, and its
+// theoretical arrival time at the fair pace (µs). One slot is 16 bytes,
+// within one cache line.
+type adaptiveSlot struct {
+	held atomic.Int32
+	seen atomic.Uint32
+	tat  atomic.Int64
 }
 
 // onePeer is a peer's part of adaptiveGroup.counts.
@@ -129,20 +134,21 @@ func slotOf(k Key) uint32 {
 func (a *adaptiveGroup) acquire(k Key, ms int64, force bool) (slot *atomic.Int32, shed bool) {
 	b := a.bounds.Load()
 	limit, ceil := int64(b&(1<<32-1)), int64(b>>32)
-	i := slotOf(k)
-	s := &a.slots[i]
-	held := int64(s.Add(1)) - 1
+	pace := a.pace.Load()
+	sl := &a.slots[slotOf(k)]
+	held := int64(sl.held.Add(1)) - 1
 	d := int64(1)
 	if held == 0 {
 		d += onePeer
 	}
 	n, peers := split(a.counts.Add(d))
 	// interval is the fair pace's (µs), ahead how far the peer's
-	// theoretical arrival time is past ms (µs); both 0 without a quota.
-	var interval, ahead, tat, us int64
-	if q := a.quota.Load(); q > 0 {
-		interval, us = max(1, 1_000_000/q), ms*1000
-		tat = a.tat[i].Load()
+	// theoretical arrival time is past ms (µs); both 0 without a pace.
+	interval := int64(pace & (1<<32 - 1))
+	var ahead, tat, us int64
+	if interval > 0 {
+		us = ms * 1000
+		tat = sl.tat.Load()
 		ahead = tat - us
 	}
 	if n > limit {
@@ -151,18 +157,18 @@ func (a *adaptiveGroup) acquire(k Key, ms int64, force bool) (slot *atomic.Int32
 			shed = true
 			if !force {
 				a.counts.Add(-d)
-				s.Add(-1)
+				sl.held.Add(-1)
 				return nil, true
 			}
 		}
 	}
 	if interval > 0 {
-		a.tat[i].Store(max(tat, us) + interval)
+		sl.tat.Store(max(tat, us) + interval)
 	}
-	if e := a.epoch.Load(); a.seen[i].Load() != e && a.seen[i].Swap(e) != e {
+	if e := uint32(pace >> 32); sl.seen.Load() != e && sl.seen.Swap(e) != e {
 		a.epochPeers.Add(1)
 	}
-	return s, shed
+	return &sl.held, shed
 }
 
 // release gives back a slot acquire took.
@@ -180,16 +186,15 @@ func (a *adaptiveGroup) sample(ms, admitted int64, latency time.Duration, failed
 	us := latency.Microseconds()
 	n, _ := split(a.counts.Load())
 	a.mu.Lock()
-	if e := ms / 1000; e != a.epoch.Load() {
+	if e := ms / 1000; uint64(e) != a.pace.Load()>>32 {
 		// A new second: the last one's answers over its peers are the
 		// quota, when the last one is the second before.
-		q := int64(0)
-		if p := a.epochPeers.Swap(0); p > 0 && e == a.epoch.Load()+1 {
-			q = (a.answers + p - 1) / p
+		var interval int64
+		if p := a.epochPeers.Swap(0); p > 0 && uint64(e) == a.pace.Load()>>32+1 {
+			interval = max(1, 1_000_000/((a.answers+p-1)/p))
 		}
-		a.quota.Store(q)
+		a.pace.Store(uint64(e)<<32 | uint64(min(interval, 1<<32-1)))
 		a.answers = 0
-		a.epoch.Store(e)
 	}
 	a.answers++
 	if a.ctl.sample(ms, admitted, us, failed, n) {
