@@ -378,7 +378,7 @@ func TestReduce297OldestStored(t *testing.T) {
 
 // TestLeakyTicks297: the 2.9.7 tick rule, applied one tick at a time
 // (tokens ≤ 0 → the entry is deleted; 0 < tokens < reduction → 0; else
-// tokens − reduction), gives what LeakyTicks computes for n ticks at once
+// tokens − reduction), gives what algo.Tick computes for n ticks at once
 // (the rule of 2.9.6, which both versions use): tokens left, ticks that
 // reduced, deletion.
 func TestLeakyTicks297(t *testing.T) {
@@ -396,9 +396,9 @@ func TestLeakyTicks297(t *testing.T) {
 						left, reducing = left-r, reducing+1
 					}
 				}
-				gl, gr, gd := limiter.LeakyTicks(tokens, n, r)
+				gl, gr, gd := leakyTicks(tokens, n, r)
 				if gl != left || gr != reducing || gd != deleted {
-					t.Fatalf("tokens %d, %d ticks of %d: LeakyTicks (%d, %d, %v), 2.9.7 rule (%d, %d, %v)", tokens, n, r, gl, gr, gd, left, reducing, deleted)
+					t.Fatalf("tokens %d, %d ticks of %d: algo.Tick (%d, %d, %v), 2.9.7 rule (%d, %d, %v)", tokens, n, r, gl, gr, gd, left, reducing, deleted)
 				}
 			}
 		}

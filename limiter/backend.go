@@ -23,8 +23,8 @@ import (
 // type assertion and goes without when a Backend does not offer them.
 type Backend interface {
 	// Admit decides one request of peer k in group g at ms, on the group's
-	// algorithm (the hybrid, StepHybrid, or one of package algo: concurrency
-	// first, then algo.Decide; docs/limiting.md, "Other algorithms"), updates
+	// algorithm (algo.Step with the group's Limits: concurrency first, then
+	// the algorithm; docs/limiting.md), updates
 	// the state as the decision says, and returns the outcome, the usage
 	// after it and, when admitted, the Handle of the request's in-flight
 	// slot, held until Release. A backend that cannot decide answers Reason
@@ -83,12 +83,15 @@ type Handle struct{ A, B uint64 }
 // RateLimit fields are made of (see Decision.Quota). Their meaning is the
 // group's algorithm's.
 type Usage struct {
-	// Hybrid: Tokens, Window and Oldest are those of the HybridState after
-	// the decision (a rejection changes nothing). Token bucket, GCRA,
-	// fixed and sliding window: Tokens and Window are the words A and B of
-	// the algo.State after the decision. Sliding log: Window is the
-	// timestamps counted, Oldest the one that must expire before the next
-	// admission (when Window ≥ limit).
+	// Hybrid: Tokens is the State's A (the tokens consumed), Window and
+	// Oldest the Held's Count and Mark after the decision (a rejection
+	// changes nothing). Token bucket, GCRA, fixed and sliding window:
+	// Tokens and Window are the words A and B of the algo.State after the
+	// decision. Sliding log: Window is the timestamps counted, Oldest the
+	// one that must expire before the next admission (when Window ≥
+	// limit): the Held's Count and Mark. Decision.Quota reads them as
+	// algo.QuotaOf(State{Tokens, Window}, Held{Count: Window, Mark:
+	// Oldest}).
 	Tokens int64
 	Window int64
 	Oldest int64
@@ -193,12 +196,18 @@ type Group struct {
 	// algorithm or the limits its state is measured in change (see
 	// local.sync).
 	params   algo.Params
+	limits   algo.Limits
 	stateVer uint64
 }
 
 // Params returns the group's limits, burst resolved (the algorithms but
 // the hybrid).
 func (g *Group) Params() algo.Params { return g.params }
+
+// Limits returns what the group's algorithm decides with
+// (GroupSettings.Limits), made once with the group: it must not be
+// modified.
+func (g *Group) Limits() *algo.Limits { return &g.limits }
 
 // CleanupAge returns how far before a cleanup tick a window timestamp
 // must lie for the tick to drop it: more than

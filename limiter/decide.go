@@ -110,53 +110,30 @@ func (d *Decision) Quota() Quota {
 	if g == nil {
 		return Quota{}
 	}
+	var aq algo.Quota
 	if q.full {
 		// The peer's state was not read: nothing left, admission possible
 		// again in a second, as the Arweave fields say of a concurrency
 		// rejection ({concurrency, 0, 1, concurrency}).
-		if g.Algorithm != algo.Hybrid {
-			return Quota{Algorithm: g.Algorithm, BucketLimit: g.Limit, BucketWindow: g.Period, BucketReset: 1000, ResetAmount: 1}
-		}
-		out := Quota{BucketLimit: g.LeakyLimit, BucketWindow: g.LeakyTickInterval, BucketReset: 1000,
-			WindowLimit: g.SlidingWindowLimit, WindowDuration: g.SlidingWindowDuration}
-		if g.SlidingWindowLimit > 0 {
-			out.WindowReset = 1000
-		}
-		return out
+		aq = algo.Refused(g.Algorithm, &g.limits)
+	} else {
+		// The algorithm's policy (docs/limiting.md): for the hybrid its
+		// bucket and window, for the others q = L, w = P, r what is left, t
+		// until the next admission possible ("Other algorithms").
+		aq = algo.QuotaOf(g.Algorithm, algo.State{A: q.u.Tokens, B: q.u.Window}, algo.Held{Count: q.u.Window, Mark: q.u.Oldest}, &g.limits, q.ms, q.u.ResetAt)
 	}
-	if g.Algorithm != algo.Hybrid {
-		// One policy, the algorithm's: q = L, w = P, r what is left, t until
-		// the next admission possible (docs/limiting.md, "Other algorithms").
-		var aq algo.Quota
-		if g.Algorithm == algo.SlidingLog {
-			aq = algo.LogQuota(g.params, q.u.Window, q.u.Oldest, q.ms)
-		} else {
-			aq = algo.QuotaOf(g.Algorithm, algo.State{A: q.u.Tokens, B: q.u.Window}, g.params, q.ms)
-		}
-		return Quota{
-			Algorithm:       g.Algorithm,
-			BucketLimit:     g.Limit,
-			BucketRemaining: aq.Remaining,
-			BucketWindow:    g.Period,
-			BucketReset:     aq.Reset,
-			ResetAmount:     aq.Amount,
-		}
+	return Quota{
+		Algorithm:       g.Algorithm,
+		BucketLimit:     aq.Limit,
+		BucketRemaining: aq.Remaining,
+		BucketWindow:    aq.Period,
+		BucketReset:     aq.Reset,
+		WindowLimit:     aq.WindowLimit,
+		WindowRemaining: aq.WindowRemaining,
+		WindowDuration:  aq.WindowDuration,
+		WindowReset:     aq.WindowReset,
+		ResetAmount:     aq.Amount,
 	}
-	out := Quota{
-		BucketLimit:     g.LeakyLimit,
-		BucketRemaining: max(0, g.LeakyLimit-q.u.Tokens),
-		BucketWindow:    g.LeakyTickInterval,
-		BucketReset:     q.u.ResetAt - q.ms,
-		WindowLimit:     g.SlidingWindowLimit,
-		WindowDuration:  g.SlidingWindowDuration,
-	}
-	if g.SlidingWindowLimit > 0 {
-		out.WindowRemaining = max(0, g.SlidingWindowLimit-q.u.Window)
-		if q.u.Window > 0 {
-			out.WindowReset = max(0, q.u.Oldest+g.SlidingWindowDuration-q.ms)
-		}
-	}
-	return out
 }
 
 // Quota is the state of a (peer, group) after a decision, for the RateLimit
@@ -229,8 +206,8 @@ type policyStats struct {
 // group's in-flight count over all its peers against its adaptive limit
 // and the peer's fair share of it (docs/limiting.md, "Adaptive
 // concurrency"); then the group's Backend takes the
-// state part (the peer's concurrency, then sliding window and leaky bucket,
-// StepHybrid, or the group's algorithm, package algo), and a dry_run group
+// state part (the peer's concurrency, then the group's algorithm:
+// algo.Step), and a dry_run group
 // lets a rejection through. An admitted request must be released
 // (Decision.Release). An unknown g is decided in general. Check classifies a
 // request by its path first; Decide is for a caller that knows the group.

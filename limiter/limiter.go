@@ -232,7 +232,8 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 			next++
 		}
 		g := Group{ID: id, defined: true, backend: l.backend, Version: ver, Name: name, GroupSettings: gs,
-			params: gs.Params(), stateVer: ver, Arweave: cfg.ArweaveVersion}
+			params: gs.Params(), limits: gs.Limits(), stateVer: ver, Arweave: cfg.ArweaveVersion}
+		g.limits.ReduceOldest = cfg.ArweaveVersion == Arweave297 && gs.LeakyLimit == 0
 		g.inflight = groupShardCounters(prev, id, gs)
 		g.adaptive = groupAdaptive(prev, id, &gs, now)
 		if prev != nil && prev.groups[id].defined {

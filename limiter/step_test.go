@@ -5,18 +5,26 @@ import (
 
 	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // hybrid holds one (peer, group)'s state the simplest way, for the step
-// tables of StepHybrid: the window as a plain list of timestamps.
+// tables of the hybrid (algo.Step with the group's Limits): the window as
+// a plain list of timestamps.
 type hybrid struct {
 	inflight, tokens int64
 	window           []int64
 }
 
-// state returns what StepHybrid reads of h at ms: the unexpired window.
-func (h *hybrid) state(g *limiter.GroupSettings, ms int64) limiter.HybridState {
-	s := limiter.HybridState{Inflight: h.inflight, Tokens: h.tokens}
+// hybridState is what a step of the hybrid reads and returns, flat.
+type hybridState struct {
+	Inflight, Tokens, Window, Oldest int64
+}
+
+// state returns what the hybrid's step reads of h at ms: the unexpired
+// window.
+func (h *hybrid) state(g *limiter.GroupSettings, ms int64) hybridState {
+	s := hybridState{Inflight: h.inflight, Tokens: h.tokens}
 	for _, t := range h.window {
 		if t+g.SlidingWindowDuration > ms {
 			if s.Window == 0 || t < s.Oldest {
@@ -28,7 +36,25 @@ func (h *hybrid) state(g *limiter.GroupSettings, ms int64) limiter.HybridState {
 	return s
 }
 
-// hstep is one event on a fake timeline for StepHybrid: a request ("req",
+// stepHybrid runs algo.Step for the hybrid on s, as a backend does.
+func stepHybrid(s hybridState, g *limiter.GroupSettings, ms, next int64) (hybridState, limiter.Outcome) {
+	l := g.Limits()
+	st := algo.State{A: s.Tokens}
+	if s.Tokens > 0 {
+		st.B = 1
+	}
+	r := algo.Step(algo.Hybrid, st, algo.Held{Inflight: s.Inflight, Count: s.Window, Mark: s.Oldest}, &l, ms, next)
+	return hybridState{Inflight: r.Held.Inflight, Tokens: r.State.A, Window: r.Held.Count, Oldest: r.Held.Mark}, limiter.OutcomeOf(&r)
+}
+
+// leakyTicks applies n leaky ticks of reduction r to a bucket in the
+// register holding tokens (algo.Tick).
+func leakyTicks(tokens, n, r int64) (left, reducing int64, deleted bool) {
+	s, t := algo.Tick(algo.Hybrid, algo.State{A: tokens, B: 1}, &algo.Limits{LeakyReduction: r}, n)
+	return s.A, t.Reducing, t.Left
+}
+
+// hstep is one event on a fake timeline for the hybrid's step: a request ("req",
 // the default), a release, or a leaky tick of the group's reduction.
 type hstep struct {
 	at  int64
@@ -42,7 +68,7 @@ type hstep struct {
 	tokens, window, inflight int64
 }
 
-// runHybrid plays steps against StepHybrid for group settings g, whose
+// runHybrid plays steps against the hybrid's step for group settings g, whose
 // leaky ticks fall every LeakyTickInterval ms from 0, checking the outcome
 // and the state after every step.
 func runHybrid(t *testing.T, g limiter.GroupSettings, steps []hstep) {
@@ -53,7 +79,7 @@ func runHybrid(t *testing.T, g limiter.GroupSettings, steps []hstep) {
 		case "", "req":
 			next := (s.at/g.LeakyTickInterval + 1) * g.LeakyTickInterval
 			before := h.state(&g, s.at)
-			after, out := limiter.StepHybrid(before, &g, s.at, next)
+			after, out := stepHybrid(before, &g, s.at, next)
 			if out.Via != s.via || out.Reason != s.why {
 				t.Fatalf("step %d (t=%d): got via %v reason %q, want via %v reason %q", i, s.at, out.Via, out.Reason, s.via, s.why)
 			}
@@ -73,12 +99,12 @@ func runHybrid(t *testing.T, g limiter.GroupSettings, steps []hstep) {
 			}
 			h.inflight, h.tokens = after.Inflight, after.Tokens
 			if got := h.state(&g, s.at); got != after {
-				t.Fatalf("step %d: StepHybrid says %+v, the state is %+v", i, after, got)
+				t.Fatalf("step %d: the step says %+v, the state is %+v", i, after, got)
 			}
 		case "release":
 			h.inflight--
 		case "tick":
-			left, _, _ := limiter.LeakyTicks(h.tokens, 1, g.LeakyTickReduction)
+			left, _, _ := leakyTicks(h.tokens, 1, g.LeakyTickReduction)
 			h.tokens = left
 		default:
 			t.Fatalf("step %d: unknown op %q", i, s.op)
@@ -185,24 +211,24 @@ func TestStepHybrid(t *testing.T) {
 	}
 }
 
-// TestStepHybridOldest: the Oldest StepHybrid reports after a window
+// TestStepHybridOldest: the Oldest the hybrid's step reports after a window
 // admission is the oldest unexpired timestamp, the new one included.
 func TestStepHybridOldest(t *testing.T) {
 	g := limitertest.Hybrid{Window: 5, WindowMS: 1000, Leaky: 0, TickMS: 30000, Reduction: 1, Concurrency: 10}.Settings()
 	for _, c := range []struct {
-		in   limiter.HybridState
+		in   hybridState
 		ms   int64
 		want int64
 	}{
-		{limiter.HybridState{}, 700, 700},
-		{limiter.HybridState{Window: 2, Oldest: 300}, 700, 300},
-		{limiter.HybridState{Window: 2, Oldest: 300}, 200, 200},
+		{hybridState{}, 700, 700},
+		{hybridState{Window: 2, Oldest: 300}, 700, 300},
+		{hybridState{Window: 2, Oldest: 300}, 200, 200},
 		// A stale Oldest with Window 0 means nothing.
-		{limiter.HybridState{Oldest: 100}, 700, 700},
+		{hybridState{Oldest: 100}, 700, 700},
 	} {
-		after, out := limiter.StepHybrid(c.in, &g, c.ms, 30000)
+		after, out := stepHybrid(c.in, &g, c.ms, 30000)
 		if out.Via != limiter.ViaSliding || after.Oldest != c.want || after.Window != c.in.Window+1 {
-			t.Errorf("StepHybrid(%+v, %d) = %+v %+v, want Oldest %d", c.in, c.ms, after, out, c.want)
+			t.Errorf("step(%+v, %d) = %+v %+v, want Oldest %d", c.in, c.ms, after, out, c.want)
 		}
 	}
 }
@@ -222,7 +248,7 @@ func TestLeakyTicks(t *testing.T) {
 		{tokens: 450, n: 1, r: 450, left: 0, reducing: 1},
 		{tokens: 450, n: 2, r: 450, left: 0, reducing: 1, deleted: true},
 	} {
-		left, reducing, deleted := limiter.LeakyTicks(c.tokens, c.n, c.r)
+		left, reducing, deleted := leakyTicks(c.tokens, c.n, c.r)
 		if left != c.left || reducing != c.reducing || deleted != c.deleted {
 			t.Errorf("LeakyTicks(%d, %d, %d) = %d, %d, %v; want %d, %d, %v",
 				c.tokens, c.n, c.r, left, reducing, deleted, c.left, c.reducing, c.deleted)
@@ -231,19 +257,25 @@ func TestLeakyTicks(t *testing.T) {
 }
 
 func TestReduceHybrid(t *testing.T) {
-	s, r := limiter.ReduceHybrid(limiter.HybridState{Tokens: 2, Inflight: 1, Window: 1, Oldest: 5})
-	if r != limiter.Reduced || s != (limiter.HybridState{Tokens: 1, Inflight: 1, Window: 1, Oldest: 5}) {
+	l := algo.Limits{}
+	s, r := algo.Reduce(algo.Hybrid, algo.State{A: 2, B: 1}, &l, 0)
+	if r != algo.GiveState || s != (algo.State{A: 1, B: 1}) {
 		t.Fatalf("got %+v %v", s, r)
 	}
-	if s, r = limiter.ReduceHybrid(limiter.HybridState{Window: 1}); r != limiter.ReduceNoop || s.Tokens != 0 {
+	if s, r = algo.Reduce(algo.Hybrid, algo.State{}, &l, 0); r != algo.GiveNone || s.A != 0 {
 		t.Fatalf("got %+v %v", s, r)
+	}
+	l.ReduceOldest = true
+	if _, r = algo.Reduce(algo.Hybrid, algo.State{A: 2, B: 1}, &l, 0); r != algo.GiveOldest {
+		t.Fatalf("2.9.7 without a bucket: got %v", r)
 	}
 }
 
 func TestStepHybridDoesNotAllocate(t *testing.T) {
 	g := limitertest.Hybrid{Window: 2, WindowMS: 1000, Leaky: 2, TickMS: 30000, Reduction: 2, Concurrency: 10}.Settings()
-	s := limiter.HybridState{Window: 2, Oldest: 10, Tokens: 2}
-	if n := testing.AllocsPerRun(100, func() { limiter.StepHybrid(s, &g, 20, 30000) }); n != 0 {
+	l := g.Limits()
+	h := algo.Held{Count: 2, Mark: 10}
+	if n := testing.AllocsPerRun(100, func() { algo.Step(algo.Hybrid, algo.State{A: 2, B: 1}, h, &l, 20, 30000) }); n != 0 {
 		t.Fatalf("%v allocations", n)
 	}
 }

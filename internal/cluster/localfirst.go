@@ -162,8 +162,9 @@ func (l *localFirst) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.O
 	}
 	e.g, e.used = g, ms
 	t := ms + l.offset.Load()
-	s, next := e.view(t, g, sc)
-	post, out := limiter.StepHybrid(s, &g.GroupSettings, t, next)
+	s, held, next := e.view(t, g, sc)
+	post := algo.Step(g.Algorithm, s, held, g.Limits(), t, next)
+	out := limiter.OutcomeOf(&post)
 	switch out.Via {
 	case limiter.ViaSliding:
 		e.pend.ts = append(e.pend.ts, t)
@@ -178,9 +179,9 @@ func (l *localFirst) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.O
 	if out.Allowed() {
 		h = l.b.slots.put(slot{group: g.ID, lf: e})
 	}
-	u := limiter.Usage{Tokens: post.Tokens, Window: post.Window, ResetAt: ms + next - t}
-	if post.Window > 0 {
-		u.Oldest = ms + post.Oldest - t
+	u := limiter.Usage{Tokens: post.State.A, Window: post.Held.Count, ResetAt: ms + next - t}
+	if post.Held.Count > 0 {
+		u.Oldest = ms + post.Held.Mark - t
 	}
 	return out, u, h, nil
 }
@@ -188,7 +189,7 @@ func (l *localFirst) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.O
 // view returns e's state as this instance sees it at t (Redis's clock):
 // the shared state aged to t plus this instance's pushes in flight and
 // admissions not pushed; and the group's next leaky tick.
-func (e *lfEntry) view(t int64, g *limiter.Group, sc *sharedSched) (limiter.HybridState, int64) {
+func (e *lfEntry) view(t int64, g *limiter.Group, sc *sharedSched) (algo.State, algo.Held, int64) {
 	kt := sc.Leaky.IndexAt(t)
 	tok, cur := e.tok, e.tk
 	replay := func(recs []tickN) {
@@ -236,7 +237,7 @@ func (e *lfEntry) view(t int64, g *limiter.Group, sc *sharedSched) (limiter.Hybr
 		own(f.ts)
 	}
 	own(e.pend.ts)
-	return limiter.HybridState{Inflight: e.others + e.open, Tokens: tok, Window: max(0, w), Oldest: oldest}, sc.Leaky.TimeOf(kt + 1)
+	return algo.State{A: tok}, algo.Held{Inflight: e.others + e.open, Count: max(0, w), Mark: oldest}, sc.Leaky.TimeOf(kt + 1)
 }
 
 // prepare moves e's pending admissions into a new flight and returns the

@@ -83,24 +83,25 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 }
 
 // hybridOutcome reads the hybrid script's reply {verdict, inflight,
-// window, oldest, tokens, now, next_tick} as limiter.StepHybrid decides it
-// on the same state (so that the Retry-After and the usage are computed
-// the one way they are written), with the times moved from Redis's clock
-// to ms's. A verdict StepHybrid does not reach is an error.
+// window, oldest, tokens, now, next_tick} as algo.Step decides it on the
+// same state (so that the Retry-After and the usage are computed the one
+// way they are written), with the times moved from Redis's clock to ms's.
+// A verdict the step does not reach is an error.
 func hybridOutcome(r []int64, g *limiter.Group, ms int64) (limiter.Outcome, limiter.Usage, error) {
-	pre := limiter.HybridState{Inflight: r[1], Window: r[2], Oldest: r[3], Tokens: r[4]}
+	pre := algo.Held{Inflight: r[1], Count: r[2], Mark: r[3]}
 	now, next := r[5], r[6]
-	post, out := limiter.StepHybrid(pre, &g.GroupSettings, now, next)
+	post := algo.Step(g.Algorithm, algo.State{A: r[4]}, pre, g.Limits(), now, next)
+	out := limiter.OutcomeOf(&post)
 	want := [...]limiter.Outcome{
 		{Reason: limiter.ReasonConcurrency}, {Reason: limiter.ReasonRateLimit},
 		{Via: limiter.ViaSliding}, {Via: limiter.ViaLeaky},
 	}
 	if r[0] < 0 || r[0] >= int64(len(want)) || want[r[0]].Via != out.Via || want[r[0]].Reason != out.Reason {
-		return out, limiter.Usage{}, fmt.Errorf("%w: the script decided %d where the hybrid rule decides %v/%v on %+v", ErrReply, r[0], out.Via, out.Reason, pre)
+		return out, limiter.Usage{}, fmt.Errorf("%w: the script decided %d where the hybrid rule decides %v/%v on %+v, tokens %d", ErrReply, r[0], out.Via, out.Reason, pre, r[4])
 	}
-	u := limiter.Usage{Tokens: post.Tokens, Window: post.Window, ResetAt: ms + next - now}
-	if post.Window > 0 {
-		u.Oldest = ms + post.Oldest - now
+	u := limiter.Usage{Tokens: post.State.A, Window: post.Held.Count, ResetAt: ms + next - now}
+	if post.Held.Count > 0 {
+		u.Oldest = ms + post.Held.Mark - now
 	}
 	return out, u, nil
 }

@@ -2,6 +2,7 @@ package insight
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/limiterd/limiterd/limiter"
@@ -11,7 +12,10 @@ import (
 // ReplayState is one (peer, group)'s state during a replay, in the terms of
 // the algorithm replayed: a few numbers, and a log of timestamps for the
 // algorithms that keep one. A new (peer, group) starts from the zero
-// value. Each Stepper documents its use of the fields.
+// value. N[0] and N[1] hold the algo.State's words; for the hybrid N[2] is
+// the index of the last leaky tick applied, N[3] the time of the next, N[4]
+// the time of the next cleanup tick. Log holds the log's timestamps,
+// sorted.
 type ReplayState struct {
 	// Seen is false until the first request of the (peer, group).
 	Seen bool
@@ -20,9 +24,9 @@ type ReplayState struct {
 }
 
 // Stepper decides recorded requests again under other settings: the pure
-// step function of a group's algorithm (limiter.StepHybrid for the
-// hybrid), one (peer, group) at a time, its requests in order. A Stepper
-// holds settings only; the state is the caller's.
+// step of a group's algorithm (algo.Step), one (peer, group) at a time,
+// its requests in order. A Stepper holds settings only; the state is the
+// caller's.
 type Stepper interface {
 	// Step decides a request of the (peer, group) whose state is st at ms
 	// (Unix milliseconds), as if it were released at once, updates st, and
@@ -38,119 +42,76 @@ type ReplaySettings struct {
 	Leaky, Cleanup limiter.Schedule
 }
 
-// NewStepper returns the Stepper of s's algorithm: StepHybrid for the
-// hybrid, limiter/algo's Decide for the token bucket, GCRA and the
-// windows, a log of timestamps for the sliding log.
+// NewStepper returns the Stepper of s's algorithm: algo.Step on the
+// settings' Limits, with the hybrid's ticks on its schedules.
 func NewStepper(s ReplaySettings) (Stepper, error) {
 	k := s.Settings.Algorithm
-	switch {
-	case k == algo.Hybrid:
-		if s.Leaky.Interval <= 0 || s.Cleanup.Interval <= 0 {
-			return nil, fmt.Errorf("replay: the hybrid needs its tick schedules")
-		}
-		return &hybridStepper{s: s.Settings, leaky: s.Leaky, cleanup: s.Cleanup}, nil
-	case !k.Valid():
+	if !k.Valid() {
 		return nil, fmt.Errorf("replay: unknown algorithm %d", k)
 	}
 	p := s.Settings.Params()
 	if key, problem := algo.Problem(k, p.Limit, p.Period, s.Settings.Burst); key != "" {
 		return nil, fmt.Errorf("replay: %s %s", key, problem)
 	}
-	if k == algo.SlidingLog {
-		return &logStepper{p: p}, nil
+	st := &stepper{k: k, l: s.Settings.Limits(), leaky: s.Leaky, cleanup: s.Cleanup, expiry: s.Settings.CleanupExpiry}
+	// Every request is replayed as if released at once.
+	st.l.Concurrency = math.MaxInt64
+	if k.Ticked() {
+		if s.Leaky.Interval <= 0 || s.Cleanup.Interval <= 0 {
+			return nil, fmt.Errorf("replay: the hybrid needs its tick schedules")
+		}
+		st.ticked = true
 	}
-	return &algoStepper{k: k, p: p}, nil
+	return st, nil
 }
 
-// algoStepper replays the token bucket, GCRA, the fixed window or the
-// sliding window with algo.Decide, as the local backend does: N[0] and
-// N[1] hold the algo.State's two words.
-type algoStepper struct {
-	k algo.Kind
-	p algo.Params
-}
-
-// Step decides one request with algo.Decide, released at once.
-func (a *algoStepper) Step(st *ReplayState, ms int64) bool {
-	s := algo.State{A: st.N[0], B: st.N[1]}
-	if !st.Seen {
-		st.Seen, s = true, algo.Fresh(a.k, a.p, ms)
-	}
-	ns, admitted, _ := algo.Decide(a.k, s, a.p, ms)
-	st.N[0], st.N[1] = ns.A, ns.B
-	return !admitted
-}
-
-// logStepper replays the sliding log: Log holds the admissions of the
-// last period, sorted; a request is admitted while fewer than the limit
-// are within (ms − period, ms].
-type logStepper struct{ p algo.Params }
-
-// Step decides one request as the local backend's sliding log does.
-func (l *logStepper) Step(st *ReplayState, ms int64) bool {
-	st.Seen = true
-	st.Log = dropBefore(st.Log, ms-l.p.Period+1)
-	if int64(len(st.Log))+1 > l.p.Limit {
-		return true
-	}
-	st.Log = insertSorted(st.Log, ms)
-	return false
-}
-
-// hybridStepper replays the hybrid rule (docs/limiting.md) with StepHybrid:
-// N[0] holds the tokens consumed, N[1] the index of the last leaky tick applied
-// and N[3] the time of the next, N[2] and N[4] the same of the cleanup ticks,
-// Log the window's timestamps, sorted.
-type hybridStepper struct {
-	s              limiter.GroupSettings
+// stepper replays one algorithm with algo.Step, as the local backend
+// decides: the State in N[0] and N[1], the log in Log, and for the hybrid
+// its leaky and cleanup ticks applied between the requests.
+type stepper struct {
+	k              algo.Kind
+	l              algo.Limits
+	ticked         bool
 	leaky, cleanup limiter.Schedule
+	expiry         int64
 }
 
-// windowSlack keeps expired window timestamps this long before dropping
+// windowSlack keeps expired log timestamps this long before dropping
 // them, for requests decided a little out of order.
 const windowSlack = 1000
 
-// Step decides one request as Admit would (StepHybrid between the ticks
+// Step decides one request as Admit would (algo.Step after the ticks
 // due), released at once.
-func (h *hybridStepper) Step(st *ReplayState, ms int64) bool {
-	g := &h.s
+func (a *stepper) Step(st *ReplayState, ms int64) bool {
 	if !st.Seen {
-		lk, ck := h.leaky.IndexAt(ms), h.cleanup.IndexAt(ms)
-		st.Seen, st.N[1], st.N[2], st.N[3], st.N[4] = true, lk, ck, h.leaky.TimeOf(lk+1), h.cleanup.TimeOf(ck+1)
-	}
-	// A tick passed since the last request: apply it (the division only
-	// then, not at every request).
-	if ms >= st.N[3] {
-		lk := h.leaky.IndexAt(ms)
-		if st.N[0] > 0 {
-			st.N[0], _, _ = limiter.LeakyTicks(st.N[0], lk-st.N[1], g.LeakyTickReduction)
+		s := algo.Fresh(a.k, a.l.Params, ms)
+		st.Seen, st.N[0], st.N[1] = true, s.A, s.B
+		if a.ticked {
+			lk := a.leaky.IndexAt(ms)
+			st.N[2], st.N[3], st.N[4] = lk, a.leaky.TimeOf(lk+1), a.cleanup.TimeOf(a.cleanup.IndexAt(ms)+1)
 		}
-		st.N[1], st.N[3] = lk, h.leaky.TimeOf(lk+1)
 	}
-	if ms >= st.N[4] {
-		ck := h.cleanup.IndexAt(ms)
-		st.Log = dropBefore(st.Log, h.cleanup.TimeOf(ck)-g.CleanupExpiry)
-		st.N[2], st.N[4] = ck, h.cleanup.TimeOf(ck+1)
+	s := algo.State{A: st.N[0], B: st.N[1]}
+	if a.ticked {
+		// A tick passed since the last request: apply it (the division
+		// only then, not at every request).
+		if ms >= st.N[3] {
+			lk := a.leaky.IndexAt(ms)
+			s, _ = algo.Tick(a.k, s, &a.l, lk-st.N[2])
+			st.N[2], st.N[3] = lk, a.leaky.TimeOf(lk+1)
+		}
+		if ms >= st.N[4] {
+			ck := a.cleanup.IndexAt(ms)
+			st.Log = dropBefore(st.Log, a.cleanup.TimeOf(ck)-a.expiry)
+			st.N[4] = a.cleanup.TimeOf(ck + 1)
+		}
 	}
-	cut := ms - g.SlidingWindowDuration + 1
-	i := 0
-	for i < len(st.Log) && st.Log[i] < cut {
-		i++
+	r := algo.Step(a.k, s, algo.HeldOf(a.k, &a.l, st.Log, ms), &a.l, ms, st.N[3])
+	st.N[0], st.N[1] = r.State.A, r.State.B
+	if r.Append {
+		st.Log = insertSorted(dropBefore(st.Log, ms-a.l.Span(a.k)+1-windowSlack), ms)
 	}
-	s := limiter.HybridState{Tokens: st.N[0], Window: int64(len(st.Log) - i)}
-	if s.Window > 0 {
-		s.Oldest = st.Log[i]
-	}
-	ns, out := limiter.StepHybrid(s, g, ms, st.N[3])
-	switch out.Via {
-	case limiter.ViaLeaky:
-		st.N[0] = ns.Tokens
-	case limiter.ViaSliding:
-		st.Log = insertSorted(dropBefore(st.Log, cut-windowSlack), ms)
-	default:
-		return true
-	}
-	return false
+	return r.Via == algo.ViaNone
 }
 
 // dropBefore removes the timestamps < cut from the front of sorted log.

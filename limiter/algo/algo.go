@@ -1,7 +1,14 @@
-// Package algo holds the rate-limiting algorithms a group may choose instead
-// of the Arweave hybrid (docs/limiting.md, "Other algorithms"): token bucket,
-// GCRA, fixed window, sliding log and the estimated sliding window, each as
-// pure functions of a (peer, group)'s state, the group's limits and the time.
+// Package algo holds the rate-limiting algorithms a group may choose: the
+// Arweave hybrid (docs/limiting.md, "The hybrid decision") and token bucket,
+// GCRA, fixed window, sliding log and the estimated sliding window
+// (docs/limiting.md, "Other algorithms"), each as pure functions of a (peer,
+// group)'s state, the group's limits and the time, behind one dispatch on
+// Kind (Step, Reduce, Tick, Idle, Fresh, QuotaOf, PressureAt: decision 230).
+//
+// A state is two words (State); the hybrid and the sliding log also keep a
+// log of timestamps, which stays with the holder of the state (the local
+// slab's ring, a Redis sorted set, a replay's slice): a step reads a summary
+// of it (Held) and says when to append to it (Result.Append).
 //
 // Everything is integer arithmetic on Unix milliseconds: a token bucket
 // counts tokens in units of 1/P of a token (it refills L units per ms) and a
@@ -16,13 +23,15 @@
 // their Lua transcriptions) elsewhere.
 package algo
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // Kind is a group's algorithm.
 type Kind uint8
 
-// The algorithms. The zero Kind is the hybrid, which package limiter
-// implements itself (StepHybrid).
+// The algorithms. The zero Kind is the hybrid.
 const (
 	Hybrid        Kind = iota // the Arweave hybrid: window, then leaky bucket (docs/limiting.md)
 	TokenBucket               // tokens refilled continuously at L/P per ms, capped at B
@@ -70,6 +79,11 @@ func (k Kind) Scaled() bool { return k == TokenBucket || k == GCRA }
 // Logged reports whether k keeps a log of timestamps (the hybrid's window,
 // the sliding log) rather than a fixed-size State.
 func (k Kind) Logged() bool { return k == Hybrid || k == SlidingLog }
+
+// Ticked reports whether k's state also changes on a schedule of ticks
+// (the hybrid's leaky ticks, Tick, and its window's cleanup ticks) rather
+// than only with the time it is read at.
+func (k Kind) Ticked() bool { return k == Hybrid }
 
 // MarshalText returns k's name.
 func (k Kind) MarshalText() ([]byte, error) {
@@ -153,22 +167,25 @@ func Problem(k Kind, limit, period, burst int64) (key, problem string) {
 	return "", ""
 }
 
-// State is one (peer, group)'s state under the token bucket, GCRA, the
-// fixed window or the sliding window: two words, whose meaning is the
+// State is one (peer, group)'s state: two words, whose meaning is the
 // algorithm's.
 //
+//	Hybrid         A: leaky tokens consumed            B: 1 while in the leaky-token register, else 0
 //	TokenBucket    A: tokens, in units of 1/P token   B: the last refill, ms
 //	GCRA           A: a time Base, ms                 B: TAT − Base, in units of 1/L ms
 //	FixedWindow    A: the end of the window, ms       B: its count
 //	SlidingWindow  A: the end of the current window   B: its count | the previous one's << 32
 //
-// The sliding log keeps timestamps instead (package limiter's window). A
-// state never goes back in time: a decision at a time before the state's
+// The sliding log keeps timestamps instead, and the hybrid its window's,
+// in a log held beside the State (Held summarises it). A state never goes
+// back in time: a decision at a time before the state's
 // own is taken at the state's time.
 type State struct{ A, B int64 }
 
 // Fresh returns the state of a (peer, group) seen for the first time at
-// now: a full bucket, a TAT at now, empty windows.
+// now: a full bucket, a TAT at now, empty windows; for the hybrid no
+// leaky tokens (outside the register) and for the sliding log nothing (its
+// timestamps are its holder's).
 func Fresh(k Kind, p Params, now int64) State {
 	switch k {
 	case TokenBucket:
@@ -179,58 +196,85 @@ func Fresh(k Kind, p Params, now int64) State {
 	return State{}
 }
 
-// Decide decides one request on s (any kind but Hybrid and SlidingLog) at
-// now: whether it is admitted and the state after (a rejection returns s
-// unchanged), and for a rejection the ms until an admission is possible
-// (≥ 1): until the bucket holds a token, tat − τ − now, the window's end,
-// or the estimate's limitedUntil.
+// Decide decides one request on s for a kind whose state is its State
+// (the token bucket, GCRA, the fixed and the sliding window), without a
+// concurrency limit: Step with Params p and no log. It returns the state
+// after (a rejection returns s unchanged), whether the request is
+// admitted and, for a rejection, the ms until an admission is possible
+// (≥ 1).
 func Decide(k Kind, s State, p Params, now int64) (State, bool, int64) {
-	switch k {
-	case TokenBucket:
-		return decideBucket(s, p, now)
-	case GCRA:
-		return decideGCRA(s, p, now)
-	case FixedWindow:
-		return decideFixed(s, p, now)
-	case SlidingWindow:
-		return decideSliding(s, p, now)
-	}
-	panic("algo: Decide of " + k.String())
+	l := Limits{Params: p, Concurrency: math.MaxInt64}
+	r := Step(k, s, Held{}, &l, now, 0)
+	return r.State, r.Via != ViaNone, r.Wait
 }
 
-// Reduce gives back one admission of s at now (docs/limiting.md, "Other
-// algorithms"): a token (capped at B), T off the TAT (not below now), one off
-// the current window's count. ok is false, and s unchanged, when there is
-// nothing to give back.
-func Reduce(k Kind, s State, p Params, now int64) (State, bool) {
+// Give says what a reduction gives back.
+type Give uint8
+
+// The answers of Reduce.
+const (
+	// GiveNone: nothing to give back.
+	GiveNone Give = iota
+	// GiveState: the returned State gives one admission back.
+	GiveState
+	// GiveNewest: the holder of a sliding log drops its newest timestamp
+	// that still counts, if it holds one.
+	GiveNewest
+	// GiveOldest: the holder of the hybrid's window drops its oldest
+	// timestamp, expired or not, if it holds one (Limits.ReduceOldest).
+	GiveOldest
+)
+
+// Reduce gives back one admission of s at now (docs/limiting.md, "Reduce"
+// and "Other algorithms"): the hybrid one leaky token, when any was
+// consumed; a token of a token bucket (capped at B), T off a GCRA's TAT
+// (not below now), one off a window's current count; the sliding log its
+// newest timestamp (GiveNewest, the holder's); with Limits.ReduceOldest
+// the hybrid its window's oldest (GiveOldest). With GiveNone s is
+// returned unchanged.
+func Reduce(k Kind, s State, l *Limits, now int64) (State, Give) {
+	p := l.Params
 	switch k {
+	case Hybrid:
+		if l.ReduceOldest {
+			return s, GiveOldest
+		}
+		if s.A > 0 {
+			return State{A: s.A - 1, B: s.B}, GiveState
+		}
 	case TokenBucket:
 		u, last := bucketAt(s, p, now)
 		if cap := p.Burst * p.Period; u < cap {
-			return State{A: min(cap, u+p.Period), B: last}, true
+			return State{A: min(cap, u+p.Period), B: last}, GiveState
 		}
 	case GCRA:
 		if d, t := debt(s, p, now); d > 0 {
-			return State{A: t, B: max(0, d-p.Period)}, true
+			return State{A: t, B: max(0, d-p.Period)}, GiveState
 		}
 	case FixedWindow:
 		if now < s.A && s.B > 0 {
-			return State{A: s.A, B: s.B - 1}, true
+			return State{A: s.A, B: s.B - 1}, GiveState
 		}
+	case SlidingLog:
+		return s, GiveNewest
 	case SlidingWindow:
 		end, curr, prev := roll(s, p, now)
 		if curr > 0 {
-			return packSliding(end, curr-1, prev), true
+			return packSliding(end, curr-1, prev), GiveState
 		}
 	}
-	return s, false
+	return s, GiveNone
 }
 
-// Idle reports whether s holds no information at now: the bucket is full,
-// the TAT is not after now, the windows are empty. An idle state is what a
-// new (peer, group) would have, so its entry may go.
+// Idle reports whether s holds no information at now: the hybrid's bucket
+// is out of the register, a token bucket is full, the TAT is not after
+// now, the windows are empty; a sliding log's State never holds any (its
+// timestamps are its holder's). An idle state is what a new (peer, group)
+// would have, so its entry may go when its log is empty too.
 func Idle(k Kind, s State, p Params, now int64) bool {
 	switch k {
+	case Hybrid:
+		return s.B == 0
 	case TokenBucket:
 		u, _ := bucketAt(s, p, now)
 		return u >= p.Burst*p.Period

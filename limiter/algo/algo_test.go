@@ -37,7 +37,7 @@ func run(t *testing.T, k algo.Kind, p algo.Params, steps []step) {
 		before := s
 		if st.reduce {
 			var done bool
-			s, done = algo.Reduce(k, s, p, st.at)
+			s, done = reduceOK(k, s, p, st.at)
 			if done != st.ok {
 				t.Fatalf("step %d (t=%d): reduce %v, want %v", i, st.at, done, st.ok)
 			}
@@ -57,7 +57,7 @@ func run(t *testing.T, k algo.Kind, p algo.Params, steps []step) {
 				}
 			}
 		}
-		q := algo.QuotaOf(k, s, p, st.at)
+		q := quotaOf(k, s, p, st.at)
 		if q.Remaining != st.left || q.Reset != st.reset {
 			t.Fatalf("step %d (t=%d): quota %+v, want remaining %d reset %d", i, st.at, q, st.left, st.reset)
 		}
@@ -288,4 +288,16 @@ func TestDecideDoesNotAllocate(t *testing.T) {
 			t.Errorf("%v: %v allocs per decision", k, n)
 		}
 	}
+}
+
+// reduceOK is Reduce for the kinds whose state is their State: whether it
+// gave an admission back.
+func reduceOK(k algo.Kind, s algo.State, p algo.Params, now int64) (algo.State, bool) {
+	s, g := algo.Reduce(k, s, &algo.Limits{Params: p}, now)
+	return s, g == algo.GiveState
+}
+
+// quotaOf is QuotaOf for the kinds whose state is their State.
+func quotaOf(k algo.Kind, s algo.State, p algo.Params, now int64) algo.Quota {
+	return algo.QuotaOf(k, s, algo.Held{}, &algo.Limits{Params: p}, now, 0)
 }

@@ -29,12 +29,18 @@ func PressureOf(remaining, fresh int64) Pressure {
 	return Some
 }
 
-// PressureAt grades s at now (any kind but Hybrid and SlidingLog): its
-// quota's Remaining against a fresh state's, the burst of a token bucket
-// or GCRA, the limit of a window — PressureOf(QuotaOf(…).Remaining,
-// fresh), without QuotaOf's divisions (it runs on every decision).
-func PressureAt(k Kind, s State, p Params, now int64) Pressure {
+// PressureAt grades s and h at now, its ticks applied: its quota's
+// Remaining against a fresh state's, the burst of a token bucket or GCRA,
+// the limit of a window or a log — PressureOf(QuotaOf(…).Remaining,
+// fresh), without QuotaOf's divisions; for the hybrid the room left in its
+// window and its bucket together against both limits.
+func PressureAt(k Kind, s State, h Held, l *Limits, now int64) Pressure {
+	p := l.Params
 	switch k {
+	case Hybrid:
+		return PressureOf(max(0, l.WindowLimit-h.Count)+max(0, l.LeakyLimit-s.A), l.WindowLimit+l.LeakyLimit)
+	case SlidingLog:
+		return PressureOf(p.Limit-h.Count, p.Limit)
 	case TokenBucket:
 		u, _ := bucketAt(s, p, now) // Remaining is u/P
 		return grade(u, p.Period, p.Burst)

@@ -19,15 +19,15 @@ func TestPressure(t *testing.T) {
 	p := Resolve(10, 1000, 0)
 	s := Fresh(TokenBucket, p, 0)
 	for i := range 10 {
-		if got, want := PressureAt(TokenBucket, s, p, 0), map[bool]Pressure{true: Light, false: Some}[i <= 1]; got != want {
+		if got, want := PressureAt(TokenBucket, s, Held{}, &Limits{Params: p}, 0), map[bool]Pressure{true: Light, false: Some}[i <= 1]; got != want {
 			t.Fatalf("after %d admissions: %d, want %d", i, got, want)
 		}
 		s, _, _ = Decide(TokenBucket, s, p, 0)
 	}
-	if got := PressureAt(TokenBucket, s, p, 0); got != Limited {
+	if got := PressureAt(TokenBucket, s, Held{}, &Limits{Params: p}, 0); got != Limited {
 		t.Fatalf("exhausted: %d", got)
 	}
-	if got := PressureAt(TokenBucket, s, p, 1000); got != Light {
+	if got := PressureAt(TokenBucket, s, Held{}, &Limits{Params: p}, 1000); got != Light {
 		t.Fatalf("refilled a second later: %d", got)
 	}
 }
@@ -54,14 +54,19 @@ func TestPressureAtMatchesQuota(t *testing.T) {
 			for range 100 {
 				now += rng.Int64N(1 + 2*period/limit)
 				if rng.IntN(5) == 0 {
-					s, _ = Reduce(k, s, p, now)
+					s, _ = reduceOK(k, s, p, now)
 				} else {
 					s, _, _ = Decide(k, s, p, now)
 				}
-				if got, want := PressureAt(k, s, p, now), PressureOf(QuotaOf(k, s, p, now).Remaining, fresh); got != want {
+				if got, want := PressureAt(k, s, Held{}, &Limits{Params: p}, now), PressureOf(QuotaOf(k, s, Held{}, &Limits{Params: p}, now, 0).Remaining, fresh); got != want {
 					t.Fatalf("%s %+v %+v at %d: %d, quota says %d", k, p, s, now, got, want)
 				}
 			}
 		}
 	}
+}
+
+func reduceOK(k Kind, s State, p Params, now int64) (State, bool) {
+	s, g := Reduce(k, s, &Limits{Params: p}, now)
+	return s, g == GiveState
 }

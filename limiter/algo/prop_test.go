@@ -60,11 +60,11 @@ func play(k algo.Kind, p algo.Params, ops []op) []outcome {
 	for i, o := range ops {
 		var res outcome
 		if o.reduce {
-			s, res.ok = algo.Reduce(k, s, p, o.at)
+			s, res.ok = reduceOK(k, s, p, o.at)
 		} else {
 			s, res.ok, res.wait = algo.Decide(k, s, p, o.at)
 		}
-		q := algo.QuotaOf(k, s, p, o.at)
+		q := quotaOf(k, s, p, o.at)
 		res.left, res.reset = q.Remaining, q.Reset
 		out[i] = res
 	}
@@ -328,13 +328,13 @@ func TestAgainstModels(t *testing.T) {
 			for i, o := range ops {
 				var got, want outcome
 				if o.reduce {
-					s, got.ok = algo.Reduce(kc.k, s, p, o.at)
+					s, got.ok = reduceOK(kc.k, s, p, o.at)
 					want.ok = m.reduce(o.at)
 				} else {
 					s, got.ok, got.wait = algo.Decide(kc.k, s, p, o.at)
 					want.ok, want.wait = m.decide(o.at)
 				}
-				got.left, want.left = algo.QuotaOf(kc.k, s, p, o.at).Remaining, m.remaining(o.at)
+				got.left, want.left = quotaOf(kc.k, s, p, o.at).Remaining, m.remaining(o.at)
 				if got != want {
 					t.Fatalf("%v trial %d %+v op %d %+v: got %+v, model %+v", kc.k, trial, p, i, o, got, want)
 				}

@@ -9,28 +9,52 @@ import (
 // dashboard read it at one instant.
 type Quota struct {
 	// Remaining is how many requests would be admitted now, one after the
-	// other.
+	// other (the hybrid: its leaky tokens left).
 	Remaining int64 `json:"remaining"`
 	// Reset is the ms until a request can be admitted again: 0 while
-	// Remaining > 0, else what a rejection's Retry-After is made of.
+	// Remaining > 0, else what a rejection's Retry-After is made of (the
+	// hybrid: until its next leaky tick).
 	Reset int64 `json:"reset_ms"`
 	// Amount is what that moment restores: one admission (a token, an
 	// emission interval, a window timestamp, the estimate's next step),
-	// or the whole limit when a fixed window ends.
+	// or the whole limit when a fixed window ends; 0 for the hybrid, whose
+	// tick restores leaky_tick_reduction tokens.
 	Amount int64 `json:"amount"`
+	// Limit and Period are the policy the fields describe: the limit and
+	// period of the kind, the hybrid's leaky_limit and leaky_tick_interval.
+	Limit  int64 `json:"-"`
+	Period int64 `json:"-"`
+	// The hybrid's window (WindowLimit 0: none): sliding_window_limit,
+	// the room left in it, sliding_window_duration, and the ms until its
+	// oldest timestamp expires (0 when it holds none).
+	WindowLimit     int64 `json:"-"`
+	WindowRemaining int64 `json:"-"`
+	WindowDuration  int64 `json:"-"`
+	WindowReset     int64 `json:"-"`
 }
 
-// QuotaOf returns the quota of s at now (any kind but Hybrid and
-// SlidingLog, whose quota package limiter computes from its log).
-func QuotaOf(k Kind, s State, p Params, now int64) Quota {
+// QuotaOf returns the quota of s and h (Step's arguments, or its Result's)
+// at now, the hybrid's next leaky tick at next.
+func QuotaOf(k Kind, s State, h Held, l *Limits, now, next int64) Quota {
+	p := l.Params
 	switch k {
+	case Hybrid:
+		q := Quota{Limit: l.LeakyLimit, Period: l.LeakyInterval, Remaining: max(0, l.LeakyLimit-s.A), Reset: next - now,
+			WindowLimit: l.WindowLimit, WindowDuration: l.WindowDuration}
+		if l.WindowLimit > 0 {
+			q.WindowRemaining = max(0, l.WindowLimit-h.Count)
+			if h.Count > 0 {
+				q.WindowReset = max(0, h.Mark+l.WindowDuration-now)
+			}
+		}
+		return q
 	case TokenBucket:
 		u, _ := bucketAt(s, p, now)
 		q := Quota{Remaining: u / p.Period, Amount: 1}
 		if q.Remaining == 0 {
 			q.Reset = ceilDiv(p.Period-u, p.Limit)
 		}
-		return q
+		return q.of(p)
 	case GCRA:
 		d, _ := debt(s, p, now)
 		q := Quota{Amount: 1}
@@ -39,7 +63,7 @@ func QuotaOf(k Kind, s State, p Params, now int64) Quota {
 		} else {
 			q.Reset = ceilDiv(d-tau, p.Limit)
 		}
-		return q
+		return q.of(p)
 	case FixedWindow:
 		end, n := s.A, s.B
 		if now >= end {
@@ -49,7 +73,13 @@ func QuotaOf(k Kind, s State, p Params, now int64) Quota {
 		if q.Remaining == 0 {
 			q.Reset = end - now
 		}
-		return q
+		return q.of(p)
+	case SlidingLog:
+		q := Quota{Remaining: max(0, p.Limit-h.Count), Amount: 1}
+		if q.Remaining == 0 {
+			q.Reset = max(1, h.Mark+p.Period-now)
+		}
+		return q.of(p)
 	case SlidingWindow:
 		end, curr, prev := roll(s, p, now)
 		room := p.Limit*p.Period - curr*p.Period - prev*left(end, now, p.Period)
@@ -57,21 +87,29 @@ func QuotaOf(k Kind, s State, p Params, now int64) Quota {
 		if q.Remaining == 0 {
 			q.Reset = limitedUntil(end, curr, prev, p) - now
 		}
-		return q
+		return q.of(p)
 	}
 	return Quota{}
 }
 
-// LogQuota is the quota of a sliding log holding count timestamps that
-// still count at now, nth being the (count − L)-th oldest of them
-// (0-based; any value when count < L): it must expire before a request is
-// admitted.
-func LogQuota(p Params, count, nth, now int64) Quota {
-	q := Quota{Remaining: max(0, p.Limit-count), Amount: 1}
-	if q.Remaining == 0 {
-		q.Reset = max(1, nth+p.Period-now)
-	}
+func (q Quota) of(p Params) Quota {
+	q.Limit, q.Period = p.Limit, p.Period
 	return q
+}
+
+// Refused returns the quota of a request refused before its state was
+// read (its worker shard full, the adaptive limit): nothing left, an
+// admission possible again in a second, as the Arweave fields say of a
+// concurrency rejection.
+func Refused(k Kind, l *Limits) Quota {
+	if k == Hybrid {
+		q := Quota{Limit: l.LeakyLimit, Period: l.LeakyInterval, Reset: 1000, WindowLimit: l.WindowLimit, WindowDuration: l.WindowDuration}
+		if l.WindowLimit > 0 {
+			q.WindowReset = 1000
+		}
+		return q
+	}
+	return Quota{Reset: 1000, Amount: 1}.of(l.Params)
 }
 
 // View is a state in the algorithm's own terms, for the admin API and the
@@ -96,7 +134,8 @@ type View struct {
 
 // ViewOf returns s at now in k's terms (not Hybrid, not SlidingLog).
 func ViewOf(k Kind, s State, p Params, now int64) View {
-	v := View{Quota: QuotaOf(k, s, p, now)}
+	l := Limits{Params: p}
+	v := View{Quota: QuotaOf(k, s, Held{}, &l, now, 0)}
 	switch k {
 	case TokenBucket:
 		u, _ := bucketAt(s, p, now)

@@ -5,109 +5,74 @@ import (
 	"github.com/limiterd/limiterd/limiter/algo"
 )
 
-// The local backend's side of the algorithms other than the hybrid (package
-// algo): an entry holds an algo.State in its union fields (entry.words), or,
-// for the sliding log, timestamps in a window ring bounded by the limit. The
-// entry's algo says which; an entry of another algorithm than its group's is
-// dropped where it is met (the group's algorithm changed), and a shard
-// converts its entries when the limits their state is measured in change
-// (sync).
+// How an entry holds its algorithm's state (package algo decides on it,
+// algo.Step and the rest, one dispatch on the kind; decision 230): the
+// hybrid its leaky tokens in tokens, its place in the leaky-token register
+// in flagTokens (the State's B) with the index of the last leaky tick in
+// tick, and its window's timestamps in a ring (wi); the sliding log its
+// timestamps in a ring bounded by the limit, with a gate in the words
+// (logGate); the other algorithms their algo.State in the union fields
+// (entry.words, flagState). The entry's algo says which; an entry of
+// another algorithm than its group's is dropped where it is met (the
+// group's algorithm changed), and a shard converts its entries when the
+// limits their state is measured in change (sync).
 
-// admitAlgo is Admit for a group whose algorithm is not the hybrid:
-// concurrency first, then the algorithm, under the shard's lock.
-func (b *Backend) admitAlgo(ms int64, k limiter.Key, g *limiter.Group) (out limiter.Outcome, u limiter.Usage, h limiter.Handle) {
-	sec := uint32(ms / 1000)
-	var key entryKey
-	key.set(g.ID, k)
-	sh, si, tag := b.shardOf(&key)
-	sh.mu.Lock()
-	if sh.synced[g.ID].ver < g.StateVersion() {
-		b.sync(sh, g)
-	}
-	slot := b.entryFor(sh, &key, tag, g, ms, sec)
-	e := sh.at(slot)
-	stats := &sh.stats[g.ID]
-	sh.touch(slot, sec)
-	stats.Requests++
-	satInc(&e.requests)
-
-	params := g.Params()
-	p := &params
-	var w *window
-	var s algo.State
-	exact := true
-	if g.Algorithm == algo.SlidingLog {
-		u, exact = sh.logGate(e, p, ms)
-	} else {
-		s = e.words()
-		if e.flags&flagState == 0 {
-			s = algo.Fresh(g.Algorithm, *p, ms)
-		}
-		u.Tokens, u.Window = s.A, s.B
-	}
+// state returns e's algo.State at ms (fresh when it holds none).
+func (sh *shard) state(e *entry, g *limiter.Group, ms int64) algo.State {
 	switch {
-	case int64(e.inflight)+1 > g.PeerConcurrencyLimit():
-		out = limiter.Outcome{Reason: limiter.ReasonConcurrency, RetryAfter: 1}
-		if !exact {
-			u = logUsage(sh.win(e), p, ms)
-		}
-	case g.Algorithm == algo.SlidingLog:
-		if u.Window+1 > p.Limit {
-			out = limiter.Outcome{Reason: limiter.ReasonRateLimit, RetryAfter: retrySeconds(u.Oldest + p.Period - ms)}
-			break
-		}
-		if w = sh.win(e); w == nil {
-			w = sh.setWin(e, window{})
-		}
-		stats.LogItems -= int64(w.DropBefore(ms - p.Period + 1))
-		w.Add(ms, int32(p.Limit))
-		stats.LogItems++
-		// Every timestamp left counts (an out-of-order ms is in the past
-		// by a few µs at most).
-		u = sh.setGate(e, w, p)
-		out.Via = limiter.ViaAlgorithm
-	default:
-		ns, admitted, wait := algo.Decide(g.Algorithm, s, *p, ms)
-		if !admitted {
-			out = limiter.Outcome{Reason: limiter.ReasonRateLimit, RetryAfter: retrySeconds(wait)}
-			break
-		}
-		e.setWords(ns)
-		e.flags |= flagState
-		u.Tokens, u.Window = ns.A, ns.B
-		out.Via = limiter.ViaAlgorithm
+	case e.flags&flagTokens != 0:
+		return algo.State{A: int64(e.tokens), B: 1}
+	case e.flags&flagState != 0 && !e.algo.Logged():
+		return e.words()
 	}
-	switch out.Reason {
-	case limiter.ReasonNone:
-		if e.inflight == 0 {
-			stats.PeersConcurrency++
+	return algo.Fresh(e.algo, g.Params(), ms)
+}
+
+// read returns what algo.Step reads of e at ms: its State and the summary
+// of its log with its requests in flight. exact is false when a sliding
+// log's gate expired: Count is then Limit − 1, enough to decide an
+// admission (logGate), and logHeld counts it when needed.
+func (sh *shard) read(e *entry, g *limiter.Group, l *algo.Limits, ms int64) (s algo.State, h algo.Held, exact bool) {
+	exact = true
+	switch {
+	case e.algo == algo.SlidingLog:
+		h, exact = sh.logGate(e, &l.Params, ms)
+	case e.algo.Logged():
+		if w := sh.win(e); w != nil {
+			if n := w.CountFrom(ms - l.WindowDuration + 1); n > 0 {
+				h.Count, h.Mark = int64(n), w.At(w.N-n)
+			}
 		}
-		e.inflight++
-		stats.ItemsConcurrency++
-		stats.AllowedAlgorithm++
-		h = localHandle(si, slot, e.gen, sh.epoch)
-	case limiter.ReasonConcurrency:
-		satInc(&e.rejConc)
-		stats.RejectedConcurrency++
+		s = sh.state(e, g, ms)
 	default:
-		satInc(&e.rejRate)
-		stats.RejectedRateLimit++
+		s = sh.state(e, g, ms)
 	}
-	e.flags |= flagDirty
-	sh.mu.Unlock()
-	return out, u, h
+	h.Inflight = int64(e.inflight)
+	return s, h, exact
+}
+
+// usageOf is the limiter.Usage of a step's result: the State's words, or
+// for a kind that keeps a log its tokens and the log's summary.
+func usageOf(k algo.Kind, r *algo.Result, next int64) limiter.Usage {
+	if k.Logged() {
+		return limiter.Usage{Tokens: r.State.A, Window: r.Held.Count, Oldest: r.Held.Mark, ResetAt: next}
+	}
+	return limiter.Usage{Tokens: r.State.A, Window: r.State.B, ResetAt: next}
 }
 
 // entryFor finds the entry of key for a decision in g, dropping one of
-// another algorithm, or creates it (evicting one at max_tracked). sh.mu
-// is held; eviction releases it for a while.
-func (b *Backend) entryFor(sh *shard, key *entryKey, tag uint32, g *limiter.Group, ms int64, sec uint32) uint32 {
-	slot, _, ok := sh.find(key, tag)
+// another algorithm, or creates it (evicting one at max_tracked; a new
+// entry of a closed group is rejected and deleted at once, so it does not
+// evict another peer's). ok is false for a new entry. sh.mu is held;
+// eviction releases it for a while.
+func (b *Backend) entryFor(sh *shard, key *entryKey, tag uint32, g *limiter.Group, ms int64, sec uint32) (slot uint32, ok bool) {
+	slot, _, ok = sh.find(key, tag)
 	if ok && sh.at(slot).algo != g.Algorithm && sh.drop(slot, tag, g.Algorithm) {
+		// The group's algorithm changed: that state went.
 		b.total.Add(-1)
 		ok = false
 	}
-	if !ok {
+	if !ok && !g.Closed() {
 		if max := b.maxTracked.Load(); max > 0 && b.total.Load() >= max {
 			sh.mu.Unlock()
 			b.evictOne(ms)
@@ -121,22 +86,22 @@ func (b *Backend) entryFor(sh *shard, key *entryKey, tag uint32, g *limiter.Grou
 		e.lastSeen, e.algo = sec, g.Algorithm
 		b.total.Add(1)
 	}
-	return slot
+	return slot, ok
 }
 
-// logUsage is the Usage of a sliding log w (nil: empty) at ms: the
+// logHeld is the Held of a sliding log w (nil: empty) at ms: the
 // timestamps still counted, and the one that must expire before the next
 // admission once they reach the limit.
-func logUsage(w *window, p *algo.Params, ms int64) limiter.Usage {
+func logHeld(w *window, p *algo.Params, ms int64) algo.Held {
 	if w == nil {
-		return limiter.Usage{}
+		return algo.Held{}
 	}
 	c := w.CountFrom(ms - p.Period + 1)
-	u := limiter.Usage{Window: int64(c)}
+	h := algo.Held{Count: int64(c)}
 	if int64(c) >= p.Limit {
-		u.Oldest = w.At(w.N - int32(p.Limit))
+		h.Mark = w.At(w.N - int32(p.Limit))
 	}
-	return u
+	return h
 }
 
 // The sliding log's gate: while the log holds at least L timestamps, the
@@ -144,46 +109,42 @@ func logUsage(w *window, p *algo.Params, ms int64) limiter.Usage {
 // entry keeps it in its word A (flagState), beside the window index in wi,
 // so that a rejection — most decisions of a peer over its limit — reads
 // the entry only, not the log. It is a cache of the log, set again from
-// it after every change (and dropped when in doubt: expireAlgo, sync).
+// it after every change (and dropped when in doubt: expire, sync).
 
-// logGate returns the Usage of e's log at ms from its gate when it is set:
-// not expired, Window is L (at least L count, the log is full); expired,
-// Window is L − 1 (fewer than L count: the next request is admitted) and
+// logGate returns the Held of e's log at ms from its gate when it is set:
+// not expired, Count is L (at least L count, the log is full); expired,
+// Count is L − 1 (fewer than L count: the next request is admitted) and
 // exact is false. Without a gate (fewer than L timestamps held) it counts
 // the log.
-func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (u limiter.Usage, exact bool) {
+func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (h algo.Held, exact bool) {
 	if e.flags&flagState != 0 {
 		if gate := int64(uint64(uint32(e.tokens)) | uint64(e.tick)<<32); gate > ms-p.Period {
-			return limiter.Usage{Window: p.Limit, Oldest: gate}, true
+			return algo.Held{Count: p.Limit, Mark: gate}, true
 		}
-		return limiter.Usage{Window: p.Limit - 1}, false
+		return algo.Held{Count: p.Limit - 1}, false
 	}
 	w := sh.win(e)
 	if w == nil {
-		return limiter.Usage{}, true
+		return algo.Held{}, true
 	}
-	u = logUsage(w, p, ms)
+	h = logHeld(w, p, ms)
 	sh.setGate(e, w, p) // when the log holds L or more: a cache, not state
-	return u, true
+	return h, true
 }
 
-// setGate sets e's gate from its log w, and returns the Usage of a log
+// setGate sets e's gate from its log w, and returns the Held of a log
 // whose timestamps all count.
-func (sh *shard) setGate(e *entry, w *window, p *algo.Params) limiter.Usage {
-	u := limiter.Usage{Window: int64(w.N)}
-	if u.Window < p.Limit {
+func (sh *shard) setGate(e *entry, w *window, p *algo.Params) algo.Held {
+	h := algo.Held{Count: int64(w.N), Inflight: int64(e.inflight)}
+	if h.Count < p.Limit {
 		e.flags &^= flagState
-		return u
+		return h
 	}
-	u.Oldest = w.At(w.N - int32(p.Limit))
-	e.tokens, e.tick = int32(uint32(u.Oldest)), uint32(uint64(u.Oldest)>>32)
+	h.Mark = w.At(w.N - int32(p.Limit))
+	e.tokens, e.tick = int32(uint32(h.Mark)), uint32(uint64(h.Mark)>>32)
 	e.flags |= flagState
-	return u
+	return h
 }
-
-// retrySeconds is the Retry-After of a wait in ms: whole seconds rounded
-// up, at least 1.
-func retrySeconds(ms int64) int64 { return max(1, (ms+999)/1000) }
 
 // drop drops the state of the entry at slot, which is of another
 // algorithm than its group's now (kind), counting it: as clear does. It
@@ -217,8 +178,8 @@ func (sh *shard) clear(slot, tag uint32, kind algo.Kind) bool {
 
 // sync brings sh's entries of g to g.StateVersion(): entries of another
 // algorithm are dropped, the states of a token bucket or GCRA converted to
-// the new limits (algo.Rescale). A shard without entries of g only takes
-// note. sh.mu is held.
+// the new limits (algo.Rescale), a sliding log's gate of other limits
+// dropped. A shard without entries of g only takes note. sh.mu is held.
 func (b *Backend) sync(sh *shard, g *limiter.Group) {
 	ss := &sh.synced[g.ID]
 	if sh.stats[g.ID].Entries > 0 {
@@ -233,7 +194,7 @@ func (b *Backend) sync(sh *shard, g *limiter.Group) {
 				}
 				continue
 			}
-			if e.algo == algo.SlidingLog {
+			if e.algo.Logged() {
 				e.flags &^= flagState // the gate of another limit
 				continue
 			}
@@ -265,7 +226,7 @@ func (b *Backend) syncAll(gt *limiter.GroupTable) {
 // the shard synced for g first. An entry of another algorithm is dropped
 // (and false returned). sh.mu is held.
 func (b *Backend) current(sh *shard, slot uint32, g *limiter.Group) bool {
-	if g.Algorithm != algo.Hybrid && sh.synced[g.ID].ver < g.StateVersion() {
+	if sh.synced[g.ID].ver < g.StateVersion() {
 		b.sync(sh, g)
 	}
 	e := sh.at(slot)
@@ -279,21 +240,25 @@ func (b *Backend) current(sh *shard, slot uint32, g *limiter.Group) bool {
 	return true
 }
 
-// expireAlgo brings an entry of an algorithm other than the hybrid up to
-// ms: a sliding log drops the timestamps that no longer count, a state
-// with nothing left to remember goes back to fresh. It reports whether the
+// expire brings e up to ms: its ticks applied (applyTicks), a sliding
+// log's timestamps that no longer count dropped, a State with nothing
+// left to remember (algo.Idle) back to fresh. It reports whether the
 // entry holds nothing and may go.
-func (sh *shard) expireAlgo(e *entry, g *limiter.Group, ms int64) bool {
+func (sh *shard) expire(e *entry, g *limiter.Group, ms int64) bool {
 	st := &sh.stats[g.ID]
-	if w := sh.win(e); w != nil {
-		p := g.Params()
-		st.LogItems -= int64(w.DropBefore(ms - p.Period + 1))
-		// The gate, the L-th newest, stays while L are held.
-		sh.setGate(e, w, &p)
-		if w.N == 0 {
-			sh.dropWin(e)
+	sh.applyTicks(e, g, ms, st)
+	switch {
+	case e.algo == algo.SlidingLog:
+		if w := sh.win(e); w != nil {
+			p := g.Params()
+			st.LogItems -= int64(w.DropBefore(ms - p.Period + 1))
+			// The gate, the L-th newest, stays while L are held.
+			sh.setGate(e, w, &p)
+			if w.N == 0 {
+				sh.dropWin(e)
+			}
 		}
-	} else if e.algo != algo.SlidingLog && e.flags&flagState != 0 && algo.Idle(g.Algorithm, e.words(), g.Params(), ms) {
+	case e.flags&flagState != 0 && algo.Idle(e.algo, e.words(), g.Params(), ms):
 		e.flags &^= flagState
 		e.setWords(algo.State{})
 		e.flags |= flagDirty
@@ -304,55 +269,62 @@ func (sh *shard) expireAlgo(e *entry, g *limiter.Group, ms int64) bool {
 // pressure grades e's state at ms, its ticks or expiry applied or not:
 // how much it restricts its peer now (eviction takes the lightest first).
 func (sh *shard) pressure(e *entry, g *limiter.Group, ms int64) algo.Pressure {
+	lim := g.Limits()
+	var s algo.State
+	var h algo.Held
 	switch {
-	case e.algo == algo.Hybrid:
-		var n, tokens int64
-		if w := sh.win(e); w != nil {
-			n = int64(w.CountFrom(ms - g.SlidingWindowDuration + 1))
-		}
-		if e.flags&flagTokens != 0 {
-			tokens = int64(e.tokens)
-			// The leaky ticks since the entry was last touched, not
-			// applied: the entry is only read.
-			if n := int64(int32(uint32(sh.leakyIndex(g, ms)) - e.tick)); n > 0 {
-				tokens, _, _ = limiter.LeakyTicks(tokens, n, g.LeakyTickReduction)
-			}
-		}
-		return algo.PressureOf(max(0, g.SlidingWindowLimit-n)+max(0, g.LeakyLimit-tokens), g.SlidingWindowLimit+g.LeakyLimit)
 	case e.algo == algo.SlidingLog:
-		p := g.Params()
-		return algo.PressureOf(p.Limit-logUsage(sh.win(e), &p, ms).Window, p.Limit)
-	case e.flags&flagState != 0:
-		return algo.PressureAt(g.Algorithm, e.words(), g.Params(), ms)
+		h = logHeld(sh.win(e), &lim.Params, ms)
 	default:
-		return algo.Light
+		s, h, _ = sh.read(e, g, lim, ms)
+		// The leaky ticks since the entry was last touched, not applied:
+		// the entry is only read.
+		if e.flags&flagTokens != 0 {
+			s, _ = algo.Tick(e.algo, s, lim, int64(int32(uint32(sh.leakyIndex(g, ms))-e.tick)))
+		}
 	}
+	return algo.PressureAt(e.algo, s, h, lim, ms)
 }
 
-// reduceAlgo is Reduce for an entry of an algorithm other than the hybrid:
-// one admission given back (algo.Reduce; the sliding log's newest
-// timestamp that still counts).
-func (sh *shard) reduceAlgo(e *entry, g *limiter.Group, ms int64) limiter.ReduceResult {
-	if g.Algorithm == algo.SlidingLog {
-		w := sh.win(e)
-		p := g.Params()
-		if w == nil || w.N == 0 || w.At(w.N-1) <= ms-p.Period {
+// reduce gives back one admission of e at ms (algo.Reduce): a leaky token
+// or an algorithm's State, the newest timestamp of a sliding log that
+// still counts, or the oldest of the hybrid's window (Arweave 2.9.7
+// without a bucket: the node drops the head of the list it stored, which
+// only its cleanup ticks prune, so a reduction may change no decision).
+func (sh *shard) reduce(e *entry, g *limiter.Group, ms int64, st *limiter.GroupStats) limiter.ReduceResult {
+	lim := g.Limits()
+	s := sh.state(e, g, ms)
+	ns, give := algo.Reduce(e.algo, s, lim, ms)
+	w := sh.win(e)
+	switch give {
+	case algo.GiveState:
+		if e.flags&flagTokens != 0 {
+			st.ItemsTokens -= s.A - ns.A
+			e.tokens = int32(ns.A)
+		} else {
+			e.setWords(ns)
+			e.flags |= flagState
+		}
+	case algo.GiveNewest:
+		if w == nil || w.N == 0 || w.At(w.N-1) <= ms-lim.Period {
 			return limiter.ReduceNoop
 		}
 		w.N--
-		sh.stats[g.ID].LogItems--
-		sh.setGate(e, w, &p)
-		e.flags |= flagDirty
-		return limiter.Reduced
-	}
-	if e.flags&flagState == 0 {
+		st.LogItems--
+		sh.setGate(e, w, &lim.Params)
+	case algo.GiveOldest:
+		if w == nil || w.N == 0 {
+			return limiter.ReduceNoop
+		}
+		w.DropOldest()
+		st.ItemsWindow--
+		if w.N == 0 {
+			sh.dropWin(e)
+			st.PeersWindow--
+		}
+	default:
 		return limiter.ReduceNoop
 	}
-	s, ok := algo.Reduce(g.Algorithm, e.words(), g.Params(), ms)
-	if !ok {
-		return limiter.ReduceNoop
-	}
-	e.setWords(s)
 	e.flags |= flagDirty
 	return limiter.Reduced
 }
@@ -361,13 +333,9 @@ func (sh *shard) reduceAlgo(e *entry, g *limiter.Group, ms int64) limiter.Reduce
 // in the algorithm's terms.
 func (sh *shard) viewAlgo(e *entry, g *limiter.Group, ms int64) algo.View {
 	p := g.Params()
-	if g.Algorithm == algo.SlidingLog {
-		u := logUsage(sh.win(e), &p, ms)
-		return algo.View{Quota: algo.LogQuota(p, u.Window, u.Oldest, ms), Count: u.Window}
+	if e.algo == algo.SlidingLog {
+		h := logHeld(sh.win(e), &p, ms)
+		return algo.View{Quota: algo.QuotaOf(e.algo, algo.State{}, h, g.Limits(), ms, 0), Count: h.Count}
 	}
-	s := algo.Fresh(g.Algorithm, p, ms)
-	if e.flags&flagState != 0 {
-		s = e.words()
-	}
-	return algo.ViewOf(g.Algorithm, s, p, ms)
+	return algo.ViewOf(g.Algorithm, sh.state(e, g, ms), p, ms)
 }

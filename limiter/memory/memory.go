@@ -98,41 +98,20 @@ func (b *Backend) shardOf(k *entryKey) (*shard, uint16, uint32) {
 	return &b.shards[i], i, uint32(h)
 }
 
-// Admit runs the hybrid decision for (k, g) under the shard's lock: it
-// finds or creates the entry (evicting one at max_tracked), brings it up to
-// date with the ticks since it was last touched, reads its HybridState,
-// lets StepHybrid decide, and writes the outcome back. The other
-// algorithms are admitAlgo's.
+// Admit decides one request of (k, g) under the shard's lock: it finds or
+// creates the entry (evicting one at max_tracked), brings it up to date
+// with the ticks since it was last touched, reads its State and the
+// summary of its log, lets algo.Step decide, and writes the result back.
 func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (out limiter.Outcome, u limiter.Usage, h limiter.Handle) {
-	if g.Algorithm != algo.Hybrid {
-		return b.admitAlgo(ms, k, g)
-	}
 	sec := uint32(ms / 1000)
 	var key entryKey
 	key.set(g.ID, k)
 	sh, si, tag := b.shardOf(&key)
 	sh.mu.Lock()
-	slot, _, ok := sh.find(&key, tag)
-	if ok && sh.at(slot).algo != algo.Hybrid && sh.drop(slot, tag, algo.Hybrid) {
-		// The group's algorithm changed to the hybrid: that state went.
-		b.total.Add(-1)
-		ok = false
+	if sh.synced[g.ID].ver < g.StateVersion() {
+		b.sync(sh, g)
 	}
-	// A new entry in a closed group (no window, no bucket) is rejected and
-	// deleted at once, below: it must not evict another peer's entry.
-	if !ok && !g.Closed() {
-		if max := b.maxTracked.Load(); max > 0 && b.total.Load() >= max {
-			sh.mu.Unlock()
-			b.evictOne(ms)
-			sh.mu.Lock()
-			slot, _, ok = sh.find(&key, tag)
-		}
-	}
-	if !ok {
-		slot = sh.insert(&key, tag)
-		sh.at(slot).lastSeen = sec
-		b.total.Add(1)
-	}
+	slot, ok := b.entryFor(sh, &key, tag, g, ms, sec)
 	e := sh.at(slot)
 	stats := &sh.stats[g.ID]
 	// The leaky tick span holding ms, looked up once for the decision.
@@ -145,51 +124,68 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (out limiter.
 	stats.Requests++
 	satInc(&e.requests)
 
-	cut := ms - g.SlidingWindowDuration + 1 // timestamps < cut have expired
-	s := limiter.HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)}
-	w := sh.win(e)
-	if w != nil {
-		if wn := w.CountFrom(cut); wn > 0 {
-			s.Window, s.Oldest = int64(wn), w.At(w.N-wn)
-		}
-	}
-	resetAt := lc.To // read under the lock: another decision may move the span
-	s, out = limiter.StepHybrid(s, &g.GroupSettings, ms, resetAt)
-	switch out.Via {
-	case limiter.ViaLeaky:
+	lim := g.Limits()
+	s, held, exact := sh.read(e, g, lim, ms)
+	next := lc.To // read under the lock: another decision may move the span
+	r := algo.Step(g.Algorithm, s, held, lim, ms, next)
+	out = limiter.OutcomeOf(&r)
+	switch r.Via {
+	case algo.ViaBucket:
 		if e.flags&flagTokens == 0 {
 			e.flags |= flagTokens
 			e.tick = uint32(lk)
 			stats.PeersTokens++
 		}
-		e.tokens = int32(s.Tokens)
+		e.tokens = int32(r.State.A)
 		stats.ItemsTokens++
 		stats.AllowedLeaky++
-	case limiter.ViaSliding:
+	case algo.ViaWindow:
+		w := sh.win(e)
 		if w == nil {
 			w = sh.setWin(e, window{Ctick: uint32(sh.cleanupIndex(g, ms))})
 		}
 		if w.N == 0 {
 			stats.PeersWindow++
 		}
-		stats.ItemsWindow -= int64(w.DropBefore(cut))
-		w.Add(ms, int32(g.SlidingWindowLimit))
+		stats.ItemsWindow -= int64(w.DropBefore(ms - lim.WindowDuration + 1))
+		w.Add(ms, int32(lim.WindowLimit))
 		stats.ItemsWindow++
 		stats.AllowedSliding++
+	case algo.ViaAlgorithm:
+		if r.Append {
+			// The sliding log.
+			w := sh.win(e)
+			if w == nil {
+				w = sh.setWin(e, window{})
+			}
+			stats.LogItems -= int64(w.DropBefore(ms - lim.Period + 1))
+			w.Add(ms, int32(lim.Limit))
+			stats.LogItems++
+			// Every timestamp left counts (an out-of-order ms is in the
+			// past by a few µs at most).
+			r.Held = sh.setGate(e, w, &lim.Params)
+		} else {
+			e.setWords(r.State)
+			e.flags |= flagState
+		}
+		stats.AllowedAlgorithm++
 	default:
-		if out.Reason == limiter.ReasonConcurrency {
+		if r.Concurrency {
 			satInc(&e.rejConc)
 			stats.RejectedConcurrency++
 		} else {
 			satInc(&e.rejRate)
 			stats.RejectedRateLimit++
 		}
+		if !exact {
+			r.Held = logHeld(sh.win(e), &lim.Params, ms)
+		}
 	}
-	if out.Via != limiter.ViaNone {
+	if r.Via != algo.ViaNone {
 		if e.inflight == 0 {
 			stats.PeersConcurrency++
 		}
-		e.inflight = int32(s.Inflight)
+		e.inflight++
 		stats.ItemsConcurrency++
 		h = localHandle(si, slot, e.gen, sh.epoch)
 	}
@@ -198,7 +194,7 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (out limiter.
 		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 	}
-	u = limiter.Usage{Tokens: s.Tokens, Window: s.Window, Oldest: s.Oldest, ResetAt: resetAt}
+	u = usageOf(e.algo, &r, next)
 	sh.mu.Unlock()
 	return out, u, h
 }
@@ -236,10 +232,8 @@ func (b *Backend) Release(h limiter.Handle) {
 	sh.mu.Unlock()
 }
 
-// Reduce gives back one token of (k, g), ReduceHybrid on the entry with
-// its due ticks applied (with arweave.version 2.9.7 and no bucket, the
-// oldest window timestamp: reduceOldest; one admission of the other
-// algorithms: reduceAlgo); it never creates an entry.
+// Reduce gives back one admission of (k, g), algo.Reduce on the entry
+// with its due ticks applied (reduce); it never creates an entry.
 func (b *Backend) Reduce(ms int64, k limiter.Key, g *limiter.Group) limiter.ReduceResult {
 	key := makeEntryKey(g.ID, k)
 	sh, _, tag := b.shardOf(&key)
@@ -250,55 +244,14 @@ func (b *Backend) Reduce(ms int64, k limiter.Key, g *limiter.Group) limiter.Redu
 		return limiter.ReduceNoop
 	}
 	e := sh.at(slot)
-	if g.Algorithm != algo.Hybrid {
-		res := sh.reduceAlgo(e, g, ms)
-		if sh.expireAlgo(e, g, ms) {
-			sh.remove(slot, sh.posOf(slot, tag))
-			b.total.Add(-1)
-		}
-		return res
-	}
-	pos := sh.posOf(slot, tag)
-	sh.applyTicks(e, g, ms, &sh.stats[g.ID])
-	if g.Arweave == limiter.Arweave297 && g.LeakyLimit == 0 {
-		res := sh.reduceOldest(e, &sh.stats[g.ID])
-		if sh.dead(e) {
-			sh.remove(slot, pos)
-			b.total.Add(-1)
-		}
-		return res
-	}
-	ns, res := limiter.ReduceHybrid(limiter.HybridState{Inflight: int64(e.inflight), Tokens: int64(e.tokens)})
-	if res == limiter.Reduced {
-		sh.stats[g.ID].ItemsTokens -= int64(e.tokens) - ns.Tokens
-		e.tokens = int32(ns.Tokens)
-		e.flags |= flagDirty
-	}
-	if sh.dead(e) {
-		sh.remove(slot, pos)
+	st := &sh.stats[g.ID]
+	sh.applyTicks(e, g, ms, st)
+	res := sh.reduce(e, g, ms, st)
+	if sh.expire(e, g, ms) {
+		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 	}
 	return res
-}
-
-// reduceOldest is the reduction of Arweave 2.9.7 in a group without a
-// bucket (leaky_limit 0, docs/arweave297.md): the oldest window timestamp held
-// goes, expired or not (the node drops the head of the list it stored,
-// which only its cleanup ticks prune), so a reduction may change no
-// decision. Reduced when one went.
-func (sh *shard) reduceOldest(e *entry, st *limiter.GroupStats) limiter.ReduceResult {
-	w := sh.win(e)
-	if w == nil || w.N == 0 {
-		return limiter.ReduceNoop
-	}
-	w.DropOldest()
-	st.ItemsWindow--
-	if w.N == 0 {
-		sh.dropWin(e)
-		st.PeersWindow--
-	}
-	e.flags |= flagDirty
-	return limiter.Reduced
 }
 
 // Forget drops the state of (k, g), if any (clear): the entry goes unless
@@ -354,23 +307,22 @@ func satInc(p *uint32) {
 	}
 }
 
-// applyTicks brings e up to date with the leaky and cleanup ticks that fell
-// since it was last touched (LeakyTicks, CleanupCut), counting them as the
-// eager ticks of the Arweave node would, and keeping the gauges in step.
+// applyTicks brings e up to date with the ticks of its group's schedules
+// that fell since it was last touched: the leaky ticks (algo.Tick) and the
+// cleanup ticks of a window (CleanupCut), counting them as the eager ticks
+// of the Arweave node would, and keeping the gauges in step. Only the
+// entries of a Ticked kind keep tick indexes (flagTokens, window.Ctick);
+// the others have nothing to do here (expire).
 func (sh *shard) applyTicks(e *entry, g *limiter.Group, ms int64, st *limiter.GroupStats) {
-	if e.algo != algo.Hybrid {
-		return // no ticks: expireAlgo
-	}
 	if e.flags&flagTokens != 0 {
 		k := sh.leakyIndex(g, ms)
 		if n := int64(int32(uint32(k) - e.tick)); n > 0 {
-			t := int64(e.tokens)
-			left, reducing, deleted := limiter.LeakyTicks(t, n, g.LeakyTickReduction)
-			st.TickReductionsPeer += uint64(reducing)
-			st.TickTokenReductions += uint64(t - left)
-			st.ItemsTokens -= t - left
-			e.tokens = int32(left)
-			if deleted {
+			s, t := algo.Tick(e.algo, algo.State{A: int64(e.tokens), B: 1}, g.Limits(), n)
+			st.TickReductionsPeer += uint64(t.Reducing)
+			st.TickTokenReductions += uint64(t.Taken)
+			st.ItemsTokens -= t.Taken
+			e.tokens = int32(s.A)
+			if t.Left {
 				st.TickDeletePeer++
 				st.PeersTokens--
 				e.flags &^= flagTokens
@@ -379,7 +331,7 @@ func (sh *shard) applyTicks(e *entry, g *limiter.Group, ms int64, st *limiter.Gr
 			e.flags |= flagDirty
 		}
 	}
-	if w := sh.win(e); w != nil {
+	if w := sh.win(e); w != nil && e.algo.Ticked() {
 		k := sh.cleanupIndex(g, ms)
 		if d := int32(uint32(k) - w.Ctick); d > 0 {
 			had := w.N

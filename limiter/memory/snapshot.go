@@ -192,8 +192,7 @@ func (b *Backend) Restore(ms int64, gt *limiter.GroupTable, snap *limiter.Snapsh
 			sh.setWin(e, restoredWindow(es.Window, shift, tickSince(es.CleanupTick, gr.Cleanup.IndexAt(ms))))
 		}
 		sh.account(e, 1)
-		sh.applyTicks(e, gr, ms, &sh.stats[g])
-		if (gr.Algorithm == algo.Hybrid && sh.dead(e)) || (gr.Algorithm != algo.Hybrid && sh.expireAlgo(e, gr, ms)) {
+		if sh.expire(e, gr, ms) {
 			sh.remove(slot, sh.posOf(slot, tag))
 			rep.Expired++
 		} else {

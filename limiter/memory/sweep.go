@@ -2,15 +2,14 @@ package memory
 
 import (
 	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/limiter/algo"
 )
 
 // tickBatch bounds how many entries a scan visits under one lock hold, so
 // that a decision never waits long behind it.
 const tickBatch = 256
 
-// Sweep applies the ticks due at ms to every entry (expires the other
-// algorithms' state: expireAlgo), interleaving the shards (see scan), and
+// Sweep brings every entry up to ms (its ticks applied, what expired
+// dropped: expire), interleaving the shards (see scan), and
 // deletes the empty ones, those of groups gt no longer defines and those
 // of another algorithm than their group's. The eviction candidates of
 // every shard are dropped after it: their grades were made before time
@@ -24,11 +23,7 @@ func (b *Backend) Sweep(ms int64, gt *limiter.GroupTable) {
 			if !b.current(sh, slot, gr) {
 				return // of another algorithm: dropped
 			}
-			if e.algo != algo.Hybrid {
-				if !sh.expireAlgo(e, gr, ms) {
-					return
-				}
-			} else if sh.applyTicks(e, gr, ms, &sh.stats[g]); !sh.dead(e) {
+			if !sh.expire(e, gr, ms) {
 				return
 			}
 		} else {

@@ -78,8 +78,7 @@ func (b *Backend) Entry(ms int64, k limiter.Key, g *limiter.Group) (v limiter.En
 		return v, false
 	}
 	e := sh.at(slot)
-	sh.applyTicks(e, g, ms, &sh.stats[g.ID])
-	if (e.algo == algo.Hybrid && sh.dead(e)) || (e.algo != algo.Hybrid && sh.expireAlgo(e, g, ms)) {
+	if sh.expire(e, g, ms) {
 		sh.remove(slot, sh.posOf(slot, tag))
 		b.total.Add(-1)
 		return v, false
