@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
@@ -59,7 +60,7 @@ func TestAlgorithmHeaders(t *testing.T) {
 // released by /api/v1/release: concurrency is still checked first.
 func TestAlgorithmCheckLease(t *testing.T) {
 	up, _ := url.Parse("http://127.0.0.1:1")
-	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+	clock := limitertest.NewClock(time.UnixMilli(1_700_000_000_000))
 	groups := limiter.ArweaveGroups()
 	g := groups["general"]
 	g.Algorithm, g.Limit, g.Period, g.ConcurrencyLimit = algo.FixedWindow, 10, 60_000, 1

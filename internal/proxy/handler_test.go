@@ -11,33 +11,15 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
 )
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // rig is a proxy Handler on a fake clock in front of a test upstream that
 // answers the status named by its ?status= (200 by default) and counts
@@ -46,7 +28,7 @@ type rig struct {
 	t      *testing.T
 	h      *proxy.Handler
 	lim    *limiter.Limiter
-	clock  *fakeClock
+	clock  *limitertest.Clock
 	hits   atomic.Int64
 	base   string // the public listener's URL
 	client *http.Client
@@ -62,7 +44,7 @@ func newRig(t *testing.T, leaky int64, opts func(*proxy.Options), limOpts ...lim
 // newRigOn is newRig with the limiter's state in b.
 func newRigOn(t *testing.T, b limiter.Backend, leaky int64, opts func(*proxy.Options), limOpts ...limiter.Option) *rig {
 	t.Helper()
-	r := &rig{t: t, clock: &fakeClock{t: time.UnixMilli(1_700_000_000_000)}}
+	r := &rig{t: t, clock: limitertest.NewClock(time.UnixMilli(1_700_000_000_000))}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.hits.Add(1)
 		status := http.StatusOK

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/limiter"
@@ -40,7 +41,7 @@ type pacedClient struct {
 	sleep func(d time.Duration, wake <-chan struct{})
 }
 
-func newPacedClient(t *testing.T, base string, clock *fakeClock) *pacedClient {
+func newPacedClient(t *testing.T, base string, clock *limitertest.Clock) *pacedClient {
 	now, sleep := time.Now, func(d time.Duration, wake <-chan struct{}) {
 		select {
 		case <-wake:
@@ -186,7 +187,7 @@ func TestInteropAdaptiveClientProduction(t *testing.T) {
 	t.Cleanup(node.Close)
 	up, _ := url.Parse(node.URL)
 	run := func(set ratelimit.Set) *pacedClient {
-		clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+		clock := limitertest.NewClock(time.UnixMilli(1_700_000_000_000))
 		lim, err := limiter.New(memory.New(), clock.Now(), limiter.Config{Groups: limiter.ArweaveGroups297(), Routes: limiter.ArweaveRoutes(),
 			IPv6Prefix: 64, ArweaveVersion: limiter.Arweave297})
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/limiter"
 )
@@ -80,7 +81,7 @@ func exchanges(h *proxy.Handler, g limiter.GroupID, class string) (uint64, time.
 // classified.
 func TestExchangesTimed(t *testing.T) {
 	// Ahead of the limiter's start (time.Now() in newPlane), in its first tick.
-	clock := &fakeClock{t: time.Now().Add(time.Minute)}
+	clock := limitertest.NewClock(time.Now().Add(time.Minute))
 	release := make(chan struct{})
 	waiting := make(chan struct{}, 1)
 	p := newPlane(t, func(w http.ResponseWriter, r *http.Request) {

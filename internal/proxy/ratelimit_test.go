@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/proxy"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/memory"
@@ -20,9 +21,9 @@ import (
 // headerRig is a public listener with Arweave 2.9.7's general group
 // (window 3 / 2000 ms, leaky 450 per 30 s) in front of a node that sends
 // rate-limit fields of its own, which limiterd's must replace.
-func headerRig(t *testing.T, set ratelimit.Set) (*fakeClock, string) {
+func headerRig(t *testing.T, set ratelimit.Set) (*limitertest.Clock, string) {
 	t.Helper()
-	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+	clock := limitertest.NewClock(time.UnixMilli(1_700_000_000_000))
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header()["ratelimit-limit"] = []string{"1, 1;policy=\"node usage\", 1;policy=\"node concurrency\" "}
 		w.Header().Set("RateLimit-Remaining", "0")
@@ -159,7 +160,7 @@ func TestRateLimitFieldsOnTheWire(t *testing.T) {
 func TestRateLimitFieldsOfTheChecks(t *testing.T) {
 	for _, set := range []ratelimit.Set{ratelimit.SetBoth, ratelimit.SetArweave, ratelimit.SetIETF, ratelimit.SetNone} {
 		t.Run(set.String(), func(t *testing.T) {
-			clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+			clock := limitertest.NewClock(time.UnixMilli(1_700_000_000_000))
 			cfg := limiter.Config{Groups: limiter.ArweaveGroups297(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64,
 				ArweaveVersion: limiter.Arweave297}
 			lim, err := limiter.New(memory.New(), clock.Now(), cfg)
