@@ -23,12 +23,13 @@ var viaOf = [...]Via{algo.ViaNone: ViaNone, algo.ViaWindow: ViaSliding, algo.Via
 // rejection with the Retry-After of its wait, or the way it admitted.
 func OutcomeOf(r *algo.Result) Outcome {
 	switch {
+	case r.Via != algo.ViaNone:
+		return Outcome{Via: viaOf[r.Via&3]}
 	case r.Concurrency:
 		return Outcome{Reason: ReasonConcurrency, RetryAfter: 1}
-	case r.Via == algo.ViaNone:
-		return Outcome{Reason: ReasonRateLimit, RetryAfter: algo.Seconds(r.Wait)}
 	}
-	return Outcome{Via: viaOf[r.Via]}
+	// Whole seconds rounded up, at least 1.
+	return Outcome{Reason: ReasonRateLimit, RetryAfter: max(1, (r.Wait+999)/1000)}
 }
 
 // Limits returns what the group's algorithm decides with (algo.Step): its

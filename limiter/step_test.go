@@ -43,7 +43,8 @@ func stepHybrid(s hybridState, g *limiter.GroupSettings, ms, next int64) (hybrid
 	if s.Tokens > 0 {
 		st.B = 1
 	}
-	r := algo.Step(algo.Hybrid, st, algo.Held{Inflight: s.Inflight, Count: s.Window, Mark: s.Oldest}, &l, ms, next)
+	r := algo.Result{State: st, Held: algo.Held{Inflight: s.Inflight, Count: s.Window, Mark: s.Oldest}}
+	algo.Step(algo.Hybrid, &r, &l, ms, next)
 	return hybridState{Inflight: r.Held.Inflight, Tokens: r.State.A, Window: r.Held.Count, Oldest: r.Held.Mark}, limiter.OutcomeOf(&r)
 }
 
@@ -275,7 +276,10 @@ func TestStepHybridDoesNotAllocate(t *testing.T) {
 	g := limitertest.Hybrid{Window: 2, WindowMS: 1000, Leaky: 2, TickMS: 30000, Reduction: 2, Concurrency: 10}.Settings()
 	l := g.Limits()
 	h := algo.Held{Count: 2, Mark: 10}
-	if n := testing.AllocsPerRun(100, func() { algo.Step(algo.Hybrid, algo.State{A: 2, B: 1}, h, &l, 20, 30000) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() {
+		r := algo.Result{State: algo.State{A: 2, B: 1}, Held: h}
+		algo.Step(algo.Hybrid, &r, &l, 20, 30000)
+	}); n != 0 {
 		t.Fatalf("%v allocations", n)
 	}
 }

@@ -162,8 +162,10 @@ func (l *localFirst) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.O
 	}
 	e.g, e.used = g, ms
 	t := ms + l.offset.Load()
-	s, held, next := e.view(t, g, sc)
-	post := algo.Step(g.Algorithm, s, held, g.Limits(), t, next)
+	var post algo.Result
+	var next int64
+	post.State, post.Held, next = e.view(t, g, sc)
+	algo.Step(g.Algorithm, &post, g.Limits(), t, next)
 	out := limiter.OutcomeOf(&post)
 	switch out.Via {
 	case limiter.ViaSliding:

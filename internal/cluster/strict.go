@@ -90,7 +90,8 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 func hybridOutcome(r []int64, g *limiter.Group, ms int64) (limiter.Outcome, limiter.Usage, error) {
 	pre := algo.Held{Inflight: r[1], Count: r[2], Mark: r[3]}
 	now, next := r[5], r[6]
-	post := algo.Step(g.Algorithm, algo.State{A: r[4]}, pre, g.Limits(), now, next)
+	post := algo.Result{State: algo.State{A: r[4]}, Held: pre}
+	algo.Step(g.Algorithm, &post, g.Limits(), now, next)
 	out := limiter.OutcomeOf(&post)
 	want := [...]limiter.Outcome{
 		{Reason: limiter.ReasonConcurrency}, {Reason: limiter.ReasonRateLimit},

@@ -106,7 +106,8 @@ func (a *stepper) Step(st *ReplayState, ms int64) bool {
 			st.N[4] = a.cleanup.TimeOf(ck + 1)
 		}
 	}
-	r := algo.Step(a.k, s, algo.HeldOf(a.k, &a.l, st.Log, ms), &a.l, ms, st.N[3])
+	r := algo.Result{State: s, Held: algo.HeldOf(a.k, &a.l, st.Log, ms)}
+	algo.Step(a.k, &r, &a.l, ms, st.N[3])
 	st.N[0], st.N[1] = r.State.A, r.State.B
 	if r.Append {
 		st.Log = insertSorted(dropBefore(st.Log, ms-a.l.Span(a.k)+1-windowSlack), ms)

@@ -23,10 +23,7 @@
 // their Lua transcriptions) elsewhere.
 package algo
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // Kind is a group's algorithm.
 type Kind uint8
@@ -198,14 +195,21 @@ func Fresh(k Kind, p Params, now int64) State {
 
 // Decide decides one request on s for a kind whose state is its State
 // (the token bucket, GCRA, the fixed and the sliding window), without a
-// concurrency limit: Step with Params p and no log. It returns the state
-// after (a rejection returns s unchanged), whether the request is
+// concurrency limit: Step's rule with Params p. It returns the
+// state after (a rejection returns s unchanged), whether the request is
 // admitted and, for a rejection, the ms until an admission is possible
-// (≥ 1).
+// (≥ 1). It panics for the hybrid and the sliding log.
 func Decide(k Kind, s State, p Params, now int64) (State, bool, int64) {
-	l := Limits{Params: p, Concurrency: math.MaxInt64}
-	r := Step(k, s, Held{}, &l, now, 0)
-	return r.State, r.Via != ViaNone, r.Wait
+	return decides[k](s, p, now)
+}
+
+// decides are the rules of the kinds whose state is their State (Step
+// and Decide).
+var decides = [nKinds]func(State, Params, int64) (State, bool, int64){
+	TokenBucket:   decideBucket,
+	GCRA:          decideGCRA,
+	FixedWindow:   decideFixed,
+	SlidingWindow: decideSliding,
 }
 
 // Give says what a reduction gives back.

@@ -64,14 +64,15 @@ type Result struct {
 	// Append is true when the holder must add the step's time to its log.
 	Append bool
 	// Wait is, for a rejection, the ms until an admission may be possible
-	// (Seconds makes the Retry-After of it).
+	// (the Retry-After is made of it: whole seconds rounded up, at least 1).
 	Wait int64
 }
 
-// Step decides one request of a (peer, group) whose state is s and whose
-// log and requests in flight h summarises, at now, with the hybrid's next
-// leaky tick at next (the other kinds ignore it). The concurrency limit
-// first, for every kind, then the kind's rule:
+// Step decides one request of a (peer, group) whose state is r.State and
+// whose log and requests in flight r.Held summarises (what its holder
+// read; r's other fields zero), at now, with the hybrid's next leaky tick
+// at next (the other kinds ignore it), and leaves the decision in r. The
+// concurrency limit first, for every kind, then the kind's rule:
 //
 //	Hybrid       the window while it has room (Append), else a leaky token,
 //	             else rate_limit: Wait until the sooner of the next leaky
@@ -82,69 +83,51 @@ type Result struct {
 //	             until the bucket holds a token, tat − τ − now, the
 //	             window's end, or the estimate's limitedUntil
 //
-// Step is pure: no clock, no lock, no allocation.
-func Step(k Kind, s State, h Held, l *Limits, now, next int64) Result {
+// A rejection leaves State and Held as they were. Step is pure: no clock,
+// no lock, no allocation.
+func Step(k Kind, r *Result, l *Limits, now, next int64) {
+	h := &r.Held
 	if h.Inflight+1 > l.Concurrency {
-		return Result{State: s, Held: h, Concurrency: true, Wait: 1}
+		r.Concurrency, r.Wait = true, 1
+		return
 	}
-	r := Result{State: s, Held: h}
-	var ok bool
 	switch k {
 	case Hybrid:
-		return stepHybrid(r, l, now, next)
+		// docs/limiting.md, "The hybrid decision":
+		//
+		//	window + 1 > sliding_window_limit:
+		//	    tokens + 1 > leaky_limit         → reject (rate_limit)
+		//	    else tokens += 1                 → allow via leaky_bucket
+		//	else window += [now]                 → allow via sliding_window
+		if h.Count+1 <= l.WindowLimit {
+			if h.Count == 0 || now < h.Mark {
+				h.Mark = now
+			}
+			h.Count++
+			r.Via, r.Append = ViaWindow, true
+		} else if r.State.A+1 <= l.LeakyLimit {
+			r.State = State{A: r.State.A + 1, B: 1}
+			r.Via = ViaBucket
+		} else {
+			r.Wait = hybridWait(h, l, now, next)
+			return
+		}
 	case SlidingLog:
 		if h.Count+1 > l.Limit {
 			r.Wait = h.Mark + l.Period - now
-			return r
+			return
 		}
-		r.Held.Count++
-		r.Held.Inflight++
+		h.Count++
 		r.Via, r.Append = ViaAlgorithm, true
-		return r
-	case TokenBucket:
-		r.State, ok, r.Wait = decideBucket(s, l.Params, now)
-	case GCRA:
-		r.State, ok, r.Wait = decideGCRA(s, l.Params, now)
-	case FixedWindow:
-		r.State, ok, r.Wait = decideFixed(s, l.Params, now)
-	case SlidingWindow:
-		r.State, ok, r.Wait = decideSliding(s, l.Params, now)
 	default:
-		panic("algo: Step of " + k.String())
-	}
-	if ok {
-		r.Held.Inflight++
-		r.Via = ViaAlgorithm
-	}
-	return r
-}
-
-// stepHybrid is the hybrid's rule after the concurrency check
-// (docs/limiting.md, "The hybrid decision"):
-//
-//	window + 1 > sliding_window_limit:
-//	    tokens + 1 > leaky_limit           → reject (rate_limit)
-//	    else tokens += 1; inflight += 1    → allow via leaky_bucket
-//	else window += [now]; inflight += 1    → allow via sliding_window
-func stepHybrid(r Result, l *Limits, now, next int64) Result {
-	h := &r.Held
-	if h.Count+1 > l.WindowLimit {
-		if r.State.A+1 > l.LeakyLimit {
-			r.Wait = hybridWait(h, l, now, next)
-			return r
+		s, ok, wait := decides[k](r.State, l.Params, now)
+		if !ok {
+			r.Wait = wait
+			return
 		}
-		r.State = State{A: r.State.A + 1, B: 1}
-		h.Inflight++
-		r.Via = ViaBucket
-		return r
+		r.State, r.Via = s, ViaAlgorithm
 	}
-	if h.Count == 0 || now < h.Mark {
-		h.Mark = now
-	}
-	h.Count++
 	h.Inflight++
-	r.Via, r.Append = ViaWindow, true
-	return r
 }
 
 // hybridWait is the wait of a rate_limit rejection: the sooner of the next
@@ -163,10 +146,6 @@ func hybridWait(h *Held, l *Limits, now, next int64) int64 {
 	}
 	return wait
 }
-
-// Seconds returns the Retry-After of a wait in ms: whole seconds rounded
-// up, at least 1.
-func Seconds(wait int64) int64 { return max(1, (wait+999)/1000) }
 
 // Ticked is what Tick did.
 type Ticked struct {

@@ -28,27 +28,35 @@ func (sh *shard) state(e *entry, g *limiter.Group, ms int64) algo.State {
 	return algo.Fresh(e.algo, g.Params(), ms)
 }
 
-// read returns what algo.Step reads of e at ms: its State and the summary
-// of its log with its requests in flight. exact is false when a sliding
-// log's gate expired: Count is then Limit − 1, enough to decide an
+// read sets what algo.Step reads of e at ms in r: its State and the
+// summary of its log with its requests in flight. It returns false when a
+// sliding log's gate expired: Count is then Limit − 1, enough to decide an
 // admission (logGate), and logHeld counts it when needed.
-func (sh *shard) read(e *entry, g *limiter.Group, l *algo.Limits, ms int64) (s algo.State, h algo.Held, exact bool) {
-	exact = true
+func (sh *shard) read(e *entry, l *algo.Limits, ms int64, r *algo.Result) (exact bool) {
+	h := &r.Held
+	h.Inflight = int64(e.inflight)
 	switch {
-	case e.algo == algo.SlidingLog:
-		h, exact = sh.logGate(e, &l.Params, ms)
-	case e.algo.Logged():
-		if w := sh.win(e); w != nil {
+	case e.algo == algo.Hybrid:
+		// Its tokens while in the register, its window.
+		if e.flags&flagTokens != 0 {
+			r.State = algo.State{A: int64(e.tokens), B: 1}
+		}
+		if e.wi != 0 {
+			w := &sh.wins[e.wi-1]
 			if n := w.CountFrom(ms - l.WindowDuration + 1); n > 0 {
 				h.Count, h.Mark = int64(n), w.At(w.N-n)
 			}
 		}
-		s = sh.state(e, g, ms)
+	case e.algo == algo.SlidingLog:
+		*h, exact = sh.logGate(e, &l.Params, ms)
+		h.Inflight = int64(e.inflight)
+		return exact
+	case e.flags&flagState != 0:
+		r.State = e.words()
 	default:
-		s = sh.state(e, g, ms)
+		r.State = algo.Fresh(e.algo, l.Params, ms)
 	}
-	h.Inflight = int64(e.inflight)
-	return s, h, exact
+	return true
 }
 
 // usageOf is the limiter.Usage of a step's result: the State's words, or
@@ -60,13 +68,13 @@ func usageOf(k algo.Kind, r *algo.Result, next int64) limiter.Usage {
 	return limiter.Usage{Tokens: r.State.A, Window: r.State.B, ResetAt: next}
 }
 
-// entryFor finds the entry of key for a decision in g, dropping one of
-// another algorithm, or creates it (evicting one at max_tracked; a new
-// entry of a closed group is rejected and deleted at once, so it does not
-// evict another peer's). ok is false for a new entry. sh.mu is held;
-// eviction releases it for a while.
-func (b *Backend) entryFor(sh *shard, key *entryKey, tag uint32, g *limiter.Group, ms int64, sec uint32) (slot uint32, ok bool) {
-	slot, _, ok = sh.find(key, tag)
+// entryFor is the entry of key for a decision in g when find did not
+// give one of g's algorithm (found, at slot): it drops one of another
+// algorithm, or creates it (evicting one at max_tracked; a new entry of a
+// closed group is rejected and deleted at once, so it does not evict
+// another peer's). ok is false for a new entry. sh.mu is held; eviction
+// releases it for a while.
+func (b *Backend) entryFor(sh *shard, key *entryKey, tag uint32, g *limiter.Group, ms int64, sec uint32, slot uint32, ok bool) (uint32, bool) {
 	if ok && sh.at(slot).algo != g.Algorithm && sh.drop(slot, tag, g.Algorithm) {
 		// The group's algorithm changed: that state went.
 		b.total.Add(-1)
@@ -276,7 +284,9 @@ func (sh *shard) pressure(e *entry, g *limiter.Group, ms int64) algo.Pressure {
 	case e.algo == algo.SlidingLog:
 		h = logHeld(sh.win(e), &lim.Params, ms)
 	default:
-		s, h, _ = sh.read(e, g, lim, ms)
+		var r algo.Result
+		sh.read(e, lim, ms, &r)
+		s, h = r.State, r.Held
 		// The leaky ticks since the entry was last touched, not applied:
 		// the entry is only read.
 		if e.flags&flagTokens != 0 {

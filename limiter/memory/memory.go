@@ -111,23 +111,31 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (out limiter.
 	if sh.synced[g.ID].ver < g.StateVersion() {
 		b.sync(sh, g)
 	}
-	slot, ok := b.entryFor(sh, &key, tag, g, ms, sec)
-	e := sh.at(slot)
+	slot, _, ok := sh.find(&key, tag)
+	var e *entry
+	if ok {
+		e = sh.at(slot)
+	}
+	if !ok || e.algo != g.Algorithm {
+		slot, ok = b.entryFor(sh, &key, tag, g, ms, sec, slot, ok)
+		e = sh.at(slot)
+	}
 	stats := &sh.stats[g.ID]
 	// The leaky tick span holding ms, looked up once for the decision.
 	lc := &sh.leakyCache[g.ID]
 	lk := lc.Index(&g.Leaky, g.Version, ms)
 	if ok {
-		sh.applyTicks(e, g, ms, stats)
+		sh.applyTicksAt(e, g, ms, stats, lk)
 	}
 	sh.touch(slot, sec)
 	stats.Requests++
 	satInc(&e.requests)
 
 	lim := g.Limits()
-	s, held, exact := sh.read(e, g, lim, ms)
+	var r algo.Result
+	exact := sh.read(e, lim, ms, &r)
 	next := lc.To // read under the lock: another decision may move the span
-	r := algo.Step(g.Algorithm, s, held, lim, ms, next)
+	algo.Step(g.Algorithm, &r, lim, ms, next)
 	out = limiter.OutcomeOf(&r)
 	switch r.Via {
 	case algo.ViaBucket:
@@ -314,8 +322,17 @@ func satInc(p *uint32) {
 // entries of a Ticked kind keep tick indexes (flagTokens, window.Ctick);
 // the others have nothing to do here (expire).
 func (sh *shard) applyTicks(e *entry, g *limiter.Group, ms int64, st *limiter.GroupStats) {
+	sh.applyTicksAt(e, g, ms, st, -1)
+}
+
+// applyTicksAt is applyTicks with the index of the leaky tick span
+// holding ms already looked up (lk), or -1.
+func (sh *shard) applyTicksAt(e *entry, g *limiter.Group, ms int64, st *limiter.GroupStats, lk int64) {
 	if e.flags&flagTokens != 0 {
-		k := sh.leakyIndex(g, ms)
+		k := lk
+		if k < 0 {
+			k = sh.leakyIndex(g, ms)
+		}
 		if n := int64(int32(uint32(k) - e.tick)); n > 0 {
 			s, t := algo.Tick(e.algo, algo.State{A: int64(e.tokens), B: 1}, g.Limits(), n)
 			st.TickReductionsPeer += uint64(t.Reducing)
