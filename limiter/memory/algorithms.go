@@ -22,7 +22,7 @@ func (sh *shard) state(e *entry, g *limiter.Group, ms int64) algo.State {
 	switch {
 	case e.flags&flagTokens != 0:
 		return algo.State{A: int64(e.tokens), B: 1}
-	case e.flags&flagState != 0 && !e.algo.Logged():
+	case e.flags&flagState != 0:
 		return e.words()
 	}
 	return algo.Fresh(e.algo, g.Params(), ms)
@@ -114,7 +114,7 @@ func logHeld(w *window, p *algo.Params, ms int64) algo.Held {
 
 // The sliding log's gate: while the log holds at least L timestamps, the
 // L-th newest (at(n − L)) must have expired before the next admission. The
-// entry keeps it in its word A (flagState), beside the window index in wi,
+// entry keeps it in its word A (flagGate), beside the window index in wi,
 // so that a rejection — most decisions of a peer over its limit — reads
 // the entry only, not the log. It is a cache of the log, set again from
 // it after every change (and dropped when in doubt: expire, sync).
@@ -125,7 +125,7 @@ func logHeld(w *window, p *algo.Params, ms int64) algo.Held {
 // exact is false. Without a gate (fewer than L timestamps held) it counts
 // the log.
 func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (h algo.Held, exact bool) {
-	if e.flags&flagState != 0 {
+	if e.flags&flagGate != 0 {
 		if gate := int64(uint64(uint32(e.tokens)) | uint64(e.tick)<<32); gate > ms-p.Period {
 			return algo.Held{Count: p.Limit, Mark: gate}, true
 		}
@@ -145,12 +145,12 @@ func (sh *shard) logGate(e *entry, p *algo.Params, ms int64) (h algo.Held, exact
 func (sh *shard) setGate(e *entry, w *window, p *algo.Params) algo.Held {
 	h := algo.Held{Count: int64(w.N), Inflight: int64(e.inflight)}
 	if h.Count < p.Limit {
-		e.flags &^= flagState
+		e.flags &^= flagGate
 		return h
 	}
 	h.Mark = w.At(w.N - int32(p.Limit))
 	e.tokens, e.tick = int32(uint32(h.Mark)), uint32(uint64(h.Mark)>>32)
-	e.flags |= flagState
+	e.flags |= flagGate
 	return h
 }
 
@@ -178,7 +178,7 @@ func (sh *shard) clear(slot, tag uint32, kind algo.Kind) bool {
 	}
 	sh.dropWin(e)
 	e.tokens, e.tick, e.aux = 0, 0, 0
-	e.flags = e.flags&^(flagTokens|flagState) | flagDirty
+	e.flags = e.flags&^(flagTokens|flagState|flagGate) | flagDirty
 	e.algo = kind
 	sh.account(e, 1) // its requests in flight
 	return false
@@ -202,10 +202,7 @@ func (b *Backend) sync(sh *shard, g *limiter.Group) {
 				}
 				continue
 			}
-			if e.algo.Logged() {
-				e.flags &^= flagState // the gate of another limit
-				continue
-			}
+			e.flags &^= flagGate // a sliding log's gate of another limit
 			if e.flags&flagState != 0 && ss.ver != 0 && ss.p != g.Params() {
 				e.setWords(algo.Rescale(g.Algorithm, e.words(), ss.p, g.Params()))
 				e.flags |= flagDirty

@@ -28,7 +28,7 @@ func (sh *shard) snapshotEntry(e *entry, gr *limiter.Group, ms int64) limiter.En
 		RejectedRateLimit:   uint64(e.rejRate),
 		LastSeen:            int64(e.lastSeen),
 	}
-	if es.Algorithm = e.algo; e.flags&flagState != 0 && e.algo != algo.SlidingLog {
+	if es.Algorithm = e.algo; e.flags&flagState != 0 {
 		es.State = e.words()
 	}
 	if e.flags&flagTokens != 0 {

@@ -51,7 +51,8 @@ const (
 	flagTokens    uint8 = 1 << iota // in the leaky-token register (tokens may be 0)
 	flagDirty                       // changed since the last incremental snapshot
 	flagPersisted                   // written by a snapshot: its deletion must be reported
-	flagState                       // holds an algo.State (the algorithms but the hybrid and the log)
+	flagState                       // holds an algo.State in its words (the kinds without a log)
+	flagGate                        // a sliding log's gate is set (logGate)
 )
 
 // entry is the state of one (peer, group). Its size is what a tracked peer
