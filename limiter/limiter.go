@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -241,7 +240,7 @@ func (l *Limiter) build(now int64, cfg Config, prev *settings, saved map[string]
 			// two whose units are made of the limits (and the sliding
 			// log's gate, see logGate), the limits too.
 			p := &prev.groups[id]
-			if p.Algorithm == gs.Algorithm && (p.params == g.params || !gs.Algorithm.Scaled() && gs.Algorithm != algo.SlidingLog) {
+			if p.Algorithm == gs.Algorithm && (p.params == g.params || !gs.Algorithm.Measured()) {
 				g.stateVer = p.stateVer
 			}
 		}

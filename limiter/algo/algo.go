@@ -73,6 +73,13 @@ func (k Kind) HasBurst() bool { return k == TokenBucket || k == GCRA }
 // when they change.
 func (k Kind) Scaled() bool { return k == TokenBucket || k == GCRA }
 
+// Measured reports whether k's state, or what a holder caches of it, is
+// measured against the limits: the token bucket's and GCRA's units
+// (Scaled), the sliding log's gate (the Limit-th newest timestamp). A
+// change of limits converts or drops it; for the other kinds only a
+// change of algorithm invalidates a state.
+func (k Kind) Measured() bool { return k.Scaled() || k == SlidingLog }
+
 // Logged reports whether k keeps a log of timestamps (the hybrid's window,
 // the sliding log) rather than a fixed-size State.
 func (k Kind) Logged() bool { return k == Hybrid || k == SlidingLog }

@@ -108,7 +108,10 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (out limiter.
 	key.set(g.ID, k)
 	sh, si, tag := b.shardOf(&key)
 	sh.mu.Lock()
-	if sh.synced[g.ID].ver < g.StateVersion() {
+	// Only a state measured against the limits needs converting before it
+	// is read; an entry of another algorithm is dropped where it is met
+	// (entryFor), and the hybrid's decisions skip a cache line.
+	if g.Algorithm.Measured() && sh.synced[g.ID].ver < g.StateVersion() {
 		b.sync(sh, g)
 	}
 	slot, _, ok := sh.find(&key, tag)
