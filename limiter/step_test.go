@@ -251,7 +251,7 @@ func TestLeakyTicks(t *testing.T) {
 	} {
 		left, reducing, deleted := leakyTicks(c.tokens, c.n, c.r)
 		if left != c.left || reducing != c.reducing || deleted != c.deleted {
-			t.Errorf("LeakyTicks(%d, %d, %d) = %d, %d, %v; want %d, %d, %v",
+			t.Errorf("leakyTicks(%d, %d, %d) = %d, %d, %v; want %d, %d, %v",
 				c.tokens, c.n, c.r, left, reducing, deleted, c.left, c.reducing, c.deleted)
 		}
 	}

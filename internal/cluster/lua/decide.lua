@@ -322,7 +322,7 @@ local function hybrid(p, rel, slot)
   return {verdict, inflight, wc, oldest, tok, now, next_tick}
 end
 
--- the manual reduction (limiter.ReduceHybrid) on a hybrid's tokens: the
+-- the manual reduction (algo.Reduce of the hybrid) on a hybrid's tokens: the
 -- due leaky ticks first, then one token back when any is consumed; it never
 -- creates state
 local function hreduce(p)

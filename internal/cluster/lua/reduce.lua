@@ -1,5 +1,5 @@
 -- limiterd strict mode: the manual reduction (docs/limiting.md, "Reduce";
--- limiter.ReduceHybrid) on the hybrid's tokens: the due leaky ticks first, then
+-- algo.Reduce of the hybrid) on the hybrid's tokens: the due leaky ticks first, then
 -- one token back when any is consumed. It never creates state.
 -- KEYS[1] h (as in hybrid.lua)
 -- ARGV[1] now in ms, '' for Redis TIME; ARGV[2..7] the leaky schedule; ARGV[8] leaky_tick_reduction
