@@ -156,7 +156,9 @@ func TestAdaptiveFairShare(t *testing.T) {
 }
 
 // Over the limit, a peer is also held to its fair pace (decision 235):
-// the last second's answers over its peers make a quota, and a peer more
+// the last second's answers over its peers make a quota (when the group
+// was busy in the two seconds before: more than half its limit held at
+// some decision), and a peer more
 // than 4 admissions ahead of one admission every second / quota is shed
 // even holding nothing; a peer behind its pace gets past its share of the
 // slots, up to the ceiling; a peer at its share and ahead of its pace is
@@ -166,7 +168,20 @@ func TestAdaptiveFairPace(t *testing.T) {
 	at := func(ms int64, addr string) limiter.Decision {
 		return l.Decide(limitertest.At(ms), limitertest.Peer(addr), g)
 	}
-	// Second 1: 20 answers of 2 peers.
+	// busy holds 3 requests of a peer at ms, more than half the limit, and
+	// gives them back: the group is busy in that second, and its peers are
+	// counted and paced in the next.
+	busy := func(ms int64) {
+		var ds []limiter.Decision
+		for range 3 {
+			ds = append(ds, at(ms, "192.0.2.9"))
+		}
+		for _, d := range ds {
+			d.Release()
+		}
+	}
+	busy(500)
+	// Second 1: 20 answers of 2 peers, and the group busy again.
 	for i := range 10 {
 		for _, p := range []string{"192.0.2.1", "192.0.2.2"} {
 			d := at(1000+int64(i), p)
@@ -177,14 +192,15 @@ func TestAdaptiveFairPace(t *testing.T) {
 			d.Release()
 		}
 	}
-	// Second 2: the first answer makes the quota 20 / 2 = 10, an
-	// admission every 100 ms.
+	busy(1500)
+	// Second 2: the first answer makes the quota 20 answers / 3 peers,
+	// 7: an admission every 143 ms.
 	d := at(2000, "192.0.2.3")
 	d.Sample(limitertest.At(2000), unloaded, false)
 	d.Release()
 	const heavy, full, polite = "192.0.2.4", "192.0.2.5", "192.0.2.6"
-	// Under the limit the heavy peer is admitted 5 times in a row: 500 ms
-	// ahead of its pace.
+	// Under the limit the heavy peer is admitted 5 times in a row: 5
+	// admissions ahead of its pace.
 	for range 5 {
 		d := at(2001, heavy)
 		if !d.Allowed {

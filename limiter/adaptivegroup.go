@@ -32,20 +32,24 @@ type adaptiveGroup struct {
 	// decision reads both at once.
 	bounds atomic.Uint64
 	// pace is the fair pace (decision 235): the second the answers are
-	// counted in (Unix ms / 1000, high 32 bits) and the interval, µs,
-	// between two admissions of one peer at the quota, the last second's
-	// answers over its peers with an admission (low 32; 0: none measured,
-	// no pace). Written once a second; with bounds, alone on a cache line
-	// the decisions only read.
+	// counted in (Unix ms / 1000, high 32 bits); whether the group was
+	// busy in the second before (paceBusy: it held more than half its
+	// limit at some decision), and only then are its peers counted and
+	// paced; and the interval, µs, between two admissions of one peer at
+	// the quota, the last second's answers over its peers with an
+	// admission (low 31 bits; 0: no pace). Written once a second; with
+	// bounds, alone on a cache line the decisions only read.
 	pace atomic.Uint64
 	_    [48]byte
 	// counts holds the group's requests in flight (low 32 bits) and the
 	// peers they are of (high 32: the slots holding any; two peers sharing
 	// a slot count once), changed together by one addition. epochPeers
-	// counts the peers with an admission in pace's second.
+	// counts the peers with an admission in pace's second, busy is set
+	// once a decision finds the group holding more than half its limit.
 	counts     atomic.Int64
 	epochPeers atomic.Int64
-	_          [48]byte
+	busy       atomic.Bool
+	_          [47]byte
 
 	// What the last window measured, for the dashboard and the metrics.
 	latency  atomic.Int64 // µs
@@ -56,18 +60,18 @@ type adaptiveGroup struct {
 	ctl     gradient
 	answers int64 // answers in pace's second, under mu
 
-	slots [adaptiveSlots]adaptiveSlot
+	// slots holds each slot's requests in flight; seen the last second
+	// it had an admission in, tat its theoretical arrival time at the
+	// fair pace (µs), both read and written only while the group is busy:
+	// an idle group's decisions touch slots alone.
+	slots [adaptiveSlots]atomic.Int32
+	seen  [adaptiveSlots]atomic.Uint32
+	tat   [adaptiveSlots]atomic.Int64
 }
 
-// adaptiveSlot is a peer's part of a group's adaptive concurrency: its
-// requests in flight, the last second it had an admission in, and its
-// theoretical arrival time at the fair pace (µs). One slot is 16 bytes,
-// within one cache line.
-type adaptiveSlot struct {
-	held atomic.Int32
-	seen atomic.Uint32
-	tat  atomic.Int64
-}
+// paceBusy is pace's bit set when the group was busy in the second
+// before.
+const paceBusy = 1 << 31
 
 // onePeer is a peer's part of adaptiveGroup.counts.
 const onePeer = 1 << 32
@@ -135,20 +139,33 @@ func (a *adaptiveGroup) acquire(k Key, ms int64, force bool) (slot *atomic.Int32
 	b := a.bounds.Load()
 	limit, ceil := int64(b&(1<<32-1)), int64(b>>32)
 	pace := a.pace.Load()
-	sl := &a.slots[slotOf(k)]
-	held := int64(sl.held.Add(1)) - 1
+	i := slotOf(k)
+	s := &a.slots[i]
+	held := int64(s.Add(1)) - 1
 	d := int64(1)
 	if held == 0 {
 		d += onePeer
 	}
 	n, peers := split(a.counts.Add(d))
+	if 2*n > limit && !a.busy.Load() {
+		a.busy.Store(true)
+	}
+	if uint32(pace) == 0 && n <= limit {
+		return s, false // not busy, under the limit: nothing more to do
+	}
+	return a.busyAcquire(s, i, ms, pace, limit, ceil, n, peers, held, d, force)
+}
+
+// busyAcquire is acquire's rest while the group is busy or over its
+// limit: the fair pace and the shedding.
+func (a *adaptiveGroup) busyAcquire(s *atomic.Int32, i uint32, ms int64, pace uint64, limit, ceil, n, peers, held, d int64, force bool) (slot *atomic.Int32, shed bool) {
 	// interval is the fair pace's (µs), ahead how far the peer's
 	// theoretical arrival time is past ms (µs); both 0 without a pace.
-	interval := int64(pace & (1<<32 - 1))
+	interval := int64(pace & (paceBusy - 1))
 	var ahead, tat, us int64
 	if interval > 0 {
 		us = ms * 1000
-		tat = sl.tat.Load()
+		tat = a.tat[i].Load()
 		ahead = tat - us
 	}
 	if n > limit {
@@ -157,18 +174,20 @@ func (a *adaptiveGroup) acquire(k Key, ms int64, force bool) (slot *atomic.Int32
 			shed = true
 			if !force {
 				a.counts.Add(-d)
-				sl.held.Add(-1)
+				s.Add(-1)
 				return nil, true
 			}
 		}
 	}
 	if interval > 0 {
-		sl.tat.Store(max(tat, us) + interval)
+		a.tat[i].Store(max(tat, us) + interval)
 	}
-	if e := uint32(pace >> 32); sl.seen.Load() != e && sl.seen.Swap(e) != e {
-		a.epochPeers.Add(1)
+	if pace&paceBusy != 0 {
+		if e := uint32(pace >> 32); a.seen[i].Load() != e && a.seen[i].Swap(e) != e {
+			a.epochPeers.Add(1)
+		}
 	}
-	return &sl.held, shed
+	return s, shed
 }
 
 // release gives back a slot acquire took.
@@ -187,13 +206,20 @@ func (a *adaptiveGroup) sample(ms, admitted int64, latency time.Duration, failed
 	n, _ := split(a.counts.Load())
 	a.mu.Lock()
 	if e := ms / 1000; uint64(e) != a.pace.Load()>>32 {
-		// A new second: the last one's answers over its peers are the
-		// quota, when the last one is the second before.
-		var interval int64
-		if p := a.epochPeers.Swap(0); p > 0 && uint64(e) == a.pace.Load()>>32+1 {
-			interval = max(1, 1_000_000/((a.answers+p-1)/p))
+		// A new second. Its peers are counted, and it is paced, when the
+		// one before was busy; the quota is the last second's answers over
+		// its peers, when it was the second before and they were counted.
+		prev := a.pace.Load()
+		var next uint64
+		busy := a.busy.Swap(false)
+		p := a.epochPeers.Swap(0)
+		if busy {
+			next = paceBusy
+			if p > 0 && prev&paceBusy != 0 && uint64(e) == prev>>32+1 {
+				next |= uint64(min(max(1, 1_000_000/((a.answers+p-1)/p)), paceBusy-1))
+			}
 		}
-		a.pace.Store(uint64(e)<<32 | uint64(min(interval, 1<<32-1)))
+		a.pace.Store(uint64(e)<<32 | next)
 		a.answers = 0
 	}
 	a.answers++
