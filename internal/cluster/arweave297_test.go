@@ -21,17 +21,17 @@ func TestReduceWindow297(t *testing.T) {
 	for _, mode := range []cluster.Mode{cluster.Strict, cluster.LocalFirst} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var c clock
-			c.ms.Store(t0.UnixMilli())
+			c.Set(t0)
 			cfg := limiter.Config{IPv6Prefix: 64, ArweaveVersion: limiter.Arweave297, Groups: map[string]limiter.GroupSettings{
 				"general": group(2, 1000, 0, 30000, 1, 10, 120000, 120000),
 			}}
 			b, err := cluster.OpenWithClock(cluster.Options{Addrs: []string{srv.Addr()}, Mode: mode, OnFailure: cluster.FailClosed,
-				Timeout: 2 * time.Second, Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)}, c.get)
+				Timeout: 2 * time.Second, Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)}, c.ms)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			lim, err := limiter.New(b, c.now(), cfg)
+			lim, err := limiter.New(b, c.Now(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,8 +39,8 @@ func TestReduceWindow297(t *testing.T) {
 			p := peerOf(fmt.Sprintf("198.51.100.%d", 1+int(mode)))
 			step := func(ms int64, want limiter.Via) {
 				t.Helper()
-				c.ms.Store(t0.UnixMilli() + ms)
-				d := lim.Decide(c.now(), p, g)
+				c.Set(t0.Add(time.Duration(ms) * time.Millisecond))
+				d := lim.Decide(c.Now(), p, g)
 				if d.Via != want {
 					t.Fatalf("t=%d: %+v, want %v", ms, d, want)
 				}
@@ -49,12 +49,12 @@ func TestReduceWindow297(t *testing.T) {
 			step(1, limiter.ViaSliding)
 			step(500, limiter.ViaSliding)
 			step(600, limiter.ViaNone)
-			if r := lim.Reduce(c.now(), p.Key, g); r != limiter.Reduced {
+			if r := lim.Reduce(c.Now(), p.Key, g); r != limiter.Reduced {
 				t.Fatalf("reduce: %v", r)
 			}
 			step(600, limiter.ViaSliding) // the timestamp 1 went
 			step(600, limiter.ViaNone)
-			if r := lim.Reduce(c.now(), peerOf("198.51.100.99").Key, g); r != limiter.ReduceNoop {
+			if r := lim.Reduce(c.Now(), peerOf("198.51.100.99").Key, g); r != limiter.ReduceNoop {
 				t.Fatalf("reduce of an unknown peer: %v", r)
 			}
 			if st := b.Stats(); st.FailClosed != 0 || !st.Up {

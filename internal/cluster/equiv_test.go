@@ -3,13 +3,13 @@ package cluster_test
 import (
 	"math/rand/v2"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/limiterd/limiterd/internal/cluster"
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/redistest"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
@@ -56,11 +56,11 @@ func equivConfig() limiter.Config {
 	}}
 }
 
-// clock is a fake clock shared by the limiters and Redis.
-type clock struct{ ms atomic.Int64 }
+// clock is the fake clock shared by the limiters and Redis: ms is what
+// the scripts take instead of Redis's TIME.
+type clock struct{ limitertest.Clock }
 
-func (c *clock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
-func (c *clock) get() int64     { return c.ms.Load() }
+func (c *clock) ms() int64 { return c.Now().UnixMilli() }
 
 // redisServers returns the Redis servers the equivalence runs against:
 // miniredis always, a real redis-server and a Redis Cluster of three
@@ -138,15 +138,15 @@ func TestSameDecisionsAsLocal297(t *testing.T) {
 
 func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64, cfg limiter.Config) {
 	var c clock
-	c.ms.Store(t0.UnixMilli())
-	local, err := limiter.New(memory.New(), c.now(), cfg)
+	c.Set(t0)
+	local, err := limiter.New(memory.New(), c.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, err := cluster.OpenWithClock(cluster.Options{
 		Addrs: addrs, Mode: mode, OnFailure: cluster.FailClosed,
 		Timeout: 2 * time.Second, Lease: 1000 * time.Hour,
-	}, c.get)
+	}, c.ms)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 	if !b.Status().Up {
 		t.Fatalf("redis not up: %+v", b.Status())
 	}
-	shared, err := limiter.New(b, c.now(), cfg)
+	shared, err := limiter.New(b, c.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,12 +176,12 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 	for step := range 3000 {
 		switch r := rng.IntN(100); {
 		case r < 25:
-			c.ms.Add(int64(rng.IntN(400)))
+			c.Add(time.Duration(rng.IntN(400)) * time.Millisecond)
 		case r < 27:
-			c.ms.Add(int64(rng.IntN(5000)))
+			c.Add(time.Duration(rng.IntN(5000)) * time.Millisecond)
 		}
 		if mode == cluster.LocalFirst {
-			b.SyncAll(c.get())
+			b.SyncAll(c.ms())
 		}
 		switch r := rng.IntN(100); {
 		case r < 20 && len(open) > 0:
@@ -193,7 +193,7 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 		case r < 25:
 			p, gname := peers[rng.IntN(len(peers))], groups[rng.IntN(len(groups))]
 			g, _ := local.GroupID(gname)
-			ra, rb := local.Reduce(c.now(), p.Key, g), shared.Reduce(c.now(), p.Key, g)
+			ra, rb := local.Reduce(c.Now(), p.Key, g), shared.Reduce(c.Now(), p.Key, g)
 			if ra != rb {
 				t.Fatalf("step %d: reduce %s in %s: local %v, %s %v", step, p.Key, gname, ra, mode, rb)
 			}
@@ -229,10 +229,10 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 				cfg.Groups["sliding"] = gs
 				counts["algorithm"]++
 			}
-			if _, err := local.Apply(c.now(), cfg); err != nil {
+			if _, err := local.Apply(c.Now(), cfg); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := shared.Apply(c.now(), cfg); err != nil {
+			if _, err := shared.Apply(c.Now(), cfg); err != nil {
 				t.Fatal(err)
 			}
 		default:
@@ -245,11 +245,11 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 				n = 2 + rng.IntN(5)
 			}
 			for range n {
-				da, db := local.Decide(c.now(), p, g), shared.Decide(c.now(), p, g)
+				da, db := local.Decide(c.Now(), p, g), shared.Decide(c.Now(), p, g)
 				if da.Allowed != db.Allowed || da.Via != db.Via || da.Reason != db.Reason || da.RetryAfter != db.RetryAfter ||
 					da.WouldReject != db.WouldReject || da.Limited != db.Limited || da.Quota() != db.Quota() {
 					t.Fatalf("step %d at +%d ms: %s in %s:\n local %+v quota %+v\n %s %+v quota %+v",
-						step, c.get()-t0.UnixMilli(), p.Key, gname, da, da.Quota(), mode, db, db.Quota())
+						step, c.ms()-t0.UnixMilli(), p.Key, gname, da, da.Quota(), mode, db, db.Quota())
 				}
 				counts[da.Via.String()+"/"+da.Reason.String()]++
 				if s, _ := local.Settings(g); s.Algorithm != algo.Hybrid {
@@ -258,7 +258,7 @@ func runEquivalence(t *testing.T, addrs []string, mode cluster.Mode, seed uint64
 				if da.Allowed {
 					open = append(open, held{da, db})
 				}
-				c.ms.Add(int64(rng.IntN(3)))
+				c.Add(time.Duration(rng.IntN(3)) * time.Millisecond)
 			}
 		}
 	}

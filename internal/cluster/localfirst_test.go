@@ -29,12 +29,12 @@ func newLF(t *testing.T, addr string, c *clock, cfg limiter.Config, maxUnsynced 
 	b, err := cluster.OpenWithClock(cluster.Options{
 		Addrs: []string{addr}, Mode: cluster.LocalFirst, OnFailure: cluster.FailClosed,
 		Timeout: 2 * time.Second, Lease: time.Hour, SyncInterval: 100 * time.Millisecond, MaxUnsynced: maxUnsynced,
-	}, c.get)
+	}, c.ms)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	lim, err := limiter.New(b, c.now(), cfg)
+	lim, err := limiter.New(b, c.Now(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func newLF(t *testing.T, addr string, c *clock, cfg limiter.Config, maxUnsynced 
 
 func (in lfInstance) decide(c *clock, peer string) bool {
 	g, _ := in.lim.GroupID("general")
-	d := in.lim.Decide(c.now(), peerOf(peer), g)
+	d := in.lim.Decide(c.Now(), peerOf(peer), g)
 	d.Release()
 	return d.Allowed
 }
@@ -67,18 +67,18 @@ func TestLocalFirstBound(t *testing.T) {
 		{0, 10, 2 * 10}, {50, 10, 2 * 10}, {50, 3, 2 * 3},
 	} {
 		var c clock
-		c.ms.Store(t0.UnixMilli())
+		c.Set(t0)
 		cfg := bucketOnly(L)
 		x, y := newLF(t, srv.Addr(), &c, cfg, tc.maxUnsynced), newLF(t, srv.Addr(), &c, cfg, tc.maxUnsynced)
 		peer := fmt.Sprintf("198.51.100.%d", n+1)
 		admitted := 0
 		for ms := range 1000 {
-			c.ms.Store(t0.UnixMilli() + int64(ms))
+			c.Set(t0.Add(time.Duration(ms) * time.Millisecond))
 			if ms%F == 0 {
-				x.b.SyncAll(c.get())
+				x.b.SyncAll(c.ms())
 			}
 			if ms%F == tc.phase {
-				y.b.SyncAll(c.get())
+				y.b.SyncAll(c.ms())
 			}
 			for _, in := range []lfInstance{x, y} {
 				for range a {
@@ -102,7 +102,7 @@ func TestLocalFirstBound(t *testing.T) {
 func TestLocalFirstLimitedUntil(t *testing.T) {
 	srv := redistest.Start(t)
 	var c clock
-	c.ms.Store(t0.UnixMilli())
+	c.Set(t0)
 	cfg := limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{
 		"general": group(0, 1000, 5, 10_000, 5, 1000, 120000, 120000),
 	}}
@@ -112,19 +112,19 @@ func TestLocalFirstLimitedUntil(t *testing.T) {
 			t.Fatalf("request %d rejected", i)
 		}
 	}
-	x.b.SyncAll(c.get()) // pushes the 5: Redis answers limited until the next tick
+	x.b.SyncAll(c.ms()) // pushes the 5: Redis answers limited until the next tick
 	trips := x.b.Stats().RoundTrips
 	for range 100 {
 		if x.decide(&c, "192.0.2.1") {
 			t.Fatal("admitted over the limit")
 		}
-		c.ms.Add(10)
-		x.b.SyncAll(c.get())
+		c.Add(10 * time.Millisecond)
+		x.b.SyncAll(c.ms())
 	}
 	if got := x.b.Stats().RoundTrips; got != trips {
 		t.Fatalf("%d round trips for a peer known limited", got-trips)
 	}
-	c.ms.Store(t0.UnixMilli() + 10_000) // the tick
+	c.Set(t0.Add(10 * time.Second)) // the tick
 	if !x.decide(&c, "192.0.2.1") {
 		t.Fatal("still limited after the tick")
 	}
@@ -136,7 +136,7 @@ func TestLocalFirstLimitedUntil(t *testing.T) {
 func TestLocalFirstMaxUnsynced(t *testing.T) {
 	srv := redistest.Start(t)
 	var c clock
-	c.ms.Store(t0.UnixMilli())
+	c.Set(t0)
 	cfg := bucketOnly(10)
 	x, y := newLF(t, srv.Addr(), &c, cfg, 4), newLF(t, srv.Addr(), &c, cfg, 4)
 	// y spends 8 of the 10, pushing as it goes.
@@ -145,7 +145,7 @@ func TestLocalFirstMaxUnsynced(t *testing.T) {
 			t.Fatal("y rejected")
 		}
 	}
-	y.b.SyncAll(c.get())
+	y.b.SyncAll(c.ms())
 	// x read the peer before y's admissions: its first read is at its
 	// first decision, which sees them.
 	var admitted int

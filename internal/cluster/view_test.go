@@ -40,15 +40,15 @@ func testSharedEntry(t *testing.T, addr string) {
 	tb.Algorithm, tb.Limit, tb.Period, tb.Burst = algo.TokenBucket, 5, 1000, 5
 	cfg.Groups["other"] = tb
 	var c clock
-	c.ms.Store(t0.UnixMilli())
+	c.Set(t0)
 	openAt := func() (*cluster.Backend, *limiter.Limiter) {
 		b, err := cluster.OpenWithClock(cluster.Options{Addrs: []string{addr}, Mode: cluster.Strict, OnFailure: cluster.FailClosed,
-			Timeout: 2 * time.Second, Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)}, c.get)
+			Timeout: 2 * time.Second, Lease: time.Hour, Logger: slog.New(slog.DiscardHandler)}, c.ms)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { b.Close() })
-		lim, err := limiter.New(b, c.now(), cfg)
+		lim, err := limiter.New(b, c.Now(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func testSharedEntry(t *testing.T, addr string) {
 	gA, _ := limA.GroupID("general")
 	var held []limiter.Decision
 	for i := range 6 {
-		d := limA.Decide(c.now(), peerOf("192.0.2.1"), gA)
+		d := limA.Decide(c.Now(), peerOf("192.0.2.1"), gA)
 		if d.Allowed != (i < 5) {
 			t.Fatalf("decision %d on A: %+v", i, d)
 		}
@@ -80,7 +80,7 @@ func testSharedEntry(t *testing.T, addr string) {
 	// applied as a decision would, the releases counted.
 	held[0].Release()
 	held[1].Release()
-	c.ms.Add(2000)
+	c.Add(2 * time.Second)
 	v, ok, err = b.SharedEntry(ctx, peerOf("192.0.2.1").Key, "general", &s)
 	if err != nil || !ok || v.Tokens != 1 || v.WindowActive != 2 || v.Inflight != 3 {
 		t.Fatalf("B's view 2 s later: %+v %v %v, want 1 token, 2 in the window, 3 in flight", v, ok, err)
