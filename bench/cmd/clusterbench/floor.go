@@ -6,17 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/limiterd/limiterd/bench"
 	"github.com/redis/go-redis/v9"
 )
-
-// floorSrc answers a batch as lua/decide.lua answers one of gcra entries
-// (nine integers each) without touching a key: what the batching itself
-// costs, client and Redis, with no limiter behind it.
-const floorSrc = `
-local out = {}
-for e = 1, tonumber(ARGV[4]) do out[e] = {4, 0, 1, 2, 3, 4, 5, 6, 7} end
-return out
-`
 
 // floorReq is one caller's decision waiting in the floor's queue.
 type floorReq struct {
@@ -26,13 +18,13 @@ type floorReq struct {
 
 // newFloor returns the batch_floor contender: callers queue their
 // decision and four workers send whatever is queued (at most 64) as one
-// EVALSHA of floorSrc with the arguments of as many gcra entries (the
+// EVALSHA of bench.BatchFloorScript with the arguments of as many gcra entries (the
 // header, then per entry its op, count, params reference, release count and
 // rescale flag, the group's params once), as internal/cluster's transport
 // does; a caller waits for its answer at most the timeout.
 func newFloor() contender {
 	rdb := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 12})
-	sha, err := rdb.ScriptLoad(context.Background(), floorSrc).Result()
+	sha, err := rdb.ScriptLoad(context.Background(), bench.BatchFloorScript).Result()
 	if err != nil {
 		panic(err)
 	}

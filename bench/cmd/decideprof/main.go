@@ -24,14 +24,9 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/limiterd/limiterd/bench"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
-
-const floorSrc = `
-local out = {}
-for e = 1, tonumber(ARGV[4]) do out[e] = {4, 0, 1, 2, 3, 4, 5, 6, 7} end
-return out
-`
 
 var (
 	addr    = flag.String("addr", "127.0.0.1:6390", "redis-server address")
@@ -54,7 +49,7 @@ func main() {
 	defer rdb.Close()
 	var vs []variant
 	for _, p := range append(strings.Split(*scripts, ","), "floor") {
-		src := floorSrc
+		src := bench.BatchFloorScript
 		if p != "floor" {
 			b, err := os.ReadFile(p)
 			if err != nil {
