@@ -147,18 +147,13 @@ func (a *adaptiveGroup) acquire(k Key, ms int64, force bool) (slot *atomic.Int32
 		d += onePeer
 	}
 	n, peers := split(a.counts.Add(d))
+	if 2*n <= limit && uint32(pace) == 0 {
+		return s, false // idle, under half the limit: nothing more to do
+	}
+	// Busy or over the limit: the fair pace and the shedding.
 	if 2*n > limit && !a.busy.Load() {
 		a.busy.Store(true)
 	}
-	if uint32(pace) == 0 && n <= limit {
-		return s, false // not busy, under the limit: nothing more to do
-	}
-	return a.busyAcquire(s, i, ms, pace, limit, ceil, n, peers, held, d, force)
-}
-
-// busyAcquire is acquire's rest while the group is busy or over its
-// limit: the fair pace and the shedding.
-func (a *adaptiveGroup) busyAcquire(s *atomic.Int32, i uint32, ms int64, pace uint64, limit, ceil, n, peers, held, d int64, force bool) (slot *atomic.Int32, shed bool) {
 	// interval is the fair pace's (µs), ahead how far the peer's
 	// theoretical arrival time is past ms (µs); both 0 without a pace.
 	interval := int64(pace & (paceBusy - 1))
