@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -15,7 +16,7 @@ import (
 // wider search and the top lists say they come from the index and as of
 // when, and find the new peers once it is rebuilt.
 func TestPeerIndexFindsPeersSinceRebuild(t *testing.T) {
-	lim, t0 := fillLimiter(t, insight.IndexFrom+5000)
+	lim, t0 := limitertest.Filled(t, insight.IndexFrom+5000)
 	now := t0
 	x := insight.NewPeerIndex(lim, func() time.Time { return now })
 	x.Refresh() // the rebuild, at t0

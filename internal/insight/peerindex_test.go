@@ -7,38 +7,11 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
-	"github.com/limiterd/limiterd/limiter"
-	"github.com/limiterd/limiterd/limiter/memory"
-	"github.com/limiterd/limiterd/limiter/peer"
+	"github.com/limiterd/limiterd/internal/limitertest"
 )
 
-// fillLimiter tracks n IPv4 peers in general (peer i sent 1+i%7 requests)
-// plus a few IPv6 peers, enough to go through the index.
-func fillLimiter(t testing.TB, n int) (*limiter.Limiter, time.Time) {
-	t0 := time.UnixMilli(1_700_000_000_000)
-	lim, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, _ := lim.GroupID("general")
-	for i := 0; i < n; i++ {
-		a := netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)})
-		p := peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}
-		for j := 0; j <= i%7; j++ {
-			d := lim.Decide(t0, p, g)
-			d.Release()
-		}
-	}
-	for _, s := range []string{"2001:db8:1::1", "2001:db8:1::2", "2001:db8:2::1"} {
-		a := netip.MustParseAddr(s)
-		d := lim.Decide(t0, peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}, g)
-		d.Release()
-	}
-	return lim, t0
-}
-
 func TestPeerIndexLargeTable(t *testing.T) {
-	lim, t0 := fillLimiter(t, insight.IndexFrom+5000)
+	lim, t0 := limitertest.Filled(t, insight.IndexFrom+5000)
 	x := insight.NewPeerIndex(lim, func() time.Time { return t0 })
 	// Top by requests: 7 requests is the most any peer sent.
 	page := x.Query(insight.PeerQuery{Sort: "requests", Limit: 50})
@@ -73,7 +46,7 @@ func TestPeerIndexLargeTable(t *testing.T) {
 }
 
 func TestPeerIndexSmallTableIsLive(t *testing.T) {
-	lim, t0 := fillLimiter(t, 100)
+	lim, t0 := limitertest.Filled(t, 100)
 	x := insight.NewPeerIndex(lim, func() time.Time { return t0 })
 	page := x.Query(insight.PeerQuery{Sort: "requests", Limit: 10})
 	if page.Total != 102 || page.Capped || !page.AsOf.Equal(t0) {
@@ -85,7 +58,7 @@ func TestPeerIndexSmallTableIsLive(t *testing.T) {
 // 1 000 000 tracked entries, through the index (refreshed once before the
 // timer: the refresh runs every 10 s off the request path's hot loop).
 func BenchmarkDashboardQueries1M(b *testing.B) {
-	lim, t0 := fillLimiter(b, 1_000_000)
+	lim, t0 := limitertest.Filled(b, 1_000_000)
 	now := t0
 	x := insight.NewPeerIndex(lim, func() time.Time { return now })
 	b.Run("refresh", func(b *testing.B) {

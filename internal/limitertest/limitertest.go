@@ -157,3 +157,26 @@ func (a Adaptive) Settings() limiter.Adaptive {
 	}
 	return s
 }
+
+// Filled returns a Limiter made at T0 (returned with it) that tracks n IPv4
+// peers in general, peer i having sent 1 + i%7 requests at T0, and three
+// IPv6 peers (two of one /64): enough for a peer index or a dashboard to go
+// through.
+func Filled(tb testing.TB, n int) (*limiter.Limiter, time.Time) {
+	tb.Helper()
+	lim := New(tb, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
+	g, _ := lim.GroupID("general")
+	for i := 0; i < n; i++ {
+		a := netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)})
+		p := peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}
+		for j := 0; j <= i%7; j++ {
+			d := lim.Decide(T0, p, g)
+			d.Release()
+		}
+	}
+	for _, s := range []string{"2001:db8:1::1", "2001:db8:1::2", "2001:db8:2::1"} {
+		d := lim.Decide(T0, Peer(s), g)
+		d.Release()
+	}
+	return lim, T0
+}

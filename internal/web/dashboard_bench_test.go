@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/throttle"
 	"github.com/limiterd/limiterd/internal/web"
@@ -64,7 +65,7 @@ var benchPages = []struct{ name, path string }{
 // exemptions and an outbound throttle with 2000 keys. It serves the admin
 // handler on loopback and returns the base URL and a session cookie.
 func benchDashboard(b *testing.B) (s *web.Server, base, cookie string, t0 time.Time) {
-	lim, t0 := webtest.BigLimiter(b, 1_000_000)
+	lim, t0 := limitertest.Filled(b, 1_000_000)
 	now := func() time.Time { return t0 }
 	ctx := context.Background()
 	cfg := lim.Config()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fleet"
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/redistest"
 	"github.com/limiterd/limiterd/internal/web"
@@ -58,7 +59,7 @@ func BenchmarkOverviewFleet(b *testing.B) {
 	b.Cleanup(func() { rdb.Close() })
 	board := fleet.NewRedisBoard(rdb)
 
-	lim, t0 := webtest.BigLimiter(b, 100_000)
+	lim, t0 := limitertest.Filled(b, 100_000)
 	now := func() time.Time { return t0 }
 	db := webtest.OpenStore(b)
 	lv, err := live.New(context.Background(), lim, db, lim.Config(), now)

@@ -79,31 +79,6 @@ func ArweaveThrottle() throttle.Config {
 	return c
 }
 
-// BigLimiter tracks n IPv4 peers in general (peer i sent 1+i%7 requests)
-// plus a few IPv6 peers, enough to go through the peer index.
-func BigLimiter(t testing.TB, n int) (*limiter.Limiter, time.Time) {
-	t0 := time.UnixMilli(1_700_000_000_000)
-	lim, err := limiter.New(memory.New(), t0, limiter.Config{Groups: limiter.ArweaveGroups(), Routes: limiter.ArweaveRoutes(), IPv6Prefix: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, _ := lim.GroupID("general")
-	for i := 0; i < n; i++ {
-		a := netip.AddrFrom4([4]byte{11, byte(i >> 16), byte(i >> 8), byte(i)})
-		p := peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}
-		for j := 0; j <= i%7; j++ {
-			d := lim.Decide(t0, p, g)
-			d.Release()
-		}
-	}
-	for _, s := range []string{"2001:db8:1::1", "2001:db8:1::2", "2001:db8:2::1"} {
-		a := netip.MustParseAddr(s)
-		d := lim.Decide(t0, peer.Peer{Addr: a, Key: peer.KeyFromAddr(a, 64)}, g)
-		d.Release()
-	}
-	return lim, t0
-}
-
 // Dash is the admin handler of a test Server with its limiter, live
 // settings and clock.
 type Dash struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/insight"
+	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/web"
 	"github.com/limiterd/limiterd/internal/webtest"
@@ -21,7 +22,7 @@ import (
 // above insight.IndexFrom entries, saying it is capped and as of when; a search
 // stays exact.
 func TestPeersAPILargeTable(t *testing.T) {
-	lim, t0 := webtest.BigLimiter(t, insight.IndexFrom+5000)
+	lim, t0 := limitertest.Filled(t, insight.IndexFrom+5000)
 	now := func() time.Time { return t0 }
 	live, err := live.New(context.Background(), lim, webtest.OpenStore(t), lim.Config(), now)
 	if err != nil {
@@ -66,7 +67,7 @@ func getPeers(t *testing.T, s *web.Server, query string) map[string]any {
 // a wider search says it may miss it ("may_miss_newer_peers", "as_of" the
 // rebuild).
 func TestPeersAPISinceRebuild(t *testing.T) {
-	lim, t0 := webtest.BigLimiter(t, insight.IndexFrom+5000)
+	lim, t0 := limitertest.Filled(t, insight.IndexFrom+5000)
 	now := t0
 	clock := func() time.Time { return now }
 	lv, err := live.New(context.Background(), lim, webtest.OpenStore(t), lim.Config(), clock)
