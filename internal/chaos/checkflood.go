@@ -80,18 +80,10 @@ func inflight(admin string) (int64, error) {
 // cut first), keep the table and the daemon's memory bounded, and once
 // the flood stops and the leases end no slot is held.
 func CheckFlood(ctx context.Context, o CheckFloodOptions) (*CheckFloodResult, error) {
-	if o.Duration == 0 {
-		o.Duration = 3 * time.Minute
-	}
-	if o.Conns == 0 {
-		o.Conns = 8
-	}
-	if o.MaxTracked == 0 {
-		o.MaxTracked = 10000
-	}
-	if o.Lease == 0 {
-		o.Lease = 5 * time.Second
-	}
+	orDefault(&o.Duration, 3*time.Minute)
+	orDefault(&o.Conns, 8)
+	orDefault(&o.MaxTracked, 10000)
+	orDefault(&o.Lease, 5*time.Second)
 	up, err := StartUpstream()
 	if err != nil {
 		return nil, err

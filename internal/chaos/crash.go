@@ -31,21 +31,13 @@ type CrashOptions struct {
 }
 
 func (o *CrashOptions) defaults() {
-	if o.Interval == 0 {
-		o.Interval = time.Second
-	}
-	if o.MinUp == 0 {
-		o.MinUp = time.Second
-	}
+	orDefault(&o.Interval, time.Second)
+	orDefault(&o.MinUp, time.Second)
 	if o.MaxUp <= o.MinUp {
 		o.MaxUp = o.MinUp + 3*time.Second
 	}
-	if o.Rate == 0 {
-		o.Rate = 2000
-	}
-	if o.Seed == 0 {
-		o.Seed = uint64(time.Now().UnixNano())
-	}
+	orDefault(&o.Rate, 2000)
+	orDefault(&o.Seed, uint64(time.Now().UnixNano()))
 }
 
 // CrashResult is what a CrashLoop found.

@@ -98,15 +98,9 @@ func (r *FloodResult) String() string {
 // request every PoliteEvery and an IPv6 attacker rotates inside one /64;
 // it reports memory, evictions and what became of the three.
 func Flood(ctx context.Context, o FloodOptions) (*FloodResult, error) {
-	if o.Conns == 0 {
-		o.Conns = 32
-	}
-	if o.PoliteEvery == 0 {
-		o.PoliteEvery = time.Second
-	}
-	if o.Interval == 0 {
-		o.Interval = 5 * time.Second
-	}
+	orDefault(&o.Conns, 32)
+	orDefault(&o.PoliteEvery, time.Second)
+	orDefault(&o.Interval, 5*time.Second)
 	up, err := StartUpstream()
 	if err != nil {
 		return nil, err

@@ -43,18 +43,10 @@ type RestartOptions struct {
 }
 
 func (o *RestartOptions) defaults() {
-	if o.Restarts == 0 {
-		o.Restarts = 10
-	}
-	if o.Rate == 0 {
-		o.Rate = 1000
-	}
-	if o.Conns == 0 {
-		o.Conns = 16
-	}
-	if o.Up == 0 {
-		o.Up = 500 * time.Millisecond
-	}
+	orDefault(&o.Restarts, 10)
+	orDefault(&o.Rate, 1000)
+	orDefault(&o.Conns, 16)
+	orDefault(&o.Up, 500*time.Millisecond)
 }
 
 // RestartResult is what Restarts found.

@@ -98,21 +98,11 @@ func (r *SlowReadersResult) String() string {
 // both; its median while the answers are held must stay within 2× its
 // median alone, and it must never get 504.
 func SlowReaders(ctx context.Context, o SlowReadersOptions) (*SlowReadersResult, error) {
-	if o.Duration == 0 {
-		o.Duration = 3 * time.Minute
-	}
-	if o.Phase == 0 {
-		o.Phase = 6 * time.Second
-	}
-	if o.Pool == 0 {
-		o.Pool = 4
-	}
-	if o.Readers == 0 {
-		o.Readers = 2 * o.Pool
-	}
-	if o.Size == 0 {
-		o.Size = 8 << 20
-	}
+	orDefault(&o.Duration, 3*time.Minute)
+	orDefault(&o.Phase, 6*time.Second)
+	orDefault(&o.Pool, 4)
+	orDefault(&o.Readers, 2*o.Pool)
+	orDefault(&o.Size, 8<<20)
 	body := make([]byte, o.Size)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -258,15 +258,9 @@ func sampleAll(ctx context.Context, ds []*soakDaemon, rdb *redis.Client, since t
 // cluster mode (o.Cluster), for each of two instances sharing a
 // redis-server, and Redis's keys and memory too.
 func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
-	if o.Rate == 0 {
-		o.Rate = 1000
-	}
-	if o.Interval == 0 {
-		o.Interval = time.Second
-	}
-	if o.Every == 0 {
-		o.Every = time.Second
-	}
+	orDefault(&o.Rate, 1000)
+	orDefault(&o.Interval, time.Second)
+	orDefault(&o.Every, time.Second)
 	up, err := StartUpstream()
 	if err != nil {
 		return nil, err
