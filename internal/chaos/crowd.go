@@ -58,7 +58,9 @@ func (n *queueNode) Close() { _ = n.srv.Close() }
 type CrowdOptions struct {
 	Bin, Dir string
 	// Duration is how long the crowd sends (default 3 min), after a
-	// Warmup (default 3 s) the polite peer's figures leave out.
+	// Warmup (default 5 s: the adaptive limit's first measurement and the
+	// fair pace's first busy seconds) that the polite peer's figures and
+	// each crowd peer's admissions leave out.
 	Duration, Warmup time.Duration
 	// Servers and Service are the node's (default 8 at a time, 40 ms
 	// each: 200 answers a second).
@@ -118,7 +120,7 @@ func (r *CrowdResult) String() string {
 		len(r.PerPeer), r.Duration.Round(time.Millisecond), r.Capacity, r.MaxLimit)
 	fmt.Fprintf(&b, "crowd's answers %v, errors %d; shed (metric) %.0f\n", r.Codes, r.Errors, r.Shed)
 	lo, mean := r.fairness()
-	fmt.Fprintf(&b, "admitted per crowd peer: mean %.0f, least %.0f (%.0f %% of the mean)\n", mean, lo, 100*lo/max(mean, 1))
+	fmt.Fprintf(&b, "admitted per crowd peer after the warm-up: mean %.0f, least %.0f (%.0f %% of the mean)\n", mean, lo, 100*lo/max(mean, 1))
 	fmt.Fprintf(&b, "polite peer after the warm-up: %d of %d answered 200 (%.1f %%), %v\n",
 		r.PoliteOK, r.PoliteSent, 100*float64(r.PoliteOK)/float64(max(r.PoliteSent, 1)), r.PoliteCodes)
 	fmt.Fprintf(&b, "node: %d served (%.0f/s, %.0f %% of its capacity), at most %d held at once\n", r.NodeServed,
@@ -166,7 +168,7 @@ next:
 // and once the crowd went nothing is left in flight.
 func Crowd(ctx context.Context, o CrowdOptions) (*CrowdResult, error) {
 	orDefault(&o.Duration, 3*time.Minute)
-	orDefault(&o.Warmup, 3*time.Second)
+	orDefault(&o.Warmup, 5*time.Second)
 	orDefault(&o.Service, 40*time.Millisecond)
 	orDefault(&o.Pace, 80*time.Millisecond)
 	orDefault(&o.Servers, 8)
@@ -221,13 +223,14 @@ func Crowd(ctx context.Context, o CrowdOptions) (*CrowdResult, error) {
 		for range o.Clients {
 			wg.Go(func() {
 				for next := time.Now(); time.Now().Before(until) && ctx.Err() == nil; {
+					t := time.Now()
 					code, err := get(peer)
 					mu.Lock()
 					if err != nil {
 						res.Errors++
 					} else {
 						res.Codes[code]++
-						if code == http.StatusOK {
+						if code == http.StatusOK && t.Sub(start) >= o.Warmup {
 							res.PerPeer[p]++
 						}
 					}

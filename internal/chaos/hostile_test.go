@@ -86,7 +86,7 @@ func TestSlowReadersShort(t *testing.T) {
 	}
 }
 
-// TestCrowdShort: eight seconds of a crowd of 16 peers, each inside its
+// TestCrowdShort: twelve seconds (five of warm-up) of a crowd of 16 peers, each inside its
 // per-peer limits, offering about 3× what a node of 200 answers a second
 // serves, and a polite peer: with adaptive concurrency on, the node never
 // holds more than the adaptive maximum, the crowd's shed requests are 503s
@@ -98,7 +98,7 @@ func TestCrowdShort(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := Crowd(ctx, CrowdOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 8 * time.Second})
+	r, err := Crowd(ctx, CrowdOptions{Bin: limiterd(t), Dir: t.TempDir(), Duration: 12 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
