@@ -35,6 +35,13 @@ func (e *KeyError) Error() string {
 	return "key " + strings.Join(e.Keys, ", ") + ": " + e.Msg
 }
 
+// Corrupt reports whether the key holds a value no decision can have
+// written (rather than a key of another type).
+func (e *KeyError) Corrupt() bool { return strings.HasPrefix(e.Msg, corruptPrefix) }
+
+// corruptPrefix begins the Msg of a KeyError for a corrupt value.
+const corruptPrefix = "corrupt: "
+
 // entryError returns the error of an entry that answered msg on keys: a
 // *KeyError for a wrong type or a corrupt value, else an *entryErr.
 func entryError(msg string, keys []string) error {
@@ -44,7 +51,7 @@ func entryError(msg string, keys []string) error {
 		return &KeyError{Keys: keys, Msg: msg[i:]}
 	}
 	if i := strings.Index(msg, "CORRUPT "); i >= 0 {
-		return &KeyError{Keys: keys, Msg: "corrupt: " + msg[i+len("CORRUPT "):]}
+		return &KeyError{Keys: keys, Msg: corruptPrefix + msg[i+len("CORRUPT "):]}
 	}
 	return &entryErr{msg: msg, keys: keys}
 }

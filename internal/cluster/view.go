@@ -71,13 +71,13 @@ func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *l
 		err = fmt.Errorf("tokens of %d fields", len(st.fields))
 	}
 	if err != nil {
-		return v, false, &KeyError{Keys: []string{tk}, Msg: "corrupt: " + err.Error()}
+		return v, false, &KeyError{Keys: []string{tk}, Msg: corruptPrefix + err.Error()}
 	}
 	v = limiter.EntryView{Peer: k, Group: name, Inflight: st.inflight, Algorithm: algo.Hybrid}
 	if st.fields != nil {
 		kn := sc.Leaky.IndexAt(now)
 		if v.Tokens, err = agedTokens(st.fields, kn, s.LeakyTickReduction); err != nil {
-			return v, false, &KeyError{Keys: []string{tk}, Msg: "corrupt: " + err.Error()}
+			return v, false, &KeyError{Keys: []string{tk}, Msg: corruptPrefix + err.Error()}
 		}
 	}
 	if s.SlidingWindowLimit > 0 {
@@ -93,7 +93,7 @@ func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *l
 		}
 		for _, z := range zs {
 			if z.Score != math.Trunc(z.Score) || math.Abs(z.Score) > 1<<53 {
-				return v, false, &KeyError{Keys: []string{wk}, Msg: fmt.Sprintf("corrupt: window timestamp holds %v", z.Score)}
+				return v, false, &KeyError{Keys: []string{wk}, Msg: fmt.Sprintf(corruptPrefix+"window timestamp holds %v", z.Score)}
 			}
 			v.Window++
 			if int64(z.Score) >= lo {

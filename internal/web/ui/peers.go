@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
+	"github.com/limiterd/limiterd/limiter/algo"
 	"github.com/limiterd/limiterd/limiter/peer"
 )
 
@@ -311,7 +313,7 @@ func (d *Dashboard) sharedStates(ctx context.Context, k peer.Key) (shared []temp
 		st := templates.SharedState{Group: name, Algorithm: s.Algorithm.String()}
 		v, tracked, err := ss.SharedEntry(ctx, k, name, &s)
 		switch {
-		case err != nil && strings.Contains(err.Error(), "corrupt"):
+		case err != nil && corrupt(err):
 			st.Status, st.Note = "corrupt", err.Error()
 		case err != nil:
 			st.Status, st.Note = "not shown", err.Error()
@@ -331,11 +333,20 @@ func (d *Dashboard) sharedStates(ctx context.Context, k peer.Key) (shared []temp
 	return shared, untracked, strings.Join(missing, ", ")
 }
 
-// sharedLimited reports whether the hybrid rule rejects the next request
-// of a peer in state v: its requests in flight at the concurrency limit,
-// or the window full and every token consumed.
+// sharedLimited reports whether the group's rule (algo.Step) rejects the
+// next request of a peer in the hybrid state v.
 func sharedLimited(v *limiter.EntryView, s *limiter.GroupSettings) bool {
-	return v.Inflight+1 > s.PeerConcurrencyLimit() || v.WindowActive+1 > s.SlidingWindowLimit && v.Tokens+1 > s.LeakyLimit
+	l := s.Limits()
+	r := algo.Result{State: algo.State{A: v.Tokens}, Held: algo.Held{Inflight: v.Inflight, Count: v.WindowActive}}
+	algo.Step(v.Algorithm, &r, &l, 0, 0)
+	return r.Via == algo.ViaNone
+}
+
+// corrupt reports whether err says a shared key holds a value no decision
+// can have written (the cluster backend's key errors say so).
+func corrupt(err error) bool {
+	var c interface{ Corrupt() bool }
+	return errors.As(err, &c) && c.Corrupt()
 }
 
 // peerHistoryBucket is what a row of the peer history's table sums.
