@@ -290,10 +290,12 @@ func (t *transport) exec(ctx context.Context, calls []*call) {
 		for j, i := range retry {
 			again[j] = wire[i]
 		}
-		if err := t.load(ctx, again); err == nil {
-			for j, cmd := range t.send(ctx, again) {
-				cmds[retry[j]] = cmd
-			}
+		// Sent again even when the load failed: on a Redis Cluster it
+		// fails when one master does not answer, though the others took
+		// the script.
+		_ = t.load(ctx, again)
+		for j, cmd := range t.send(ctx, again) {
+			cmds[retry[j]] = cmd
 		}
 	}
 	answered, reload := false, false
