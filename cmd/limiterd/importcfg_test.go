@@ -271,7 +271,9 @@ func TestImportLinear(t *testing.T) {
 	}
 	small, big := took(10_000), took(100_000)
 	t.Logf("10 000 local peers imported in %v, 100 000 in %v", small, big)
-	if big > 30*small {
+	// (A quadratic import is about 100 times; 50 leaves room for a host
+	// loaded by the whole suite under -race, where 30 was seen.)
+	if big > 50*small {
 		t.Errorf("10 times the local peers took %.0f times as long: not linear", float64(big)/float64(small))
 	}
 }
