@@ -136,6 +136,7 @@ func (c clusterStatus) ClusterState() templates.Cluster {
 	return templates.Cluster{
 		Mode: st.Mode.String(), OnFailure: st.OnFailure.String(), Redis: strings.Join(st.Addrs, ", "),
 		Up: st.Up, Since: st.Since, Reason: st.Reason,
+		SlotsDown: st.Down.Count, SlotsSince: st.Down.Since, SlotsReason: st.Down.Reason,
 	}
 }
 
@@ -154,7 +155,7 @@ func webCluster(b *cluster.Backend) ui.ClusterStatus {
 type clusterCollector struct {
 	b                                     *cluster.Backend
 	up, errors, failures, trips, commands *prometheus.Desc
-	dropped, repaired, drift              *prometheus.Desc
+	dropped, repaired, drift, slotsDown   *prometheus.Desc
 }
 
 func newClusterCollector(b *cluster.Backend) *clusterCollector {
@@ -162,6 +163,8 @@ func newClusterCollector(b *cluster.Backend) *clusterCollector {
 		b: b,
 		up: prometheus.NewDesc("limiterd_cluster_redis_up",
 			"1 while decisions use Redis (cluster mode), 0 while they are made as cluster.on_failure says.", nil, nil),
+		slotsDown: prometheus.NewDesc("limiterd_cluster_redis_slots_down",
+			"Hash slots of a Redis Cluster whose master does not answer while the others do: their peers are decided as cluster.on_failure says.", nil, nil),
 		errors: prometheus.NewDesc("limiterd_cluster_redis_errors_total",
 			"Failed Redis calls, by kind: timeout, busy, connection, auth, script, memory, evicted, readonly, key, reply.",
 			[]string{"kind"}, nil),
@@ -183,7 +186,7 @@ func newClusterCollector(b *cluster.Backend) *clusterCollector {
 
 // Describe implements prometheus.Collector.
 func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.errors, c.failures, c.trips, c.commands, c.dropped, c.repaired, c.drift} {
+	for _, d := range []*prometheus.Desc{c.up, c.slotsDown, c.errors, c.failures, c.trips, c.commands, c.dropped, c.repaired, c.drift} {
 		ch <- d
 	}
 }
@@ -196,6 +199,7 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 		up = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(c.slotsDown, prometheus.GaugeValue, float64(s.SlotsDown))
 	for _, k := range cluster.Kinds {
 		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(s.Errors[k]), k)
 	}
@@ -226,15 +230,19 @@ func clusterConditions(b *cluster.Backend) func() []ui.Condition {
 				Text: "— the file settings of " + strings.Join(groups, "; ") + " differ from this instance's: each applies its own limits to those groups."})
 		}
 		st := b.Status()
-		if st.Up {
-			return out
-		}
 		doing := map[cluster.OnFailure]string{
-			cluster.FailOpen:   "— requests are admitted unlimited (on_failure = open).",
-			cluster.FailClosed: "— requests are answered 503 (on_failure = closed).",
-			cluster.FailLocal:  "— requests are decided on this instance's own state (on_failure = local).",
+			cluster.FailOpen:   "requests are admitted unlimited (on_failure = open).",
+			cluster.FailClosed: "requests are answered 503 (on_failure = closed).",
+			cluster.FailLocal:  "requests are decided on this instance's own state (on_failure = local).",
 		}[st.OnFailure]
-		return append(out, ui.Condition{Kind: "down", Title: "cluster: Redis down", Text: doing})
+		switch {
+		case !st.Up:
+			out = append(out, ui.Condition{Kind: "down", Title: "cluster: Redis down", Text: "— " + doing})
+		case st.Down.Count > 0:
+			out = append(out, ui.Condition{Kind: "down", Title: "cluster: Redis slots down",
+				Text: fmt.Sprintf("— %d of 16384 hash slots have no master answering (%s): for the peers whose keys they hold, %s The others are shared.", st.Down.Count, st.Down.Reason, doing)})
+		}
+		return out
 	}
 }
 
@@ -248,6 +256,11 @@ func clusterReadiness(b *cluster.Backend) func() (bool, string) {
 	}
 	return func() (bool, string) {
 		st := b.Status()
+		if st.Up && st.Down.Count > 0 {
+			// Most peers are still shared: an instance that is taken out
+			// would not help, as every instance sees the same masters.
+			return true, fmt.Sprintf("degraded: %d of 16384 redis cluster hash slots unavailable (%s): their peers decided as on_failure = %s says", st.Down.Count, st.Down.Reason, st.OnFailure)
+		}
 		if st.Up {
 			return true, "ok: redis in use"
 		}

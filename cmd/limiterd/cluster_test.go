@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/limiterd/limiterd/internal/redistest"
 )
 
@@ -378,4 +380,75 @@ paths = ["/big"]
 			t.Fatalf("%s: stderr lacks the refusal:\n%s", cmd, stderr.String())
 		}
 	}
+}
+
+// TestClusterSlotsDown: on a Redis Cluster whose one master of three
+// stops, the daemon keeps sharing the other masters' peers and answers
+// the stopped master's peers as on_failure says (closed: 503); the gauge,
+// /readyz (ready, degraded), the overview's line, the health strip and
+// the banner say how many slots are down.
+func TestClusterSlotsDown(t *testing.T) {
+	if !redistest.Available(t) {
+		t.Skip("redis-server not installed")
+	}
+	c := redistest.StartClusterReplicas(t, 3, 0, 1000, "--cluster-require-full-coverage", "no")
+	var addrs []string
+	for _, s := range c.Nodes {
+		addrs = append(addrs, fmt.Sprintf("%q", s.Addr()))
+	}
+	up, _ := countingUpstream(t, nil)
+	cfg := clusterConfig(up.URL, c.Nodes[0].Addr(), "on_failure = \"closed\"")
+	d := startDaemonWith(t, func(dir string) string {
+		return strings.Replace(cfg(dir), fmt.Sprintf("addrs = [%q]", c.Nodes[0].Addr()), "addrs = ["+strings.Join(addrs, ", ")+"]", 1)
+	})
+	key := func(peer string) string { return "ld:{" + peer + "|general}:pt" }
+	victim := c.MasterOf(key("198.51.100.1"))
+	var onVictim, elsewhere []string
+	for i := 1; len(onVictim) < 2 || len(elsewhere) < 4; i++ {
+		p := fmt.Sprintf("198.51.100.%d", i)
+		if c.MasterOf(key(p)) == victim {
+			onVictim = append(onVictim, p)
+		} else {
+			elsewhere = append(elsewhere, p)
+		}
+	}
+	for _, p := range append(onVictim, elsewhere...) {
+		if code := d.as(p, "/info"); code != 200 {
+			t.Fatalf("peer %s with the cluster up: %d", p, code)
+		}
+	}
+	victim.Stop()
+	eventually(t, "a third of the slots down", func() bool {
+		d.as(onVictim[0], "/info")
+		n := d.metric("limiterd_cluster_redis_slots_down")
+		return n == "5461" || n == "5462"
+	})
+	if up := d.metric("limiterd_cluster_redis_up"); up != "1" {
+		t.Errorf("limiterd_cluster_redis_up %s with two masters of three answering", up)
+	}
+	for _, p := range elsewhere {
+		if code := d.as(p, "/info"); code != 200 {
+			t.Errorf("peer %s on a running master: %d, want 200", p, code)
+		}
+	}
+	if code := d.as(onVictim[1], "/info"); code != 503 {
+		t.Errorf("peer %s on the stopped master: %d, want 503 (on_failure = closed)", onVictim[1], code)
+	}
+	code, body := d.admin("GET", "/readyz", "")
+	backend, _ := body["checks"].(map[string]any)["backend"].(string)
+	if code != 200 || !strings.HasPrefix(backend, "degraded: ") || !strings.Contains(backend, "hash slots unavailable") {
+		t.Errorf("readyz with a master down: %d %v", code, body)
+	}
+
+	ctx := browser(t)
+	login(t, ctx, d)
+	if err := chromedp.Do(ctx, chromedp.Navigate(d.AdminURL()+"/"), chromedp.WaitVisible(chromedp.ID("cluster"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "the overview's cluster line", "#cluster", func(s string) bool {
+		return strings.Contains(s, "of 16384 hash slots have been unavailable") && strings.Contains(s, "answering 503")
+	})
+	waitText(t, ctx, "the health strip's backend", `[data-health="backend"]`, func(s string) bool { return strings.Contains(s, "slots down") })
+	waitText(t, ctx, "the banner", "#banners", func(s string) bool { return strings.Contains(s, "cluster: Redis slots down") })
+	shot(t, ctx, "cluster-slots-down")
 }

@@ -180,6 +180,7 @@ type Backend struct {
 	sec    *secrets
 	t      *transport
 	h      *health
+	cut    *slotBreaker // Redis Cluster's slots, nil otherwise
 	eng    engine
 	fb     limiter.Backend // on_failure = "local"
 	slots  slotTable
@@ -271,6 +272,9 @@ func open(o Options, clock func() int64) (*Backend, error) {
 		DisableIdentity:       true,
 	})
 	b.h = newHealth(b.log, o.Timeout)
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		b.cut = newSlotBreaker(cc, b.log)
+	}
 	b.t = newTransport(b.rdb, o.Timeout, b.h.ok)
 	b.sched = schedules{t: b.t, now: b.redisNow}
 	if o.OnFailure == FailLocal {
@@ -316,6 +320,13 @@ func open(o Options, clock func() int64) (*Backend, error) {
 		defer b.wg.Done()
 		b.eng.run(ctx)
 	}()
+	if b.cut != nil {
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.cut.probeLoop(ctx, o.Timeout)
+		}()
+	}
 	return b, nil
 }
 
@@ -432,9 +443,15 @@ func (b *Backend) probe(ctx context.Context) (string, error) {
 }
 
 func (b *Backend) probeOnce(ctx context.Context) (string, error) {
-	infos, err := b.infos(ctx)
+	infos, failed, err := b.infos(ctx)
 	if err != nil {
 		return classify(err), err
+	}
+	if len(failed) > 0 {
+		// Some masters of a Redis Cluster answer, others not: the others'
+		// slots are tripped (decision 236), and their eviction counters
+		// cannot be summed this time.
+		b.cut.tripNodes(ctx, failed)
 	}
 	evicted, counted := int64(0), false
 	for _, info := range infos {
@@ -444,11 +461,15 @@ func (b *Backend) probeOnce(ctx context.Context) (string, error) {
 		}
 		if n, err := strconv.ParseInt(infoField(info, "evicted_keys"), 10, 64); err == nil {
 			evicted += n
-			counted = true
+			counted = len(failed) == 0
 		}
 	}
-	if err := b.eng.probe(ctx); err != nil {
-		return classify(err), err
+	// (The canary's slot may be one of a master that does not answer: the
+	// others said Redis can be used.)
+	if !b.cut.keyDown(canaryTag(b.inst)) {
+		if err := b.eng.probe(ctx); err != nil {
+			return classify(err), err
+		}
 	}
 	if n := evicted; counted {
 		prev := b.lastEvict.Swap(n)
@@ -462,30 +483,39 @@ func (b *Backend) probeOnce(ctx context.Context) (string, error) {
 // infos returns the INFO of the Redis in use: of every master of a Redis
 // Cluster (a cluster client sends INFO to a master picked at random, and
 // the eviction counters of two masters are not one counter), else of the
-// one server.
-func (b *Backend) infos(ctx context.Context) ([]string, error) {
+// one server. The masters of a Redis Cluster that did not answer are in
+// failed, by address; err is set when none did (or the one server did
+// not).
+func (b *Backend) infos(ctx context.Context) (infos []string, failed map[string]error, err error) {
 	cc, ok := b.rdb.(*redis.ClusterClient)
 	if !ok {
 		b.t.roundTrips.Add(1)
 		b.t.commands.Add(1)
 		info, err := b.rdb.Info(ctx).Result()
-		return []string{info}, err
+		return []string{info}, nil, err
 	}
 	var mu sync.Mutex
-	var out []string
-	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 		b.t.roundTrips.Add(1)
 		b.t.commands.Add(1)
 		info, err := c.Info(ctx).Result()
-		if err != nil {
-			return fmt.Errorf("%s: %w", c.Options().Addr, err)
-		}
 		mu.Lock()
-		out = append(out, info)
-		mu.Unlock()
+		defer mu.Unlock()
+		if err != nil {
+			err = fmt.Errorf("%s: %w", c.Options().Addr, err)
+			if failed == nil {
+				failed = map[string]error{}
+			}
+			failed[c.Options().Addr] = err
+			return err
+		}
+		infos = append(infos, info)
 		return nil
 	})
-	return out, err
+	if len(infos) > 0 {
+		err = nil
+	}
+	return infos, failed, err
 }
 
 // infoField returns field name of an INFO reply.
@@ -516,7 +546,7 @@ func versionAtLeast(v string, major, minor int) bool {
 // Admit decides one request on the shared state, or, while Redis is down
 // or when this call fails, as OnFailure says.
 func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outcome, limiter.Usage, limiter.Handle) {
-	if b.h.up.Load() {
+	if b.h.up.Load() && !b.cut.isDown(k, g.Name) {
 		out, u, h, err := b.eng.admit(ms, k, g)
 		if err == nil {
 			c := &b.stats[g.ID]
@@ -533,7 +563,7 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outc
 			}
 			return out, u, h
 		}
-		b.h.fail(classify(err), fmt.Errorf("group %s: %w", g.Name, err))
+		b.fail(tagOf(k.Peer().String(), g.Name), err, fmt.Errorf("group %s: %w", g.Name, err))
 	}
 	switch b.opts.OnFailure {
 	case FailOpen:
@@ -546,6 +576,23 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outc
 	}
 	b.failLocal.Add(1)
 	return b.fb.Admit(ms, k, g)
+}
+
+// fail records a call on key (any key of one (peer, group), or its hash
+// tag) that failed with err (cause), described by err: in Redis Cluster, a
+// failure that says the key's master is unwell trips the key's slot alone
+// (decision 236), and has the breaker's prober look at once whether any
+// master answers; anything else goes to the breaker.
+func (b *Backend) fail(key string, cause, err error) {
+	kind := classify(cause)
+	if b.cut != nil && slotScoped(kind) {
+		b.h.errs[kindIndex[kind]].Add(1)
+		if b.cut.tripKey(key, kind, err) {
+			b.h.probeSoon()
+		}
+		return
+	}
+	b.h.fail(kind, err)
 }
 
 // Release gives back an admission's slot: in Redis (batched, never on the
@@ -572,12 +619,12 @@ func (b *Backend) Release(h limiter.Handle) {
 // Reduce gives back one token of the peer's shared state, or of the local
 // one while Redis is down (on_failure = "local"; otherwise nothing).
 func (b *Backend) Reduce(ms int64, k limiter.Key, g *limiter.Group) limiter.ReduceResult {
-	if b.h.up.Load() {
+	if b.h.up.Load() && !b.cut.isDown(k, g.Name) {
 		r, err := b.eng.reduce(ms, k, g)
 		if err == nil {
 			return r
 		}
-		b.h.fail(classify(err), fmt.Errorf("group %s: reduce: %w", g.Name, err))
+		b.fail(tagOf(k.Peer().String(), g.Name), err, fmt.Errorf("group %s: reduce: %w", g.Name, err))
 	}
 	if b.fb != nil {
 		return b.fb.Reduce(ms, k, g)
@@ -591,12 +638,12 @@ func (b *Backend) Forget(k limiter.Key, g *limiter.Group) bool {
 	if b.fb != nil {
 		found = b.fb.Forget(k, g)
 	}
-	if b.h.up.Load() {
+	if b.h.up.Load() && !b.cut.isDown(k, g.Name) {
 		ctx, cancel := context.WithTimeout(context.Background(), b.opts.Timeout)
 		ok, err := b.eng.forget(ctx, k, g)
 		cancel()
 		if err != nil {
-			b.h.fail(classify(err), fmt.Errorf("group %s: forget: %w", g.Name, err))
+			b.fail(tagOf(k.Peer().String(), g.Name), err, fmt.Errorf("group %s: forget: %w", g.Name, err))
 		}
 		found = found || ok
 	}

@@ -131,6 +131,9 @@ func TestSlotUncovered(t *testing.T) {
 		d.Release()
 		return d.Reason == limiter.ReasonUnavailable
 	})
+	// The first CLUSTERDOWN trips the key's slot alone; the breaker's
+	// probe then finds the whole cluster down (decision 236).
+	waitFor(t, "the backend down", func() bool { return !b.Status().Up })
 	if st := b.Status(); st.Up || !strings.HasPrefix(st.Reason, "connection: ") || !strings.Contains(st.Reason, "CLUSTERDOWN") {
 		t.Fatalf("status %+v, log:\n%s", st, logs)
 	}

@@ -57,6 +57,19 @@ func (h *health) ok() {
 	h.lastOK.Store(time.Now().UnixNano())
 }
 
+// answeredWithin reports whether a call was answered in time within d.
+func (h *health) answeredWithin(d time.Duration) bool {
+	return time.Now().UnixNano()-h.lastOK.Load() < int64(d)
+}
+
+// probeSoon has the prober probe now rather than at its next turn.
+func (h *health) probeSoon() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
 // fail records a failed call. A per-key error is logged (at most once in
 // 10 s per kind) and counted, as is a timeout while Redis answered other
 // calls within twice the timeout; anything else turns the breaker down.
@@ -69,7 +82,7 @@ func (h *health) fail(kind string, err error) {
 	case kind == KindLimits:
 		h.logSampled(kind, "a group's limits cannot be decided in redis: deciding its requests as cluster.on_failure says", err)
 		return
-	case (kind == KindTimeout || kind == KindBusy) && time.Now().UnixNano()-h.lastOK.Load() < int64(2*h.timeout):
+	case (kind == KindTimeout || kind == KindBusy) && h.answeredWithin(2*h.timeout):
 		h.logSampled(kind, "redis answered late: deciding that request as cluster.on_failure says", err)
 		return
 	}
@@ -85,10 +98,7 @@ func (h *health) down(kind string, err error) {
 	} else {
 		h.logSampled(kind, "redis still unavailable", err)
 	}
-	select {
-	case h.kick <- struct{}{}:
-	default:
-	}
+	h.probeSoon()
 }
 
 // markUp turns the breaker up, logging the change.

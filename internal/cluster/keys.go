@@ -41,6 +41,12 @@ func tagOf(p, g string) string {
 	return "{" + escaper.Replace(p) + "|" + escaper.Replace(g) + "}"
 }
 
+// canaryTag returns the hash tag of the keys instance inst probes Redis
+// with.
+func canaryTag(inst string) string {
+	return tagOf("canary:"+inst, "canary")
+}
+
 // baseKey returns the prefix of every key of peer k in group g of the
 // generation sc says: ld:{<peer>|<group>}:<generation>.
 func baseKey(k limiter.Key, g string, sc *sharedSched) string {

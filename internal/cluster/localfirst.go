@@ -476,7 +476,7 @@ func (l *localFirst) syncAll(ctx context.Context, now int64) {
 				continue
 			}
 			sc := l.b.sched.tab[e.g.ID].Load()
-			if sc == nil || sc.version != e.g.Version || !e.read {
+			if sc == nil || sc.version != e.g.Version || !e.read || l.b.cut.isDown(key.k, e.g.Name) {
 				continue
 			}
 			limited := t+interval < e.until && e.untilV == e.g.Version
@@ -511,6 +511,9 @@ func (l *localFirst) syncAll(ctx context.Context, now int64) {
 			case isKeyError(err):
 				// one key's failure: counted and logged, not the breaker's
 				l.b.h.fail(KindKey, fmt.Errorf("pushing local_first admissions: %w", err))
+			case l.b.cut != nil && slotScoped(classify(err)):
+				// one master's (decision 236), unless every call failed
+				l.b.fail(j.c.keys[0], err, fmt.Errorf("pushing local_first admissions: %w", err))
 			case failed == nil:
 				failed = err
 			}

@@ -141,7 +141,7 @@ func (k *slotKeeper) deleteKeys(ctx context.Context, keys []string) {
 	k.b.t.roundTrips.Add(1)
 	k.b.t.commands.Add(1)
 	if err := k.b.rdb.Del(rctx, keys...).Err(); err != nil {
-		k.b.h.fail(classify(err), fmt.Errorf("repairing %v: %w", keys, err))
+		k.b.fail(keys[0], err, fmt.Errorf("repairing %v: %w", keys, err))
 		return
 	}
 	k.repaired.Add(1)
@@ -159,6 +159,10 @@ func (k *slotKeeper) releaseBatch(ctx context.Context, batch []slot) {
 	n := map[string]int{}
 	var order []string
 	for _, sl := range batch {
+		if k.b.cut.keyDown(sl.key) {
+			k.dropped.Add(1) // its master does not answer (decision 236)
+			continue
+		}
 		if n[sl.key] == 0 {
 			order = append(order, sl.key)
 		}
@@ -175,8 +179,7 @@ func (k *slotKeeper) releaseBatch(ctx context.Context, batch []slot) {
 	for i, c := range calls {
 		if c.err != nil {
 			k.dropped.Add(uint64(n[order[i]]))
-			k.b.h.fail(classify(c.err), fmt.Errorf("releasing in-flight slots: %w", c.err))
-			return
+			k.b.fail(order[i], c.err, fmt.Errorf("releasing in-flight slots: %w", c.err))
 		}
 	}
 }
@@ -188,7 +191,7 @@ func (k *slotKeeper) renew(ctx context.Context) {
 	}
 	keys := map[string]bool{}
 	k.b.slots.each(func(sl *slot) {
-		if sl.key != "" {
+		if sl.key != "" && !k.b.cut.keyDown(sl.key) {
 			keys[sl.key] = true
 		}
 	})
@@ -207,8 +210,10 @@ func (k *slotKeeper) renew(ctx context.Context) {
 		k.b.t.batch(rctx, calls[:n])
 		for _, c := range calls[:n] {
 			if c.err != nil {
-				k.b.h.fail(classify(c.err), fmt.Errorf("renewing the leases of in-flight slots: %w", c.err))
-				if !isKeyError(c.err) { // (a corrupt key is being repaired: the others go on)
+				k.b.fail(c.keys[0], c.err, fmt.Errorf("renewing the leases of in-flight slots: %w", c.err))
+				// (a corrupt key is being repaired, a tripped slot waits
+				// for its master: the others go on)
+				if !k.b.h.up.Load() {
 					return
 				}
 			}

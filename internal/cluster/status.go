@@ -19,6 +19,10 @@ type Status struct {
 	Since time.Time
 	// Reason says why Redis is not used, when it is not.
 	Reason string
+	// Down is the hash slots of a Redis Cluster whose master does not
+	// answer while Up (decision 236): the peers whose keys they hold are
+	// decided as OnFailure says.
+	Down SlotsDown
 }
 
 // Status returns the backend's state now.
@@ -34,6 +38,7 @@ func (b *Backend) Status() Status {
 	if !st.Up {
 		st.Reason = *b.h.reason.Load()
 	}
+	st.Down = b.cut.state()
 	return st
 }
 
@@ -41,6 +46,9 @@ func (b *Backend) Status() Status {
 type Stats struct {
 	// Up is limiterd_cluster_redis_up: decisions use Redis.
 	Up bool
+	// SlotsDown is limiterd_cluster_redis_slots_down: the hash slots of a
+	// Redis Cluster decided as on_failure says while Up.
+	SlotsDown int
 	// Errors counts failed Redis calls by kind (see Kinds).
 	Errors map[string]uint64
 	// FailOpen, FailClosed and FailLocal count the decisions answered as
@@ -73,5 +81,8 @@ func (b *Backend) Stats() Stats {
 	s.DroppedReleases = b.keeper.dropped.Load()
 	s.Entries = b.t.entries.Load()
 	s.Repaired = b.keeper.repaired.Load()
+	if b.cut != nil {
+		s.SlotsDown = int(b.cut.n.Load())
+	}
 	return s
 }

@@ -148,6 +148,12 @@ type Daemon struct {
 	BackendUp     bool   `json:"backend_up"`
 	BackendSince  int64  `json:"backend_since,omitempty"`
 	BackendReason string `json:"backend_reason,omitempty"`
+	// BackendSlotsDown is how many hash slots of a Redis Cluster are
+	// decided as on_failure says while BackendUp (their master does not
+	// answer), since BackendSlotsSince, for BackendSlotsReason.
+	BackendSlotsDown   int    `json:"backend_slots_down,omitempty"`
+	BackendSlotsSince  int64  `json:"backend_slots_since,omitempty"`
+	BackendSlotsReason string `json:"backend_slots_reason,omitempty"`
 }
 
 // Encode returns s as JSON of at most MaxBytes, dropping its least

@@ -262,6 +262,8 @@ func (s *Summary) Problems(now time.Time) []Problem {
 	}
 	if d.Backend == "redis" && !d.BackendUp {
 		add(true, "Redis down", "since "+ago(now, d.BackendSince)+": "+d.BackendReason)
+	} else if d.Backend == "redis" && d.BackendSlotsDown > 0 {
+		add(true, "Redis slots down", fmt.Sprintf("%d of 16384 hash slots since %s, decided as on_failure says: %s", d.BackendSlotsDown, ago(now, d.BackendSlotsSince), d.BackendSlotsReason))
 	}
 	return out
 }

@@ -29,18 +29,20 @@ type Cluster struct {
 // StartClusterReplicas runs a Redis Cluster of masters masters (≥ 3) with
 // replicas replicas each and a cluster-node-timeout of nodeTimeoutMS (a
 // master stopped is failed over by its replica after about that much and
-// a second), and waits until every node sees every slot served.
-func StartClusterReplicas(tb testing.TB, masters, replicas, nodeTimeoutMS int) *Cluster {
+// a second), and waits until every node sees every slot served. Each
+// server is also given extra (e.g. "--cluster-require-full-coverage", "no").
+func StartClusterReplicas(tb testing.TB, masters, replicas, nodeTimeoutMS int, extra ...string) *Cluster {
 	tb.Helper()
 	c := &Cluster{tb: tb}
 	var addrs []string
 	for range masters * (1 + replicas) {
 		dir := tb.TempDir()
-		s := Start(tb, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		args := []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-node-timeout", strconv.Itoa(nodeTimeoutMS),
 			// a replica takes over whatever its data's age: the tests stop
 			// masters on purpose
-			"--cluster-replica-validity-factor", "0")
+			"--cluster-replica-validity-factor", "0"}
+		s := Start(tb, append(args, extra...)...)
 		c.Nodes = append(c.Nodes, s)
 		addrs = append(addrs, s.Addr())
 	}

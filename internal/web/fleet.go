@@ -103,6 +103,7 @@ func (s *Server) health(now time.Time) (fleet.Node, fleet.Daemon) {
 	if c := s.opts.Cluster; c != nil {
 		st := c.ClusterState()
 		d.Backend, d.BackendUp, d.BackendSince, d.BackendReason = "redis", st.Up, unixMS(st.Since), st.Reason
+		d.BackendSlotsDown, d.BackendSlotsSince, d.BackendSlotsReason = st.SlotsDown, unixMS(st.SlotsSince), st.SlotsReason
 	}
 	return n, d
 }

@@ -50,4 +50,19 @@ func TestOverviewClusterLine(t *testing.T) {
 	if p == nil || webtest.Text(p) != want || webtest.Attr(p, "class") != "muted off" {
 		t.Fatalf("redis down: %q class %q", webtest.Text(p), webtest.Attr(p, "class"))
 	}
+
+	// One master of a Redis Cluster down: Redis in use, its slots not.
+	fc.mu.Lock()
+	fc.st.Up, fc.st.Reason = true, ""
+	fc.st.SlotsDown, fc.st.SlotsSince, fc.st.SlotsReason = 5461, d.Clock.Now().Add(-20*time.Second), "connection: dial tcp 10.0.0.3:6379: connect: connection refused"
+	fc.mu.Unlock()
+	p = webtest.ByID(d.Page("/stats", cookie), "cluster")
+	want = "Limits are shared through Redis (127.0.0.1:6379), mode strict, but 5461 of 16384 hash slots have been unavailable for 20s (connection: dial tcp 10.0.0.3:6379: connect: connection refused): for the peers whose keys they hold, answering 503 (on_failure = closed)."
+	if p == nil || webtest.Text(p) != want || webtest.Attr(p, "class") != "muted off" {
+		t.Fatalf("slots down: %q class %q", webtest.Text(p), webtest.Attr(p, "class"))
+	}
+	item := webtest.ByID(d.Page("/", cookie), "health-daemon")
+	if item == nil || !strings.Contains(webtest.Text(item), "backend Redis up, 5461 slots down") {
+		t.Fatalf("health strip with slots down: %q", webtest.Text(item))
+	}
 }

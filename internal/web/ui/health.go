@@ -89,8 +89,13 @@ func healthStrip(v *fleet.View, now time.Time) *templates.Health {
 			since = " " + spanText(now.Sub(time.UnixMilli(d.BackendSince)))
 		}
 		backend.Value = "Redis up" + since
-		if !d.BackendUp {
+		switch {
+		case !d.BackendUp:
 			backend.Value, backend.State, backend.Title = "Redis down"+since, "bad", d.BackendReason
+		case d.BackendSlotsDown > 0:
+			backend.Value, backend.State = fmt.Sprintf("Redis up, %d slots down", d.BackendSlotsDown), "bad"
+			backend.Title = fmt.Sprintf("%d of 16384 hash slots decided as on_failure says since %s: %s",
+				d.BackendSlotsDown, time.UnixMilli(d.BackendSlotsSince).UTC().Format(time.RFC3339), d.BackendSlotsReason)
 		}
 	}
 	add(&h.Daemon, backend)
@@ -174,8 +179,11 @@ func fleetSection(v *fleet.View, now time.Time) *templates.Fleet {
 		row.Backend = "local"
 		if in.Daemon.Backend == "redis" {
 			row.Backend = "Redis up"
-			if !in.Daemon.BackendUp {
+			switch {
+			case !in.Daemon.BackendUp:
 				row.Backend, row.BackendBad = "Redis down", true
+			case in.Daemon.BackendSlotsDown > 0:
+				row.Backend, row.BackendBad = fmt.Sprintf("Redis up, %d slots down", in.Daemon.BackendSlotsDown), true
 			}
 		}
 		if in.ClockOff != 0 {
