@@ -17,8 +17,7 @@ import (
 )
 
 // ErrNotShown is the answer of SharedEntry for a (peer, group) whose shared
-// state it does not read: local_first mode, or an algorithm other than the
-// hybrid.
+// state it does not read: local_first mode.
 var ErrNotShown = errors.New("the shared state is not read for this view")
 
 // SharedEntry reads peer k's state in group name (of settings s) as the
@@ -27,14 +26,14 @@ var ErrNotShown = errors.New("the shared state is not read for this view")
 // now on the group's shared schedule applied, the window's timestamps
 // (held, and still in the window), and the requests in flight of every
 // instance whose lease holds. ok is false when Redis holds no state of it.
-// A value no decision can have written answers a *KeyError saying
-// "corrupt"; local_first mode and the other algorithms answer ErrNotShown.
+// The other algorithms' state is given in their own terms (v.Algo), as a
+// decision would read it: of the group's generation and algorithm, and
+// rescaled to its limits when a live edit changed them. A value no
+// decision can have written answers a *KeyError saying "corrupt";
+// local_first mode answers ErrNotShown.
 func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *limiter.GroupSettings) (v limiter.EntryView, ok bool, err error) {
 	if b.opts.Mode != Strict {
 		return v, false, fmt.Errorf("%w: %s mode keeps each instance's part of the tokens apart", ErrNotShown, b.opts.Mode)
-	}
-	if s.Algorithm != algo.Hybrid {
-		return v, false, fmt.Errorf("%w: the %s algorithm's shared state is not read here", ErrNotShown, s.Algorithm)
 	}
 	b.t.roundTrips.Add(1)
 	b.t.commands.Add(1)
@@ -49,12 +48,15 @@ func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *l
 	if err != nil {
 		return v, false, err
 	}
-	if sc.algo != algo.Hybrid.String() {
+	if sc.algo != s.Algorithm.String() {
 		return v, false, nil // the state in Redis is of another algorithm's generation
 	}
 	now, err := b.redisNow(ctx)
 	if err != nil {
 		return v, false, err
+	}
+	if s.Algorithm != algo.Hybrid {
+		return b.sharedAlgo(ctx, k, name, s, sc, now)
 	}
 	lk := limiter.KeyOf(&k)
 	tk := stableKey(lk, name, sufTokens)
@@ -102,6 +104,83 @@ func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *l
 		}
 	}
 	return v, st.fields != nil || st.inflight > 0 || v.Window > 0, nil
+}
+
+// sharedAlgo reads peer k's state in group name of an algorithm other
+// than the hybrid for SharedEntry, as of Redis's now.
+func (b *Backend) sharedAlgo(ctx context.Context, k peer.Key, name string, s *limiter.GroupSettings, sc *sharedSched, now int64) (v limiter.EntryView, ok bool, err error) {
+	lk := limiter.KeyOf(&k)
+	keys := algoKeys(lk, &limiter.Group{Name: name, GroupSettings: *s}, sc)
+	ck := countsKey(keys)
+	b.t.roundTrips.Add(1)
+	b.t.commands.Add(1)
+	str, err := b.rdb.Get(ctx, ck).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return v, false, keyTypeErr(err, ck)
+	}
+	gen, _ := strconv.ParseInt(sc.gen, 10, 64)
+	st, err := readPacked(str, gen, now)
+	corrupt := func(key string, err error) error {
+		return &KeyError{Keys: []string{key}, Msg: corruptPrefix + err.Error()}
+	}
+	if err != nil {
+		return v, false, corrupt(ck, err)
+	}
+	v = limiter.EntryView{Peer: k, Group: name, Inflight: st.inflight, Algorithm: s.Algorithm}
+	p := s.Params()
+	if s.Algorithm == algo.SlidingLog {
+		// The log's timestamps that count now (t + period > now); the
+		// gate is the limit-th newest of them (slog's entry).
+		lo := now - p.Period + 1
+		b.t.roundTrips.Add(1)
+		b.t.commands.Add(1)
+		zs, err := b.rdb.ZRangeByScoreWithScores(ctx, keys[0], &redis.ZRangeBy{Min: strconv.FormatInt(lo, 10), Max: "+inf"}).Result()
+		if err != nil {
+			return v, false, keyTypeErr(err, keys[0])
+		}
+		var h algo.Held
+		for i, z := range zs {
+			t, err := wholeMS(z.Score, "log timestamp", true)
+			if err != nil {
+				return v, false, corrupt(keys[0], err)
+			}
+			h.Count++
+			if int64(len(zs)-i) == p.Limit {
+				h.Mark = t
+			}
+		}
+		l := s.Limits()
+		v.Algo = algo.View{Quota: algo.QuotaOf(s.Algorithm, algo.State{}, h, &l, now, 0), Count: h.Count}
+		return v, h.Count > 0 || st.inflight > 0, nil
+	}
+	if st.fields == nil {
+		// No state of this generation: a fresh one, as a decision reads it.
+		v.Algo = algo.ViewOf(s.Algorithm, algo.Fresh(s.Algorithm, p, now), p, now)
+		return v, st.inflight > 0, nil
+	}
+	if len(st.fields) != 7 {
+		return v, false, corrupt(ck, fmt.Errorf("state of %d fields", len(st.fields)+1))
+	}
+	// The fields after the generation: the kind, A, B, C and the limits
+	// (limit, period, burst) they are measured in.
+	var f [7]int64
+	for i, what := range []string{"k", "A", "B", "C", "l", "p", "u"} {
+		if f[i], err = wholeMS(st.fields[i], what, i > 0); err != nil {
+			return v, false, corrupt(ck, err)
+		}
+	}
+	if f[4] < 1 || f[5] < 1 {
+		return v, false, corrupt(ck, fmt.Errorf("limits %d/%d", f[4], f[5]))
+	}
+	state := algo.Fresh(s.Algorithm, p, now)
+	if f[0] == int64(s.Algorithm) {
+		state = stateOf(s.Algorithm, f[1], f[2], f[3])
+		if from := (algo.Params{Limit: f[4], Period: f[5], Burst: f[6]}); from != p {
+			state = algo.Rescale(s.Algorithm, state, from, p)
+		}
+	}
+	v.Algo = algo.ViewOf(s.Algorithm, state, p, now)
+	return v, true, nil
 }
 
 // keyTypeErr is err of a command on key: a WRONGTYPE answer is that key's

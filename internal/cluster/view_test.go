@@ -23,7 +23,7 @@ import (
 // the tokens and window A's admissions consumed and A's requests in
 // flight; an untouched peer is not tracked; a corrupt tokens value is
 // answered as corrupt (never as a fresh state) and left as it is; a group
-// of another algorithm is not read. On miniredis too, whose Lua has no
+// of another algorithm reads in its own terms. On miniredis too, whose Lua has no
 // struct library: the script's plain-Lua packing is read back by the Go
 // one.
 func TestSharedEntry(t *testing.T) {
@@ -39,6 +39,9 @@ func testSharedEntry(t *testing.T, addr string) {
 	tb := group(2, 60000, 3, 600000, 1, 100, 120000, 120000)
 	tb.Algorithm, tb.Limit, tb.Period, tb.Burst = algo.TokenBucket, 5, 1000, 5
 	cfg.Groups["other"] = tb
+	lg := group(2, 60000, 3, 600000, 1, 100, 120000, 120000)
+	lg.Algorithm, lg.Limit, lg.Period = algo.SlidingLog, 3, 60000
+	cfg.Groups["log"] = lg
 	var c clock
 	c.Set(t0)
 	openAt := func() (*cluster.Backend, *limiter.Limiter) {
@@ -106,8 +109,54 @@ func testSharedEntry(t *testing.T, addr string) {
 			t.Fatalf("the view wrote %q over %q", got, raw)
 		}
 	}
+
+	// The other algorithms, in their own terms: a token bucket of 5 with 3
+	// taken (held) reads 2 remaining and 3 in flight; a sliding log of 3
+	// full reads limited, and a corrupt timestamp as corrupt.
 	o2 := cfg.Groups["other"]
-	if _, _, err := b.SharedEntry(ctx, peerOf("192.0.2.1").Key, "other", &o2); !errors.Is(err, cluster.ErrNotShown) {
-		t.Fatalf("token_bucket group: %v", err)
+	gO, _ := limA.GroupID("other")
+	for range 3 {
+		if d := limA.Decide(c.Now(), peerOf("192.0.2.1"), gO); !d.Allowed {
+			t.Fatalf("token bucket on A: %+v", d)
+		}
+	}
+	v, ok, err = b.SharedEntry(ctx, peerOf("192.0.2.1").Key, "other", &o2)
+	if err != nil || !ok || v.Algorithm != algo.TokenBucket || v.Algo.Remaining != 2 || v.Inflight != 3 {
+		t.Fatalf("B's view of the token bucket: %+v %v %v, want 2 remaining, 3 in flight", v, ok, err)
+	}
+	// A live edit to a bucket of 10 reads the state rescaled, as the next
+	// decision would.
+	wider := o2
+	wider.Limit, wider.Burst = 10, 10
+	if v, ok, err = b.SharedEntry(ctx, peerOf("192.0.2.1").Key, "other", &wider); err != nil || !ok || v.Algo.Remaining < 2 || v.Algo.Remaining > 10 {
+		t.Fatalf("B's view of the bucket under wider limits: %+v %v %v", v, ok, err)
+	}
+	lg = cfg.Groups["log"]
+	gL, _ := limA.GroupID("log")
+	for i := range 4 {
+		d := limA.Decide(c.Now(), peerOf("192.0.2.1"), gL)
+		if d.Allowed != (i < 3) {
+			t.Fatalf("sliding log decision %d on A: %+v", i, d)
+		}
+		d.Release()
+	}
+	v, ok, err = b.SharedEntry(ctx, peerOf("192.0.2.1").Key, "log", &lg)
+	if err != nil || !ok || v.Algo.Count != 3 || v.Algo.Remaining != 0 || v.Algo.Reset != 60000 {
+		t.Fatalf("B's view of the full sliding log: %+v %v %v, want 3 counted, none remaining, next in 60 s", v, ok, err)
+	}
+	logKey := ""
+	keys, _ := rdb.Keys(ctx, "ld:"+cluster.TagOf(peerOf("192.0.2.1").Key.String(), "log")+"*").Result()
+	for _, k := range keys {
+		if typ, _ := rdb.Type(ctx, k).Result(); typ == "zset" {
+			logKey = k
+		}
+	}
+	if logKey == "" {
+		t.Fatalf("no log among %v", keys)
+	}
+	rdb.ZAdd(ctx, logKey, redis.Z{Score: float64(c.Now().UnixMilli()) + 0.5, Member: "bad"})
+	var ke *cluster.KeyError
+	if _, ok, err := b.SharedEntry(ctx, peerOf("192.0.2.1").Key, "log", &lg); ok || !errors.As(err, &ke) || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("a fractional log timestamp: ok %v err %v", ok, err)
 	}
 }

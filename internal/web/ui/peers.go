@@ -333,9 +333,14 @@ func (d *Dashboard) sharedStates(ctx context.Context, k peer.Key) (shared []temp
 	return shared, untracked, strings.Join(missing, ", ")
 }
 
-// sharedLimited reports whether the group's rule (algo.Step) rejects the
-// next request of a peer in the hybrid state v.
+// sharedLimited reports whether the group's rule rejects the next request
+// of a peer in state v: for the hybrid by algo.Step, for the other
+// algorithms by their quota (nothing remaining) or the peer's concurrency.
 func sharedLimited(v *limiter.EntryView, s *limiter.GroupSettings) bool {
+	if v.Algorithm != algo.Hybrid {
+		c := s.PeerConcurrencyLimit()
+		return v.Algo.Remaining <= 0 || c > 0 && v.Inflight >= c
+	}
 	l := s.Limits()
 	r := algo.Result{State: algo.State{A: v.Tokens}, Held: algo.Held{Inflight: v.Inflight, Count: v.WindowActive}}
 	algo.Step(v.Algorithm, &r, &l, 0, 0)
