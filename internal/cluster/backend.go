@@ -595,6 +595,14 @@ func (b *Backend) fail(key string, cause, err error) {
 	b.h.fail(kind, err)
 }
 
+// keyScoped reports whether err, failing a call on one key, is that key's
+// alone (corrupt or of the wrong type) or its slot's (decision 236), so
+// that calls on other keys go on.
+func (b *Backend) keyScoped(err error) bool {
+	kind := classify(err)
+	return kind == KindKey || b.cut != nil && slotScoped(kind)
+}
+
 // Release gives back an admission's slot: in Redis (batched, never on the
 // response's path) or in the local state it was admitted on.
 func (b *Backend) Release(h limiter.Handle) {

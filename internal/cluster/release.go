@@ -180,6 +180,9 @@ func (k *slotKeeper) releaseBatch(ctx context.Context, batch []slot) {
 		if c.err != nil {
 			k.dropped.Add(uint64(n[order[i]]))
 			k.b.fail(order[i], c.err, fmt.Errorf("releasing in-flight slots: %w", c.err))
+			if !k.b.keyScoped(c.err) {
+				return // the whole Redis's failure: told once
+			}
 		}
 	}
 }
@@ -213,7 +216,7 @@ func (k *slotKeeper) renew(ctx context.Context) {
 				k.b.fail(c.keys[0], c.err, fmt.Errorf("renewing the leases of in-flight slots: %w", c.err))
 				// (a corrupt key is being repaired, a tripped slot waits
 				// for its master: the others go on)
-				if !k.b.h.up.Load() {
+				if !k.b.keyScoped(c.err) {
 					return
 				}
 			}
