@@ -135,6 +135,26 @@ func msText(ms int64) string {
 	return fmt.Sprintf("%d h", d/time.Hour)
 }
 
+// waitText says a wait of ms for a person, rounded up (the wait is not
+// over before): in ms below a second, in seconds to a tenth below a
+// minute, in minutes and seconds below an hour, then as spanText does.
+func waitText(ms int64) string {
+	secs := (ms + 999) / 1000
+	switch {
+	case ms < 1000:
+		return fmt.Sprintf("%d ms", ms)
+	case ms%1000 == 0 && ms < 60_000:
+		return fmt.Sprintf("%d s", ms/1000)
+	case ms < 60_000:
+		return fmt.Sprintf("%.1f s", float64((ms+99)/100)/10)
+	case secs < 3600 && secs%60 == 0:
+		return fmt.Sprintf("%d min", secs/60)
+	case secs < 3600:
+		return fmt.Sprintf("%d min %d s", secs/60, secs%60)
+	}
+	return spanText(time.Duration(secs) * time.Second)
+}
+
 // spanText says a duration for a person, to the second below a minute,
 // then in two units at most: "45 s", "12 min", "3 h 12 min", "2 d 4 h".
 func spanText(d time.Duration) string {

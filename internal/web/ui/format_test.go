@@ -62,6 +62,12 @@ func TestSpansAndSizes(t *testing.T) {
 			t.Errorf("spanText(%v) = %q, want %q", d, got, want)
 		}
 	}
+	for ms, want := range map[int64]string{1: "1 ms", 400: "400 ms", 2000: "2 s", 10138: "10.2 s", 10101: "10.2 s", 10100: "10.1 s",
+		59_950: "60.0 s", 119_001: "2 min", 61_500: "1 min 2 s", 3_725_000: "1 h 2 min"} {
+		if got := waitText(ms); got != want {
+			t.Errorf("waitText(%d) = %q, want %q", ms, got, want)
+		}
+	}
 	for n, want := range map[int64]string{0: "0 B", 812: "812 B", 64 << 10: "64 KiB", 1_310_720: "1.25 MiB", 3_758_096_384: "3.5 GiB"} {
 		if got := bytesText(n); got != want {
 			t.Errorf("bytesText(%d) = %q, want %q", n, got, want)

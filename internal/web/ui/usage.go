@@ -43,7 +43,7 @@ func usages(v *limiter.EntryView, s *limiter.GroupSettings) []templates.Usage {
 func algoUsage(k algo.Kind, a *algo.View, p algo.Params) templates.Usage {
 	u := templates.Usage{Name: k.String(), Limit: p.Limit}
 	// When an admission is possible again: now, or after a.Reset ms.
-	next := "next in " + msText(max(a.Reset, 1))
+	next := "next in " + waitText(max(a.Reset, 1))
 	every := "one back every " + intervalText(p)
 	switch k {
 	case algo.TokenBucket:
