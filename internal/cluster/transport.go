@@ -451,19 +451,33 @@ func newBatchCall(clock string, inst string, lease int64) *call {
 	return &call{s: scriptDecide, args: args, keys: make([]string, 0, 16), parts: make([]*call, 0, 16)}
 }
 
-// opArgs are the entries' ops as script arguments, boxed once.
-var opArgs = map[string]any{}
-
-func init() {
-	for _, op := range []string{"h", "H", "a", "A", "l", "L", "f", "r", "n"} {
-		opArgs[op] = op
-	}
-}
+// Ops as script arguments, boxed once.
+var (
+	argH, argHR, argA, argAR, argL, argLR = any("h"), any("H"), any("a"), any("A"), any("l"), any("L")
+	argF, argR, argN                      = any("f"), any("r"), any("n")
+)
 
 // opArg returns op as a script argument.
 func opArg(op string) any {
-	if a, ok := opArgs[op]; ok {
-		return a
+	switch op {
+	case "h":
+		return argH
+	case "H":
+		return argHR
+	case "a":
+		return argA
+	case "A":
+		return argAR
+	case "l":
+		return argL
+	case "L":
+		return argLR
+	case "f":
+		return argF
+	case "r":
+		return argR
+	case "n":
+		return argN
 	}
 	return op
 }
