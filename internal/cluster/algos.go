@@ -71,7 +71,7 @@ func unpackSliding(b int64) (curr, prev int64) {
 // the in-flight counts), and for the sliding log its log then its counts.
 func algoKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
 	if g.Algorithm == algo.SlidingLog {
-		return []string{baseKey(k, g.Name, sc) + sufLog, stableKey(k, g.Name, sufLogCounts)}
+		return []string{genKey(k, g.Name, sc, sufLog), stableKey(k, g.Name, sufLogCounts)}
 	}
 	return []string{stableKey(k, g.Name, sufState)}
 }
@@ -79,44 +79,58 @@ func algoKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
 // countsKey is the key of algoKeys holding the in-flight counts.
 func countsKey(keys []string) string { return keys[len(keys)-1] }
 
+// algoParams returns the arguments g's algorithm entries share.
+func algoParams(g *limiter.Group, sc *sharedSched) []any {
+	p := g.Params()
+	if g.Algorithm == algo.SlidingLog {
+		return []any{p.Limit, p.Period, g.PeerConcurrencyLimit()}
+	}
+	return []any{int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit(), sc.gen}
+}
+
 // algoCall runs a decision (decide) or a manual reduction of g's
-// algorithm on (k, g) as an entry of the decision batch, rescaling a
-// state measured in other limits (one more entry), and returns its reply.
-func (b *Backend) algoCall(deadline time.Time, decide bool, k limiter.Key, g *limiter.Group, sc *sharedSched, member string) ([]int64, error) {
+// algorithm on (k, g), whose keys are keys (algoKeys), as an entry of the
+// decision batch, rescaling a state measured in other limits (one more
+// entry), and returns its reply in buf.
+func (b *Backend) algoCall(deadline time.Time, decide bool, keys []string, g *limiter.Group, sc *sharedSched, buf *[9]int64) ([]int64, error) {
 	if err := CheckLimits(g.Name, &g.GroupSettings); err != nil {
 		return nil, err
 	}
 	p := g.Params()
-	keys := algoKeys(k, g, sc)
 	rel := 0
 	if decide {
 		rel = b.keeper.take(countsKey(keys))
 	}
-	e := &entry{keys: keys, pkey: groupParams{g, sc}}
-	if g.Algorithm == algo.SlidingLog {
-		e.op = "L"
-		if decide {
-			e.op = "l"
-		}
-		e.params = []any{p.Limit, p.Period, g.PeerConcurrencyLimit()}
-		e.args = []any{rel, member}
-	} else {
-		e.op = "A"
-		if decide {
-			e.op = "a"
-		}
-		e.params = []any{int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit(), sc.gen}
-		e.args = []any{rel, 0}
+	ep := b.sched.params.get(g, sc, algoParams)
+	op, member := "A", ""
+	switch {
+	case g.Algorithm == algo.SlidingLog && decide:
+		op, member = "l", b.keeper.member()
+	case g.Algorithm == algo.SlidingLog:
+		op = "L"
+	case decide:
+		op = "a"
 	}
+	var rescaled []any // the rescaled state's arguments, on a second attempt
 	for attempt := 0; ; attempt++ {
-		v, err := b.t.doEntry(deadline, e)
+		c := entryCall(op, keys, ep)
+		switch {
+		case g.Algorithm == algo.SlidingLog:
+			c.e.args = append(c.e.args, rel, member)
+		case rescaled != nil:
+			c.e.args = append(c.e.args, rescaled...)
+		default:
+			c.e.args = append(c.e.args, rel, 0)
+		}
+		v, err := b.t.wait(deadline, c)
 		if err != nil {
 			if attempt == 0 {
 				b.keeper.untake(countsKey(keys), rel, err)
 			}
 			return nil, err
 		}
-		r, err := ints(v)
+		n, err := replyInts(v, buf[:])
+		r := buf[:n]
 		want := 6
 		if g.Algorithm == algo.SlidingLog {
 			want = 5
@@ -143,7 +157,7 @@ func (b *Backend) algoCall(deadline time.Time, decide bool, k limiter.Key, g *li
 		if g.Algorithm == algo.SlidingWindow {
 			B, C = unpackSliding(s.B)
 		}
-		e.args = []any{0, 1, r[2], r[3], r[4], r[6], r[7], r[8], A, B, C}
+		rescaled = []any{0, 1, r[2], r[3], r[4], r[6], r[7], r[8], A, B, C}
 	}
 }
 
@@ -161,8 +175,9 @@ func stateOf(k algo.Kind, a, b, c int64) algo.State {
 // rejection), its times moved to ms's clock.
 func (b *Backend) admitAlgo(deadline time.Time, ms int64, k limiter.Key, g *limiter.Group, sc *sharedSched) (limiter.Outcome, limiter.Usage, limiter.Handle, error) {
 	var h limiter.Handle
-	member := b.keeper.member()
-	r, err := b.algoCall(deadline, true, k, g, sc, member)
+	keys := algoKeys(k, g, sc)
+	var buf [9]int64
+	r, err := b.algoCall(deadline, true, keys, g, sc, &buf)
 	if err != nil {
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
@@ -174,10 +189,10 @@ func (b *Backend) admitAlgo(deadline time.Time, ms int64, k limiter.Key, g *limi
 		out, u, err = algoOutcome(r, g, ms)
 	}
 	if err != nil {
-		return out, u, h, b.keyFailed(algoKeys(k, g, sc), err)
+		return out, u, h, b.keyFailed(keys, err)
 	}
 	if out.Allowed() {
-		h = b.slots.put(slot{group: g.ID, key: countsKey(algoKeys(k, g, sc))})
+		h = b.slots.put(slot{group: g.ID, key: countsKey(keys)})
 	}
 	return out, u, h, nil
 }
@@ -244,7 +259,8 @@ func retrySeconds(ms int64) int64 { return max(1, (ms+999)/1000) }
 // reduceAlgo gives back one admission of (k, g) in Redis (algo.Reduce;
 // the sliding log's newest timestamp that counts).
 func (b *Backend) reduceAlgo(deadline time.Time, k limiter.Key, g *limiter.Group, sc *sharedSched) (limiter.ReduceResult, error) {
-	r, err := b.algoCall(deadline, false, k, g, sc, "")
+	var buf [9]int64
+	r, err := b.algoCall(deadline, false, algoKeys(k, g, sc), g, sc, &buf)
 	if err != nil {
 		return limiter.ReduceNoop, err
 	}

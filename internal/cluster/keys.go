@@ -50,8 +50,7 @@ func canaryTag(inst string) string {
 // baseKey returns the prefix of every key of peer k in group g of the
 // generation sc says: ld:{<peer>|<group>}:<generation>.
 func baseKey(k limiter.Key, g string, sc *sharedSched) string {
-	p := k.Peer()
-	return keyPrefix + tagOf(p.String(), g) + ":" + sc.gen
+	return genKey(k, g, sc, "")
 }
 
 // stableKey returns the key of peer k in group g named by suf that
@@ -59,8 +58,8 @@ func baseKey(k limiter.Key, g string, sc *sharedSched) string {
 // the requests in flight, which keep counting through it (the state's
 // fields carry their generation instead): ld:{<peer>|<group>}<suf>.
 func stableKey(k limiter.Key, g string, suf string) string {
-	p := k.Peer()
-	return keyPrefix + tagOf(p.String(), g) + suf
+	var buf [128]byte
+	return string(append(appendTag(buf[:0], k, g), suf...))
 }
 
 // algoSuffixes lists the suffixes of every key one (peer, group) may hold,

@@ -99,6 +99,9 @@ type schedules struct {
 	// was configured with (Backend.Reconfigured): each moves the shared
 	// generation on once, even a change undone before any decision.
 	switches [limiter.MaxGroups]atomic.Uint64
+	// params are the groups' entries' shared arguments, made once per
+	// settings version and schedule.
+	params paramsCache
 }
 
 type schedFailure struct {

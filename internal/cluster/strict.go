@@ -28,7 +28,7 @@ func newStrict(b *Backend) *strict { return &strict{b: b} }
 // hybridKeys returns the keys of the hybrid decision for (k, g): its
 // tokens (and in-flight counts), its window.
 func hybridKeys(k limiter.Key, g *limiter.Group, sc *sharedSched) []string {
-	return []string{stableKey(k, g.Name, sufTokens), baseKey(k, g.Name, sc) + sufHybridWin}
+	return []string{stableKey(k, g.Name, sufTokens), genKey(k, g.Name, sc, sufHybridWin)}
 }
 
 // hybridParams returns the arguments of g's hybrid entries.
@@ -37,13 +37,6 @@ func hybridParams(g *limiter.Group, sc *sharedSched) []any {
 	params = append(params, sc.args[:]...)
 	return append(params, g.CleanupAge(), g.PeerConcurrencyLimit(), g.SlidingWindowLimit, g.SlidingWindowDuration,
 		g.LeakyLimit, g.LeakyTickReduction, windowTTL(g, sc), sc.gen)
-}
-
-// groupParams names the arguments a group's entries share in one batch:
-// its settings (by their version) and its shared schedule.
-type groupParams struct {
-	g  *limiter.Group
-	sc *sharedSched
 }
 
 func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outcome, limiter.Usage, limiter.Handle, error) {
@@ -58,20 +51,23 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 	}
 	keys := hybridKeys(k, g, sc)
 	rel := s.b.keeper.take(keys[0])
-	e := &entry{op: "h", keys: keys, pkey: groupParams{g, sc}, params: hybridParams(g, sc), args: []any{rel, s.b.keeper.member()}}
-	v, err := s.b.t.doEntry(deadline, e)
+	p := s.b.sched.params.get(g, sc, hybridParams)
+	c := entryCall("h", keys, p)
+	c.e.args = append(c.e.args, rel, s.b.keeper.member())
+	v, err := s.b.t.wait(deadline, c)
 	if err != nil {
 		s.b.keeper.untake(keys[0], rel, err)
 		return limiter.Outcome{}, limiter.Usage{}, h, err
 	}
-	r, err := ints(v)
-	if err == nil && len(r) != 7 {
-		err = fmt.Errorf("%w: %d integers from the hybrid decision, want 7", ErrReply, len(r))
+	var buf [9]int64
+	n, err := replyInts(v, buf[:])
+	if err == nil && n != 7 {
+		err = fmt.Errorf("%w: %d integers from the hybrid decision, want 7", ErrReply, n)
 	}
 	var out limiter.Outcome
 	var u limiter.Usage
 	if err == nil {
-		out, u, err = hybridOutcome(r, g, ms)
+		out, u, err = hybridOutcome(buf[:7], g, ms)
 	}
 	if err != nil {
 		return out, u, h, s.b.keyFailed(keys, err)
@@ -122,7 +118,8 @@ func (s *strict) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.Redu
 		return reduceWindow(s.b, deadline, sc, k, g)
 	}
 	keys := hybridKeys(k, g, sc)
-	v, err := s.b.t.doEntry(deadline, &entry{op: "H", keys: keys, pkey: groupParams{g, sc}, params: hybridParams(g, sc)})
+	p := s.b.sched.params.get(g, sc, hybridParams)
+	v, err := s.b.t.doEntry(deadline, &entry{op: "H", keys: keys, pkey: p, params: p.args})
 	r, err := reduceReply(v, err)
 	if err != nil {
 		return r, s.b.keyFailed(keys, err)
@@ -150,7 +147,7 @@ func reduceWindow(b *Backend, deadline time.Time, sc *sharedSched, k limiter.Key
 	args = append(args, b.clockArg())
 	args = append(args, sc.args[6:12]...)
 	args = append(args, g.CleanupAge())
-	v, err := b.t.do(deadline, scriptReduceW, []string{baseKey(k, g.Name, sc) + sufHybridWin}, args)
+	v, err := b.t.do(deadline, scriptReduceW, []string{genKey(k, g.Name, sc, sufHybridWin)}, args)
 	return reduceReply(v, err)
 }
 
@@ -160,7 +157,7 @@ func reduceShared(b *Backend, deadline time.Time, sc *sharedSched, k limiter.Key
 	args = append(args, b.clockArg())
 	args = append(args, sc.args[:6]...)
 	args = append(args, g.LeakyTickReduction)
-	v, err := b.t.do(deadline, scriptReduce, []string{baseKey(k, g.Name, sc) + sufHybrid}, args)
+	v, err := b.t.do(deadline, scriptReduce, []string{genKey(k, g.Name, sc, sufHybrid)}, args)
 	return reduceReply(v, err)
 }
 

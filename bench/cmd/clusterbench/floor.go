@@ -17,7 +17,7 @@ type floorReq struct {
 }
 
 // newFloor returns the batch_floor contender: callers queue their
-// decision and four workers send whatever is queued (at most 64) as one
+// decision and two workers send whatever is queued (at most 64) as one
 // EVALSHA of bench.BatchFloorScript with the arguments of as many gcra entries (the
 // header, then per entry its op, count, params reference, release count and
 // rescale flag, the group's params once), as internal/cluster's transport
@@ -31,7 +31,7 @@ func newFloor() contender {
 	q := make(chan *floorReq, 4096)
 	ctx, cancel := context.WithCancel(context.Background())
 	var trips atomic.Int64
-	for range 4 {
+	for range 2 {
 		go func() {
 			batch := make([]*floorReq, 0, 64)
 			for {
