@@ -15,6 +15,7 @@ import (
 	"github.com/limiterd/limiterd/internal/cluster"
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/store"
 	"github.com/limiterd/limiterd/internal/web/ui"
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
@@ -106,9 +107,11 @@ func backendOf(b *cluster.Backend) limiter.Backend {
 	return b
 }
 
-// replicateLive carries lv's edits to the other instances through b's
-// Redis and theirs to lv, until ctx ends.
-func replicateLive(ctx context.Context, b *cluster.Backend, lv *live.Live) {
+// liveReplicator returns the Replicator that carries lv's edits to the
+// other instances through b's Redis and theirs to lv, with its records
+// kept in db (decision 221): loaded now, before the first edit is stamped,
+// and kept with each edit from now on. Run it until the daemon stops.
+func liveReplicator(ctx context.Context, b *cluster.Backend, lv *live.Live, db *store.DB, log *slog.Logger) *cluster.Replicator {
 	r := b.NewReplicator(cluster.ReplicatorOptions{
 		Local: func() map[string]string { return live.EncodeFields(lv.State()) },
 		Apply: func(ctx context.Context, merge func(map[string]string) map[string]string) error {
@@ -116,9 +119,17 @@ func replicateLive(ctx context.Context, b *cluster.Backend, lv *live.Live) {
 				return live.DecodeFields(merge(live.EncodeFields(cur)))
 			})
 		},
+		Records: db,
+		Check:   live.CheckField,
 	})
+	if err := r.Load(ctx); err != nil {
+		// The database answers nothing: the fields of the live state are
+		// of unknown age (the lowest stamp), as without records.
+		log.Error("cluster: the live records could not be read", "err", err)
+	}
+	db.SetRecorder(r)
 	lv.SetPublisher(livePublisher{r})
-	r.Run(ctx)
+	return r
 }
 
 // livePublisher tells a Replicator of live's edits.
