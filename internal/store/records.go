@@ -206,7 +206,7 @@ func decodeLiveRecord(v []byte) (live.Record, error) {
 		return live.Record{}, errors.New("absent")
 	}
 	var r live.Record
-	if err := decodeJSON(v, &r); err != nil {
+	if err := json.Unmarshal(v, &r); err != nil {
 		return r, err
 	}
 	if err := checkStamp([]byte(r.Stamp)); err != nil {

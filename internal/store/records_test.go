@@ -221,3 +221,27 @@ func TestImportClearsRecords(t *testing.T) {
 	}
 	db.Bolt().Update(func(tx *bbolt.Tx) error { _, err := tx.CreateBucket([]byte("live_records")); return err })
 }
+
+// BenchmarkLoadRecords100k: the start's read of 100 000 tombstones of
+// IPv6 deny entries (the records a fleet whose automation denied and
+// expired that many distinct /64s keeps), and what one costs on disk.
+func BenchmarkLoadRecords100k(b *testing.B) {
+	db := MustOpenDB(b)
+	db.Bolt().NoSync = true
+	before := db.Size()
+	recs := map[string]live.Record{}
+	for i := range 100_000 {
+		f, _ := live.ExemptionField(live.Exemption{Kind: live.DenyPeer, Value: fmt.Sprintf("2001:db8:%x:%x::/64", i>>16, i&0xffff)})
+		recs[f] = live.Record{Stamp: fmt.Sprintf("%013d.%06d.%032x", 1_700_000_000_000+i, 0, i), Removed: true}
+	}
+	if err := db.SaveRecords(ctx, recs, ""); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		got, _, err := db.LoadRecords(ctx)
+		if err != nil || len(got) != len(recs) {
+			b.Fatal(len(got), err)
+		}
+	}
+	b.ReportMetric(float64(db.Size()-before)/1e5, "file-B/record")
+}
