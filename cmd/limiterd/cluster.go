@@ -119,7 +119,7 @@ func liveReplicator(ctx context.Context, b *cluster.Backend, lv *live.Live, db *
 				return live.DecodeFields(merge(live.EncodeFields(cur)))
 			})
 		},
-		Records: db,
+		Records: recordStore{db},
 		Check:   live.CheckField,
 	})
 	if err := r.Load(ctx); err != nil {
@@ -127,10 +127,41 @@ func liveReplicator(ctx context.Context, b *cluster.Backend, lv *live.Live, db *
 		// of unknown age (the lowest stamp), as without records.
 		log.Error("cluster: the live records could not be read", "err", err)
 	}
-	db.SetRecorder(r)
+	db.SetRecorder(recorder{r})
 	lv.SetPublisher(livePublisher{r})
 	return r
 }
+
+// recordStore is the database as a Replicator's cluster.RecordStore.
+type recordStore struct{ db *store.DB }
+
+func (s recordStore) LoadRecords(ctx context.Context) (map[string]cluster.Record, string, error) {
+	recs, clock, err := s.db.LoadRecords(ctx)
+	out := make(map[string]cluster.Record, len(recs))
+	for f, rec := range recs {
+		out[f] = cluster.Record(rec)
+	}
+	return out, clock, err
+}
+
+func (s recordStore) SaveRecords(ctx context.Context, recs map[string]cluster.Record, clock string) error {
+	in := make(map[string]live.Record, len(recs))
+	for f, rec := range recs {
+		in[f] = live.Record(rec)
+	}
+	return s.db.SaveRecords(ctx, in, clock)
+}
+
+// recorder is a Replicator as the store's live.Recorder: it stamps each
+// live edit, which the store keeps in the edit's transaction.
+type recorder struct{ r *cluster.Replicator }
+
+func (c recorder) Stamp(field, value string, removed bool) (live.Record, string) {
+	rec, clock := c.r.Stamp(field, value, removed)
+	return live.Record(rec), clock
+}
+
+func (c recorder) Stamped(field string, rec live.Record) { c.r.Stamped(field, cluster.Record(rec)) }
 
 // livePublisher tells a Replicator of live's edits.
 type livePublisher struct{ r *cluster.Replicator }

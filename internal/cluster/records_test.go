@@ -38,7 +38,37 @@ var recordsConfig = limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.Gr
 	"general": group(0, 1000, 3, 600000, 3, 2, 120000, 120000),
 }}
 
+// publisher, recordStore and recorder connect a Replicator to live and
+// the store, as the daemon does (cmd/limiterd/cluster.go).
 type publisher struct{ r *cluster.Replicator }
+
+type recordStore struct{ db *store.DB }
+
+func (s recordStore) LoadRecords(ctx context.Context) (map[string]cluster.Record, string, error) {
+	recs, clock, err := s.db.LoadRecords(ctx)
+	out := make(map[string]cluster.Record, len(recs))
+	for f, rec := range recs {
+		out[f] = cluster.Record(rec)
+	}
+	return out, clock, err
+}
+
+func (s recordStore) SaveRecords(ctx context.Context, recs map[string]cluster.Record, clock string) error {
+	in := make(map[string]live.Record, len(recs))
+	for f, rec := range recs {
+		in[f] = live.Record(rec)
+	}
+	return s.db.SaveRecords(ctx, in, clock)
+}
+
+type recorder struct{ r *cluster.Replicator }
+
+func (c recorder) Stamp(field, value string, removed bool) (live.Record, string) {
+	rec, clock := c.r.Stamp(field, value, removed)
+	return live.Record(rec), clock
+}
+
+func (c recorder) Stamped(field string, rec live.Record) { c.r.Stamped(field, cluster.Record(rec)) }
 
 func (p publisher) Publish(old, new live.LiveState) {
 	p.r.Publish(live.EncodeFields(old), live.EncodeFields(new))
@@ -77,13 +107,13 @@ func startNode(t *testing.T, path, addr string, now func() time.Time) *node {
 			})
 		},
 		Now:     now,
-		Records: db,
+		Records: recordStore{db},
 		Check:   live.CheckField,
 	})
 	if err := r.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	db.SetRecorder(r)
+	db.SetRecorder(recorder{r})
 	lv.SetPublisher(publisher{r})
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/limiterd/limiterd/internal/live"
 )
 
 // The shared live state: one hash of records and its version, under one
@@ -37,36 +35,55 @@ type ReplicatorOptions struct {
 	Now func() time.Time
 	// Records keeps the records across restarts, in the instance's
 	// database (nil: in memory only, as decision 193 had it).
-	Records live.RecordStore
-	// Check refuses the fields a record read from Redis may not hold
-	// (live.CheckField); nil takes any.
+	Records RecordStore
+	// Check refuses the fields a record read from Redis or Records may
+	// not hold (the daemon's: live.CheckField); nil takes any.
 	Check func(field, value string, removed bool) error
 }
 
-// record is one field of the live state as the instances agree on it: its
+// Record is one field of the live state as the instances agree on it: its
 // value or its removal (a tombstone), and the stamp of the edit that made
-// it.
-type record = live.Record
+// it. Stamps compare as strings: the greater is the newer edit.
+type Record struct {
+	Stamp   string
+	Value   string
+	Removed bool
+}
+
+// Newer reports whether r is a newer edit than old.
+func (r Record) Newer(old Record) bool { return r.Stamp > old.Stamp }
+
+// RecordStore keeps a Replicator's records and the clock's high-water
+// mark (the greatest stamp made or seen) across restarts: the daemon's
+// database (decision 221).
+type RecordStore interface {
+	// LoadRecords returns every record kept, by field, and the clock. A
+	// record that cannot be read is left out, never an error of the whole.
+	LoadRecords(ctx context.Context) (recs map[string]Record, clock string, err error)
+	// SaveRecords keeps each of recs newer than the one kept for its field,
+	// and clock if greater, durably, in one transaction.
+	SaveRecords(ctx context.Context, recs map[string]Record, clock string) error
+}
 
 // encodeRecord writes r as the shared hash holds it: the stamp, a space,
 // then "s" and the value, or "d" for a removal.
-func encodeRecord(r record) string {
+func encodeRecord(r Record) string {
 	if r.Removed {
 		return r.Stamp + " d"
 	}
 	return r.Stamp + " s" + r.Value
 }
 
-func decodeRecord(s string) (record, bool) {
+func decodeRecord(s string) (Record, bool) {
 	st, rest, ok := strings.Cut(s, " ")
 	if !ok || st == "" || rest == "" || (rest[0] != 's' && rest[0] != 'd') || rest[0] == 'd' && len(rest) > 1 {
-		return record{}, false
+		return Record{}, false
 	}
-	return record{Stamp: st, Value: rest[1:], Removed: rest[0] == 'd'}, true
+	return Record{Stamp: st, Value: rest[1:], Removed: rest[0] == 'd'}, true
 }
 
 // same reports whether r holds value (removed: the removal).
-func same(r record, value string, removed bool) bool {
+func same(r Record, value string, removed bool) bool {
 	return r.Removed == removed && (removed || r.Value == value)
 }
 
@@ -85,8 +102,8 @@ func same(r record, value string, removed bool) bool {
 //
 // With ReplicatorOptions.Records, the records and the clock's high-water
 // mark are also kept in the instance's database (decision 221): a local
-// edit's record in the edit's own transaction (Stamp and Stamped, the
-// store's live.Recorder), the records learned from Redis once per sync,
+// edit's record in the edit's own transaction (Stamp and Stamped, which
+// the store calls), the records learned from Redis once per sync,
 // before they are applied. Load reads them back before anything is
 // stamped, so that a restart forgets neither a tombstone nor which edit
 // is the newer, and stamps never go backwards. Its methods are safe for
@@ -101,7 +118,7 @@ type Replicator struct {
 	loadErr error
 
 	mu      sync.Mutex
-	known   map[string]record // every record this instance knows
+	known   map[string]Record // every record this instance knows
 	unsaved map[string]bool   // the fields of known not yet in Records
 	lastMS  int64
 	ctr     int64
@@ -117,7 +134,7 @@ func (b *Backend) NewReplicator(o ReplicatorOptions) *Replicator {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Replicator{b: b, opts: o, kick: make(chan struct{}, 1), known: map[string]record{}, unsaved: map[string]bool{}}
+	return &Replicator{b: b, opts: o, kick: make(chan struct{}, 1), known: map[string]Record{}, unsaved: map[string]bool{}}
 }
 
 // stampLocked returns a new stamp, greater than every stamp this instance
@@ -181,7 +198,7 @@ func (r *Replicator) Load(ctx context.Context) error {
 }
 
 func (r *Replicator) loadOnce(ctx context.Context) error {
-	var recs map[string]record
+	var recs map[string]Record
 	var clock string
 	if r.opts.Records != nil {
 		var err error
@@ -213,7 +230,7 @@ func (r *Replicator) loadOnce(ctx context.Context) error {
 
 // check refuses a record that cannot be a field's (ReplicatorOptions.Check)
 // or whose stamp is not one.
-func (r *Replicator) check(f string, rec record) error {
+func (r *Replicator) check(f string, rec Record) error {
 	if _, _, ok := parseStamp(rec.Stamp); !ok {
 		return fmt.Errorf("stamp %q", rec.Stamp)
 	}
@@ -224,34 +241,34 @@ func (r *Replicator) check(f string, rec record) error {
 }
 
 // Records returns a copy of every record this instance knows, by field.
-func (r *Replicator) Records() map[string]live.Record {
+func (r *Replicator) Records() map[string]Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return maps.Clone(r.known)
 }
 
 // Stamp returns the record the store keeps with an edit of field to value
-// (removed: its removal), and the clock (live.Recorder): the record this
+// (removed: its removal), and the clock (the store's Recorder): the record this
 // instance holds when it already says so (an edit of another instance
 // being applied here keeps its stamp), else one with a new stamp, which
 // this instance takes once the edit commits (Stamped).
-func (r *Replicator) Stamp(field, value string, removed bool) (live.Record, string, bool) {
+func (r *Replicator) Stamp(field, value string, removed bool) (Record, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if cur, ok := r.known[field]; ok && same(cur, value, removed) {
-		return cur, r.clockLocked(), true
+		return cur, r.clockLocked()
 	}
 	if removed {
 		value = ""
 	}
-	rec := record{Stamp: r.stampLocked(), Value: value, Removed: removed}
-	return rec, r.clockLocked(), true
+	rec := Record{Stamp: r.stampLocked(), Value: value, Removed: removed}
+	return rec, r.clockLocked()
 }
 
 // Stamped takes the record of an edit the store committed with it
-// (live.Recorder), unless a newer one for its field came meanwhile; Run
+// (the store's Recorder), unless a newer one for its field came meanwhile; Run
 // publishes it.
-func (r *Replicator) Stamped(field string, rec live.Record) {
+func (r *Replicator) Stamped(field string, rec Record) {
 	r.mu.Lock()
 	if cur, ok := r.known[field]; !ok || rec.Newer(cur) || cur == rec {
 		r.known[field] = rec
@@ -286,12 +303,12 @@ func (r *Replicator) Publish(old, new map[string]string) {
 		switch {
 		case nok && (!ook || ov != nv):
 			if !known || !same(cur, nv, false) {
-				r.known[f] = record{Stamp: r.stampLocked(), Value: nv}
+				r.known[f] = Record{Stamp: r.stampLocked(), Value: nv}
 				r.unsaved[f], stamped = true, true
 			}
 		case ook && !nok:
 			if !known || !same(cur, "", true) {
-				r.known[f] = record{Stamp: r.stampLocked(), Removed: true}
+				r.known[f] = Record{Stamp: r.stampLocked(), Removed: true}
 				r.unsaved[f], stamped = true, true
 			}
 		}
@@ -314,7 +331,7 @@ func (r *Replicator) save(ctx context.Context) {
 		r.mu.Unlock()
 		return
 	}
-	batch := make(map[string]record, len(r.unsaved))
+	batch := make(map[string]Record, len(r.unsaved))
 	for f := range r.unsaved {
 		batch[f] = r.known[f]
 	}
@@ -350,7 +367,7 @@ func (r *Replicator) adopt() {
 	defer r.mu.Unlock()
 	for f, v := range local {
 		if _, ok := r.known[f]; !ok {
-			r.known[f] = record{Stamp: fmtStamp(0, 0, r.b.inst), Value: v}
+			r.known[f] = Record{Stamp: fmtStamp(0, 0, r.b.inst), Value: v}
 		}
 	}
 }
@@ -455,7 +472,7 @@ func (r *Replicator) sync(ctx context.Context) {
 			out := make(map[string]string, len(r.known))
 			for f, v := range local {
 				if _, ok := r.known[f]; !ok {
-					r.known[f] = record{Stamp: fmtStamp(0, 0, r.b.inst), Value: v}
+					r.known[f] = Record{Stamp: fmtStamp(0, 0, r.b.inst), Value: v}
 				}
 			}
 			for f, rec := range r.known {
@@ -506,7 +523,7 @@ func unionFields(a, b map[string]string) map[string]bool {
 }
 
 // read returns the shared version (0: none) and records.
-func (r *Replicator) read(ctx context.Context) (int64, map[string]record, error) {
+func (r *Replicator) read(ctx context.Context) (int64, map[string]Record, error) {
 	v, err := r.b.t.runOne(ctx, scriptRead, []string{keyCfgVersion, keyCfgState})
 	if err != nil {
 		return 0, nil, err
@@ -519,7 +536,7 @@ func (r *Replicator) read(ctx context.Context) (int64, map[string]record, error)
 	if !ok {
 		return 0, nil, fmt.Errorf("%w: version %T", ErrReply, a[0])
 	}
-	recs := make(map[string]record, len(a)/2)
+	recs := make(map[string]Record, len(a)/2)
 	refused, first := 0, ""
 	for i := 1; i < len(a); i += 2 {
 		f, ok1 := a[i].(string)

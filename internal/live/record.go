@@ -1,7 +1,6 @@
 package live
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -20,28 +19,14 @@ type Record struct {
 // Newer reports whether r is a newer edit than old.
 func (r Record) Newer(old Record) bool { return r.Stamp > old.Stamp }
 
-// RecordStore keeps an instance's records across restarts (the bbolt
-// store). Clock is the greatest stamp the instance has made or seen, so
-// that its stamps never go backwards.
-type RecordStore interface {
-	// LoadRecords returns every record kept, by field, and the clock's
-	// high-water mark. A record that cannot be read is left out (and
-	// reported by the store), never an error of the whole.
-	LoadRecords(ctx context.Context) (recs map[string]Record, clock string, err error)
-	// SaveRecords keeps recs (each only if it is newer than the one kept
-	// for its field) and clock (if greater), durably, in one transaction.
-	SaveRecords(ctx context.Context, recs map[string]Record, clock string) error
-}
-
 // Recorder gives each live edit the store commits its record, which the
 // store keeps in the edit's own transaction (decision 36): Stamp returns
 // the record of field's new value (removed: of its removal) and the
-// clock's high-water mark, or false when there is nothing to keep; once
-// the transaction has committed, the store calls Stamped with it. The
-// store calls both inside its write transaction: they must not wait for
-// the store.
+// clock's high-water mark; once the transaction has committed, the store
+// calls Stamped with it. Stamp runs inside the store's write transaction:
+// it must not wait for the store.
 type Recorder interface {
-	Stamp(field, value string, removed bool) (rec Record, clock string, ok bool)
+	Stamp(field, value string, removed bool) (rec Record, clock string)
 	Stamped(field string, rec Record)
 }
 

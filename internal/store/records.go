@@ -55,10 +55,7 @@ func (db *DB) keepRecord(tx *bbolt.Tx, field, value string, removed bool) error 
 		}
 		return b.Delete([]byte(field))
 	}
-	rec, clock, ok := box.r.Stamp(field, value, removed)
-	if !ok {
-		return nil
-	}
+	rec, clock := box.r.Stamp(field, value, removed)
 	kept, err := putRecords(tx, map[string]live.Record{field: rec}, clock)
 	if err != nil {
 		return fmt.Errorf("record of %q: %w", field, err)
@@ -70,7 +67,7 @@ func (db *DB) keepRecord(tx *bbolt.Tx, field, value string, removed bool) error 
 }
 
 // LoadRecords returns every record kept, by field, and the clock's
-// high-water mark (live.RecordStore). A record that does not decode, or
+// high-water mark (cluster mode's records, decision 221). A record that does not decode, or
 // whose key cannot be a field, is logged naming its key and left out: the
 // field is one without a record (the lowest stamp), the others load.
 func (db *DB) LoadRecords(ctx context.Context) (map[string]live.Record, string, error) {
@@ -112,7 +109,7 @@ func (db *DB) LoadRecords(ctx context.Context) (map[string]live.Record, string, 
 
 // SaveRecords keeps each of recs that is newer than the record kept for
 // its field, and clock if it is greater than the one kept, in one
-// transaction (live.RecordStore). A record whose field cannot be a key is
+// transaction. A record whose field cannot be a key is
 // logged and left out.
 func (db *DB) SaveRecords(ctx context.Context, recs map[string]live.Record, clock string) error {
 	return db.update(ctx, "save the live records", func(tx *bbolt.Tx) error {

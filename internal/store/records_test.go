@@ -23,12 +23,12 @@ type stamper struct {
 	committed map[string]live.Record
 }
 
-func (s *stamper) Stamp(field, value string, removed bool) (live.Record, string, bool) {
+func (s *stamper) Stamp(field, value string, removed bool) (live.Record, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.n++
 	st := stampN(s.n)
-	return live.Record{Stamp: st, Value: value, Removed: removed}, st, true
+	return live.Record{Stamp: st, Value: value, Removed: removed}, st
 }
 
 func (s *stamper) Stamped(field string, rec live.Record) {
