@@ -58,9 +58,9 @@ func SwitchField(disabled bool) (name, value string, removed bool) {
 // CheckField reports whether name and value (ignored for a removal) are a
 // field of the live state as EncodeFields writes it — a known kind of
 // field, a value DecodeFields takes, written as EncodeFields writes it,
-// under the name that value has — so that
-// a record that is not one is refused alone rather than failing the whole
-// state. The error names the field.
+// under the name that value has — so that a record that is not one is
+// refused alone rather than failing the whole state. The error names the
+// field.
 func CheckField(name, value string, removed bool) error {
 	switch {
 	case name == fieldSwitch:
@@ -69,8 +69,11 @@ func CheckField(name, value string, removed bool) error {
 		}
 		return fmt.Errorf("live field %q: %q, want \"off\"", name, value)
 	case strings.HasPrefix(name, fieldGroup):
+		if removed && name == fieldGroup {
+			return fmt.Errorf("live field %q: no group name", name)
+		}
 		if removed {
-			return checkGroupField(name)
+			return nil
 		}
 	case strings.HasPrefix(name, fieldExemption):
 		if removed {
@@ -98,13 +101,6 @@ func CheckField(name, value string, removed bool) error {
 		if v != value {
 			return fmt.Errorf("live field %q: %q is not as limiterd writes it (%q)", name, value, v)
 		}
-	}
-	return nil
-}
-
-func checkGroupField(name string) error {
-	if name == fieldGroup {
-		return fmt.Errorf("live field %q: no group name", name)
 	}
 	return nil
 }

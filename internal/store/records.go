@@ -67,9 +67,9 @@ func (db *DB) keepRecord(tx *bbolt.Tx, field, value string, removed bool) error 
 }
 
 // LoadRecords returns every record kept, by field, and the clock's
-// high-water mark (cluster mode's records, decision 221). A record that does not decode, or
-// whose key cannot be a field, is logged naming its key and left out: the
-// field is one without a record (the lowest stamp), the others load.
+// high-water mark (cluster mode's records, decision 221). A record that
+// does not decode is logged naming its field and left out: the field is
+// one without a record (the lowest stamp); the others load.
 func (db *DB) LoadRecords(ctx context.Context) (map[string]live.Record, string, error) {
 	var recs map[string]live.Record
 	var clock string
@@ -109,8 +109,8 @@ func (db *DB) LoadRecords(ctx context.Context) (map[string]live.Record, string, 
 
 // SaveRecords keeps each of recs that is newer than the record kept for
 // its field, and clock if it is greater than the one kept, in one
-// transaction. A record whose field cannot be a key is
-// logged and left out.
+// transaction. A field too long to be a key (no field limiterd writes is)
+// is left out.
 func (db *DB) SaveRecords(ctx context.Context, recs map[string]live.Record, clock string) error {
 	return db.update(ctx, "save the live records", func(tx *bbolt.Tx) error {
 		_, err := putRecords(tx, recs, clock)
@@ -178,13 +178,14 @@ func clearRecords(tx *bbolt.Tx) error {
 const maxStamp = 512
 
 // checkStamp refuses what cannot be a stamp: empty, too long, or holding
-// other than printable ASCII.
+// a space or a control character (the shared hash ends a stamp at its
+// first space).
 func checkStamp(s []byte) error {
 	if len(s) == 0 || len(s) > maxStamp {
 		return fmt.Errorf("a stamp of %d bytes", len(s))
 	}
 	for _, c := range s {
-		if c <= ' ' || c > '~' {
+		if c <= ' ' || c == 0x7f {
 			return fmt.Errorf("a stamp holding byte %#x", c)
 		}
 	}
