@@ -2,9 +2,11 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -329,4 +331,54 @@ func TestRecordsSurviveRestarts(t *testing.T) {
 		b := startNode(t, dbPath(t, "b"), srv.Addr(), nil)
 		nodesEqual(t, "the deny entry", func(map[string]string) bool { return b.has(deny, ip) }, a, b)
 	})
+}
+
+// memRecords is a RecordStore in memory, for what a database may hold.
+type memRecords struct {
+	recs  map[string]cluster.Record
+	clock string
+}
+
+func (m memRecords) LoadRecords(context.Context) (map[string]cluster.Record, string, error) {
+	return maps.Clone(m.recs), m.clock, nil
+}
+
+func (m memRecords) SaveRecords(context.Context, map[string]cluster.Record, string) error { return nil }
+
+// TestStampWidth: a stamp after the counter's last value moves the
+// milliseconds on, so that it still sorts after the ones before; a kept
+// stamp not of the fixed width is left out.
+func TestStampWidth(t *testing.T) {
+	srv := redistest.Start(t)
+	b, _, logs := open(t, cluster.Options{Addrs: []string{srv.Addr()}})
+	clk := limitertest.NewClock(limitertest.T0)
+	ms := limitertest.T0.UnixMilli()
+	r := b.NewReplicator(cluster.ReplicatorOptions{
+		Local: func() map[string]string { return nil },
+		Apply: func(context.Context, func(map[string]string) map[string]string) error { return nil },
+		Now:   clk.Now,
+		Records: memRecords{clock: fmt.Sprintf("%013d.999998.x", ms), recs: map[string]cluster.Record{
+			"group:general": {Stamp: "12.3.x", Value: `{"leaky_limit":1}`},
+		}},
+	})
+	if err := r.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if recs := r.Records(); len(recs) != 0 || !strings.Contains(logs.String(), "field=group:general") {
+		t.Errorf("a stamp of another width was kept: %v\n%s", recs, logs)
+	}
+	var stamps []string
+	for range 3 {
+		rec, _ := r.Stamp("switch", "off", false)
+		stamps = append(stamps, rec.Stamp)
+	}
+	inst := b.Instance()
+	want := []string{
+		fmt.Sprintf("%013d.999999.%s", ms, inst),
+		fmt.Sprintf("%013d.000000.%s", ms+1, inst),
+		fmt.Sprintf("%013d.000001.%s", ms+1, inst),
+	}
+	if !slices.Equal(stamps, want) || !slices.IsSorted(stamps) {
+		t.Errorf("stamps %v, want %v", stamps, want)
+	}
 }

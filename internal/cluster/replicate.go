@@ -137,14 +137,23 @@ func (b *Backend) NewReplicator(o ReplicatorOptions) *Replicator {
 	return &Replicator{b: b, opts: o, kick: make(chan struct{}, 1), known: map[string]Record{}, unsaved: map[string]bool{}}
 }
 
+// maxCtr is the greatest counter a stamp's six digits hold.
+const maxCtr = 999_999
+
 // stampLocked returns a new stamp, greater than every stamp this instance
-// has made or seen.
+// has made or seen. Past the counter's six digits (a million edits within
+// one millisecond, or while a stamp from a clock far ahead holds the
+// milliseconds), the milliseconds move on by one: stamps compare as
+// strings, and a seventh digit would sort below.
 func (r *Replicator) stampLocked() string {
 	ms := r.opts.Now().UnixMilli()
-	if ms > r.lastMS {
+	switch {
+	case ms > r.lastMS:
 		r.lastMS, r.ctr = ms, 0
-	} else {
+	case r.ctr < maxCtr:
 		r.ctr++
+	default:
+		r.lastMS, r.ctr = r.lastMS+1, 0
 	}
 	return r.clockLocked()
 }
@@ -157,19 +166,27 @@ func fmtStamp(ms, ctr int64, inst string) string {
 	return fmt.Sprintf("%013d.%06d.%s", ms, ctr, inst)
 }
 
-// parseStamp returns a stamp's milliseconds and counter.
+// parseStamp returns a stamp's milliseconds and counter: 13 digits, a
+// dot, 6 digits, a dot and the instance, as fmtStamp writes them (only
+// stamps of that width compare as strings in their order).
 func parseStamp(st string) (ms, ctr int64, ok bool) {
-	m, rest, ok := strings.Cut(st, ".")
-	if !ok {
+	m, rest, ok1 := strings.Cut(st, ".")
+	c, _, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || len(m) != 13 || len(c) != 6 || !digits(m) || !digits(c) {
 		return 0, 0, false
 	}
-	n, err1 := strconv.ParseInt(m, 10, 64)
-	c, _, _ := strings.Cut(rest, ".")
-	k, err2 := strconv.ParseInt(c, 10, 64)
-	if err1 != nil || err2 != nil || n < 0 || k < 0 {
-		return 0, 0, false
-	}
+	n, _ := strconv.ParseInt(m, 10, 64)
+	k, _ := strconv.ParseInt(c, 10, 64)
 	return n, k, true
+}
+
+func digits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // seeLocked moves the clock past stamp st, so that an edit made here after
