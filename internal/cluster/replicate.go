@@ -237,9 +237,10 @@ func (r *Replicator) loadOnce(ctx context.Context) error {
 		r.seeLocked(rec.Stamp)
 		r.known[f] = rec
 	}
+	loaded := len(r.known)
 	r.mu.Unlock()
 	if len(recs) > 0 {
-		r.b.log.Info("live records loaded", "records", len(r.Records()))
+		r.b.log.Info("live records loaded", "records", loaded)
 	}
 	r.adopt()
 	return nil
