@@ -398,6 +398,10 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	if err != nil {
 		return err
 	}
+	var replicator *cluster.Replicator
+	if cb != nil {
+		replicator = liveReplicator(ctx, cb, lv, db, m.log)
+	}
 	snaps := persist.New(lim, db, persist.Options{Throttle: th, Interval: cfg.Snapshot.Interval, Logger: m.log, Now: now, Wall: clk.Wall, Enabled: lv.Enabled})
 	if err := snaps.Restore(ctx); err != nil {
 		return err
@@ -497,7 +501,7 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	go func() { defer wg.Done(); audit.run(bg) }()
 	if cb != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); replicateLive(bg, cb, lv) }()
+		go func() { defer wg.Done(); replicator.Run(bg) }()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -32,30 +33,58 @@ type ReplicatorOptions struct {
 	Apply func(ctx context.Context, merge func(local map[string]string) map[string]string) error
 	// Now is the clock edits are stamped with (nil: time.Now).
 	Now func() time.Time
+	// Records keeps the records across restarts, in the instance's
+	// database (nil: in memory only, as decision 193 had it).
+	Records RecordStore
+	// Check refuses the fields a record read from Redis or Records may
+	// not hold (the daemon's: live.CheckField); nil takes any.
+	Check func(field, value string, removed bool) error
 }
 
-// record is one field of the live state as the instances agree on it: its
+// Record is one field of the live state as the instances agree on it: its
 // value or its removal (a tombstone), and the stamp of the edit that made
-// it so.
-type record struct {
-	stamp string
-	val   string
-	del   bool
+// it. Stamps compare as strings: the greater is the newer edit.
+type Record struct {
+	Stamp   string
+	Value   string
+	Removed bool
 }
 
-func (r record) encode() string {
-	if r.del {
-		return r.stamp + " d"
+// Newer reports whether r is a newer edit than old.
+func (r Record) Newer(old Record) bool { return r.Stamp > old.Stamp }
+
+// RecordStore keeps a Replicator's records and the clock's high-water
+// mark (the greatest stamp made or seen) across restarts: the daemon's
+// database (decision 221).
+type RecordStore interface {
+	// LoadRecords returns every record kept, by field, and the clock. A
+	// record that cannot be read is left out, never an error of the whole.
+	LoadRecords(ctx context.Context) (recs map[string]Record, clock string, err error)
+	// SaveRecords keeps each of recs newer than the one kept for its field,
+	// and clock if greater, durably, in one transaction.
+	SaveRecords(ctx context.Context, recs map[string]Record, clock string) error
+}
+
+// encodeRecord writes r as the shared hash holds it: the stamp, a space,
+// then "s" and the value, or "d" for a removal.
+func encodeRecord(r Record) string {
+	if r.Removed {
+		return r.Stamp + " d"
 	}
-	return r.stamp + " s" + r.val
+	return r.Stamp + " s" + r.Value
 }
 
-func decodeRecord(s string) (record, bool) {
+func decodeRecord(s string) (Record, bool) {
 	st, rest, ok := strings.Cut(s, " ")
-	if !ok || rest == "" || (rest[0] != 's' && rest[0] != 'd') {
-		return record{}, false
+	if !ok || st == "" || rest == "" || (rest[0] != 's' && rest[0] != 'd') || rest[0] == 'd' && len(rest) > 1 {
+		return Record{}, false
 	}
-	return record{stamp: st, val: rest[1:], del: rest[0] == 'd'}, true
+	return Record{Stamp: st, Value: rest[1:], Removed: rest[0] == 'd'}, true
+}
+
+// same reports whether r holds value (removed: the removal).
+func same(r Record, value string, removed bool) bool {
+	return r.Removed == removed && (removed || r.Value == value)
 }
 
 // Replicator carries the operators' live edits between the instances
@@ -69,19 +98,35 @@ func decodeRecord(s string) (record, bool) {
 // takes the newer ones and writes back every record of its own that Redis
 // lacks or holds older — so an edit acknowledged while Redis was down, or
 // lost by a Redis that restarted empty, reaches every instance once Redis
-// answers, and a removal is never inferred from Redis's silence. Its
-// methods are safe for concurrent use; Run does the work.
+// answers, and a removal is never inferred from Redis's silence.
+//
+// With ReplicatorOptions.Records, the records and the clock's high-water
+// mark are also kept in the instance's database (decision 221): a local
+// edit's record in the edit's own transaction (Stamp and Stamped, which
+// the store calls), the records learned from Redis once per sync,
+// before they are applied. Load reads them back before anything is
+// stamped, so that a restart forgets neither a tombstone nor which edit
+// is the newer, and stamps never go backwards. Its methods are safe for
+// concurrent use; Run does the work.
 type Replicator struct {
 	b    *Backend
 	opts ReplicatorOptions
 	kick chan struct{}
 
+	// load runs Load's work once.
+	load    sync.Once
+	loadErr error
+
 	mu      sync.Mutex
-	known   map[string]record // every record this instance knows
+	known   map[string]Record // every record this instance knows
+	unsaved map[string]bool   // the fields of known not yet in Records
 	lastMS  int64
 	ctr     int64
 	applied int64
 	lastErr time.Time
+	// lastRefused is when shared records that are not fields were last
+	// logged.
+	lastRefused time.Time
 }
 
 // NewReplicator returns a Replicator over b's Redis.
@@ -89,66 +134,239 @@ func (b *Backend) NewReplicator(o ReplicatorOptions) *Replicator {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Replicator{b: b, opts: o, kick: make(chan struct{}, 1), known: map[string]record{}}
+	return &Replicator{b: b, opts: o, kick: make(chan struct{}, 1), known: map[string]Record{}, unsaved: map[string]bool{}}
 }
 
+// maxCtr is the greatest counter a stamp's six digits hold.
+const maxCtr = 999_999
+
 // stampLocked returns a new stamp, greater than every stamp this instance
-// has made or seen.
+// has made or seen. Past the counter's six digits (a million edits within
+// one millisecond, or while a stamp from a clock far ahead holds the
+// milliseconds), the milliseconds move on by one: stamps compare as
+// strings, and a seventh digit would sort below.
 func (r *Replicator) stampLocked() string {
 	ms := r.opts.Now().UnixMilli()
-	if ms > r.lastMS {
+	switch {
+	case ms > r.lastMS:
 		r.lastMS, r.ctr = ms, 0
-	} else {
+	case r.ctr < maxCtr:
 		r.ctr++
+	default:
+		r.lastMS, r.ctr = r.lastMS+1, 0
 	}
-	return fmtStamp(r.lastMS, r.ctr, r.b.inst)
+	return r.clockLocked()
 }
+
+// clockLocked returns the clock's high-water mark as a stamp: the greatest
+// this instance has made or seen.
+func (r *Replicator) clockLocked() string { return fmtStamp(r.lastMS, r.ctr, r.b.inst) }
 
 func fmtStamp(ms, ctr int64, inst string) string {
 	return fmt.Sprintf("%013d.%06d.%s", ms, ctr, inst)
 }
 
+// parseStamp returns a stamp's milliseconds and counter: 13 digits, a
+// dot, 6 digits, a dot and the instance, as fmtStamp writes them (only
+// stamps of that width compare as strings in their order).
+func parseStamp(st string) (ms, ctr int64, ok bool) {
+	m, rest, ok1 := strings.Cut(st, ".")
+	c, _, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || len(m) != 13 || len(c) != 6 || !digits(m) || !digits(c) {
+		return 0, 0, false
+	}
+	n, _ := strconv.ParseInt(m, 10, 64)
+	k, _ := strconv.ParseInt(c, 10, 64)
+	return n, k, true
+}
+
+func digits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // seeLocked moves the clock past stamp st, so that an edit made here after
 // this instance took st wins over it.
-func (r *Replicator) seeLocked(st string) {
-	ms, rest, ok := strings.Cut(st, ".")
+func (r *Replicator) seeLocked(st string) bool {
+	n, k, ok := parseStamp(st)
 	if !ok {
-		return
-	}
-	n, err1 := strconv.ParseInt(ms, 10, 64)
-	c, _, _ := strings.Cut(rest, ".")
-	k, err2 := strconv.ParseInt(c, 10, 64)
-	if err1 != nil || err2 != nil {
-		return
+		return false
 	}
 	if n > r.lastMS || n == r.lastMS && k > r.ctr {
 		r.lastMS, r.ctr = n, k
 	}
+	return true
+}
+
+// Load reads the records kept in the database (ReplicatorOptions.Records)
+// and gives the fields of the local state that have none the lowest stamp.
+// It must run before the first edit is stamped (the daemon calls it before
+// it serves); Run calls it if it has not run. A record that cannot be read
+// was left out by the store; one that is not a field is left out here,
+// logged: either is a field without a record, never an error of the start.
+// It runs once; later calls return the first one's error.
+func (r *Replicator) Load(ctx context.Context) error {
+	r.load.Do(func() { r.loadErr = r.loadOnce(ctx) })
+	return r.loadErr
+}
+
+func (r *Replicator) loadOnce(ctx context.Context) error {
+	var recs map[string]Record
+	var clock string
+	if r.opts.Records != nil {
+		var err error
+		if recs, clock, err = r.opts.Records.LoadRecords(ctx); err != nil {
+			r.adopt()
+			return fmt.Errorf("live records: %w", err)
+		}
+	}
+	r.mu.Lock()
+	if clock != "" && !r.seeLocked(clock) {
+		r.b.log.Warn("the live records' clock is not a stamp: left out", "clock", clock)
+	}
+	for _, f := range slices.Sorted(maps.Keys(recs)) {
+		rec := recs[f]
+		if err := r.check(f, rec); err != nil {
+			r.b.log.Warn("a kept live record is not one limiterd writes: left out (the field is one without a record)", "field", f, "err", err)
+			continue
+		}
+		r.seeLocked(rec.Stamp)
+		r.known[f] = rec
+	}
+	loaded := len(r.known)
+	r.mu.Unlock()
+	if len(recs) > 0 {
+		r.b.log.Info("live records loaded", "records", loaded)
+	}
+	r.adopt()
+	return nil
+}
+
+// check refuses a record that cannot be a field's (ReplicatorOptions.Check)
+// or whose stamp is not one.
+func (r *Replicator) check(f string, rec Record) error {
+	if _, _, ok := parseStamp(rec.Stamp); !ok {
+		return fmt.Errorf("stamp %q", rec.Stamp)
+	}
+	if r.opts.Check != nil {
+		return r.opts.Check(f, rec.Value, rec.Removed)
+	}
+	return nil
+}
+
+// Records returns a copy of every record this instance knows, by field.
+func (r *Replicator) Records() map[string]Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.known)
+}
+
+// Stamp returns the record the store keeps with an edit of field to value
+// (removed: its removal), and the clock (the store's Recorder): the record this
+// instance holds when it already says so (an edit of another instance
+// being applied here keeps its stamp), else one with a new stamp, which
+// this instance takes once the edit commits (Stamped).
+func (r *Replicator) Stamp(field, value string, removed bool) (Record, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.known[field]; ok && same(cur, value, removed) {
+		return cur, r.clockLocked()
+	}
+	if removed {
+		value = ""
+	}
+	rec := Record{Stamp: r.stampLocked(), Value: value, Removed: removed}
+	return rec, r.clockLocked()
+}
+
+// Stamped takes the record of an edit the store committed with it
+// (the store's Recorder), unless a newer one for its field came meanwhile; Run
+// publishes it.
+func (r *Replicator) Stamped(field string, rec Record) {
+	r.mu.Lock()
+	if cur, ok := r.known[field]; !ok || rec.Newer(cur) || cur == rec {
+		r.known[field] = rec
+		delete(r.unsaved, field)
+	}
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *Replicator) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Publish hears of a local edit (old and new states, as fields): each
-// field it changed gets a record with a new stamp, and Run publishes it. It
-// never waits for Redis.
+// field it changed gets a record with a new stamp, unless the store
+// already gave it one (Stamp), and Run publishes it. The records it
+// stamps are kept in Records before it returns (the edit is acknowledged
+// after); it never waits for Redis.
 func (r *Replicator) Publish(old, new map[string]string) {
 	if maps.Equal(old, new) {
 		return
 	}
 	r.mu.Lock()
+	stamped := false
 	for f := range unionFields(old, new) {
 		ov, ook := old[f]
 		nv, nok := new[f]
+		cur, known := r.known[f]
 		switch {
 		case nok && (!ook || ov != nv):
-			r.known[f] = record{stamp: r.stampLocked(), val: nv}
+			if !known || !same(cur, nv, false) {
+				r.known[f] = Record{Stamp: r.stampLocked(), Value: nv}
+				r.unsaved[f], stamped = true, true
+			}
 		case ook && !nok:
-			r.known[f] = record{stamp: r.stampLocked(), del: true}
+			if !known || !same(cur, "", true) {
+				r.known[f] = Record{Stamp: r.stampLocked(), Removed: true}
+				r.unsaved[f], stamped = true, true
+			}
 		}
 	}
 	r.mu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
+	if stamped {
+		r.save(context.Background())
 	}
+	r.poke()
+}
+
+// save keeps the records not yet kept in Records (nil: nothing to do), in
+// one transaction, with the clock.
+func (r *Replicator) save(ctx context.Context) {
+	if r.opts.Records == nil {
+		return
+	}
+	r.mu.Lock()
+	if len(r.unsaved) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	batch := make(map[string]Record, len(r.unsaved))
+	for f := range r.unsaved {
+		batch[f] = r.known[f]
+	}
+	clock := r.clockLocked()
+	r.mu.Unlock()
+	// Not under r.mu: the store calls Stamp inside its transactions.
+	if err := r.opts.Records.SaveRecords(ctx, batch, clock); err != nil {
+		r.failed("keeping the live records in the database (kept in memory, saved at the next sync)", err)
+		return
+	}
+	r.mu.Lock()
+	for f, rec := range batch {
+		if r.known[f] == rec {
+			delete(r.unsaved, f)
+		}
+	}
+	r.mu.Unlock()
 }
 
 // Version returns the shared version this instance last read.
@@ -167,7 +385,7 @@ func (r *Replicator) adopt() {
 	defer r.mu.Unlock()
 	for f, v := range local {
 		if _, ok := r.known[f]; !ok {
-			r.known[f] = record{stamp: fmtStamp(0, 0, r.b.inst), val: v}
+			r.known[f] = Record{Stamp: fmtStamp(0, 0, r.b.inst), Value: v}
 		}
 	}
 }
@@ -175,7 +393,9 @@ func (r *Replicator) adopt() {
 // Run subscribes to the channel and keeps this instance's live state and
 // the shared one converging until ctx ends.
 func (r *Replicator) Run(ctx context.Context) {
-	r.adopt()
+	if err := r.Load(ctx); err != nil {
+		r.b.log.Error("live records not loaded: the fields of this instance's live state have the lowest stamp", "err", err)
+	}
 	ps := r.b.rdb.Subscribe(ctx, cfgChannel)
 	defer ps.Close()
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelHealthCheckInterval(time.Second))
@@ -222,12 +442,14 @@ func (r *Replicator) failed(what string, err error) {
 	}
 }
 
-// sync reads the shared records, takes the newer ones into this instance's
-// live state, and writes back the records of its own Redis lacks or holds
-// older.
+// sync reads the shared records, takes the newer ones (kept in Records
+// first) into this instance's live state, and writes back the records of
+// its own Redis lacks or holds older.
 func (r *Replicator) sync(ctx context.Context) {
 	octx, cancel := context.WithTimeout(ctx, max(r.b.opts.Timeout, time.Second))
 	defer cancel()
+	// What a failed save left, and records stamped without the store.
+	r.save(ctx)
 	ver, shared, err := r.read(octx)
 	if err != nil {
 		r.failed("reading the shared live state", err)
@@ -236,26 +458,31 @@ func (r *Replicator) sync(ctx context.Context) {
 	r.mu.Lock()
 	changed := false
 	for f, rec := range shared {
-		r.seeLocked(rec.stamp)
-		if cur, ok := r.known[f]; !ok || cur.stamp < rec.stamp {
+		r.seeLocked(rec.Stamp)
+		if cur, ok := r.known[f]; !ok || rec.Newer(cur) {
 			r.known[f] = rec
+			r.unsaved[f] = true
 			changed = true
 		}
 	}
 	var push []any
 	for _, f := range slices.Sorted(maps.Keys(r.known)) {
 		rec := r.known[f]
-		if sh, ok := shared[f]; !ok || sh.stamp < rec.stamp {
-			push = append(push, f, rec.encode())
+		if sh, ok := shared[f]; !ok || rec.Newer(sh) {
+			push = append(push, f, encodeRecord(rec))
 		}
 	}
 	desired := map[string]string{}
 	for f, rec := range r.known {
-		if !rec.del {
-			desired[f] = rec.val
+		if !rec.Removed {
+			desired[f] = rec.Value
 		}
 	}
 	r.mu.Unlock()
+	if changed {
+		// Kept before they apply: a restart meanwhile still knows them.
+		r.save(ctx)
+	}
 	if changed || !maps.Equal(desired, r.opts.Local()) {
 		err := r.opts.Apply(ctx, func(local map[string]string) map[string]string {
 			r.mu.Lock()
@@ -263,12 +490,12 @@ func (r *Replicator) sync(ctx context.Context) {
 			out := make(map[string]string, len(r.known))
 			for f, v := range local {
 				if _, ok := r.known[f]; !ok {
-					r.known[f] = record{stamp: fmtStamp(0, 0, r.b.inst), val: v}
+					r.known[f] = Record{Stamp: fmtStamp(0, 0, r.b.inst), Value: v}
 				}
 			}
 			for f, rec := range r.known {
-				if !rec.del {
-					out[f] = rec.val
+				if !rec.Removed {
+					out[f] = rec.Value
 				}
 			}
 			return out
@@ -314,7 +541,7 @@ func unionFields(a, b map[string]string) map[string]bool {
 }
 
 // read returns the shared version (0: none) and records.
-func (r *Replicator) read(ctx context.Context) (int64, map[string]record, error) {
+func (r *Replicator) read(ctx context.Context) (int64, map[string]Record, error) {
 	v, err := r.b.t.runOne(ctx, scriptRead, []string{keyCfgVersion, keyCfgState})
 	if err != nil {
 		return 0, nil, err
@@ -327,7 +554,8 @@ func (r *Replicator) read(ctx context.Context) (int64, map[string]record, error)
 	if !ok {
 		return 0, nil, fmt.Errorf("%w: version %T", ErrReply, a[0])
 	}
-	recs := make(map[string]record, len(a)/2)
+	recs := make(map[string]Record, len(a)/2)
+	refused, first := 0, ""
 	for i := 1; i < len(a); i += 2 {
 		f, ok1 := a[i].(string)
 		val, ok2 := a[i+1].(string)
@@ -335,11 +563,36 @@ func (r *Replicator) read(ctx context.Context) (int64, map[string]record, error)
 			return 0, nil, fmt.Errorf("%w: field %T %T", ErrReply, a[i], a[i+1])
 		}
 		rec, ok := decodeRecord(val)
-		if !ok {
-			r.b.log.Warn("a shared live record is not one limiterd writes: ignored", "field", f)
+		err := errors.New("not a record")
+		if ok {
+			err = r.check(f, rec)
+		}
+		if err != nil {
+			// Left out alone: the other records still apply, and this
+			// one is neither taken nor kept.
+			if refused++; first == "" {
+				first = fmt.Sprintf("%q: %v", f, err)
+			}
 			continue
 		}
 		recs[f] = rec
 	}
+	if refused > 0 {
+		r.refused(refused, first)
+	}
 	return ver, recs, nil
+}
+
+// refused logs shared records that are not ones limiterd writes, at most
+// once in 10 s.
+func (r *Replicator) refused(n int, first string) {
+	r.mu.Lock()
+	quiet := time.Since(r.lastRefused) < 10*time.Second
+	if !quiet {
+		r.lastRefused = time.Now()
+	}
+	r.mu.Unlock()
+	if !quiet {
+		r.b.log.Warn("shared live records that are not ones limiterd writes: ignored", "records", n, "first", first)
+	}
 }

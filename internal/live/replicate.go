@@ -140,11 +140,11 @@ func EncodeFields(st LiveState) Fields {
 		f[fieldGroup+g] = overrideJSON(o)
 	}
 	for _, e := range st.Exemptions {
-		b, _ := json.Marshal(e)
-		f[fieldExemption+string(e.Kind)+":"+e.Value] = string(b)
+		n, v := ExemptionField(e)
+		f[n] = v
 	}
-	if st.Disabled {
-		f[fieldSwitch] = "off"
+	if n, v, removed := SwitchField(st.Disabled); !removed {
+		f[n] = v
 	}
 	return f
 }

@@ -36,6 +36,23 @@ var All = []Migration{
 	{Name: "create the dashboard sessions bucket", Up: v4CreateSessions},
 	{Name: "create the offenders bucket", Up: v5CreateOffenders},
 	{Name: "entry values to encoding 2, which carries an algorithm and its state", Up: v6EntryEncoding},
+	{Name: "create the live_records bucket", Up: v7CreateLiveRecords},
+}
+
+// v7CreateLiveRecords creates "live_records": cluster mode's record of each
+// field of the live state (its value or removal and the stamp of the edit
+// that made it), keyed by the field's name, so that a restart keeps which
+// edit is the newer (the store's own JSON values, store/records.go). The
+// clock's high-water mark is kept beside the switch, at live/record_clock,
+// written with the first record. A database without records is one whose
+// fields have none: they get the lowest stamp, as before this version. The
+// version it adds also makes an older limiterd, which would edit the live
+// state without updating the records, refuse the file.
+func v7CreateLiveRecords(tx *bbolt.Tx) error {
+	if _, err := tx.CreateBucket([]byte("live_records")); err != nil {
+		return fmt.Errorf("bucket live_records: %w", err)
+	}
+	return nil
 }
 
 // v6EntryEncoding brings every entry value in the blobs of entry_base and

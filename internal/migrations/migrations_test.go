@@ -361,6 +361,22 @@ func TestV5CreatesOffenders(t *testing.T) {
 	}
 }
 
+func TestV7CreatesLiveRecords(t *testing.T) {
+	b := openBolt(t)
+	if err := run(t, b, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	b.View(func(tx *bbolt.Tx) error {
+		if bk := tx.Bucket([]byte("live_records")); bk == nil || bk.Stats().KeyN != 0 {
+			t.Error("bucket live_records missing or not empty")
+		}
+		return nil
+	})
+	if err := b.Update(migrations.All[6].Up); err == nil {
+		t.Error("creating the live_records bucket again succeeded")
+	}
+}
+
 // blobRecord builds a record of a version 3 blob: group index, deletion bit,
 // a short peer key, the value.
 func blobRecord(g uint64, del bool, value []byte) []byte {

@@ -200,6 +200,11 @@ func (db *DB) Import(ctx context.Context, r io.Reader) error {
 		if err := eb.SetSequence(uint64(len(exemptions))); err != nil {
 			return err
 		}
+		// The imported fields are of unknown age: no record of this
+		// instance's says otherwise (cluster mode, decision 221).
+		if err := clearRecords(tx); err != nil {
+			return err
+		}
 		lb, err := bucket(tx, bucketLive)
 		if err != nil {
 			return err

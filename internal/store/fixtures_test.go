@@ -125,6 +125,14 @@ var fixtureWriters = map[int]func(tx *bbolt.Tx, f fixture) error{
 	// version 3's, entry values of encoding 1 (version 6 made them
 	// encoding 2).
 	5: writeV3,
+	// Version 6 made the entry values encoding 2, by its own step (frozen);
+	// version 7 added the (empty) live_records bucket.
+	6: func(tx *bbolt.Tx, f fixture) error {
+		if err := writeV3(tx, f); err != nil {
+			return err
+		}
+		return migrations.All[5].Up(tx)
+	},
 }
 
 // writeV3 writes the fixture in the layout of version 3: the entries

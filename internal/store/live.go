@@ -238,7 +238,8 @@ func readLive(tx *bbolt.Tx, st *live.LiveState) error {
 }
 
 // SetOverride stores o as group's override (a nil o deletes it) and a, in
-// one transaction.
+// one transaction, with the edit's record if a Recorder is set
+// (SetRecorder; so do the other edits below).
 func (db *DB) SetOverride(ctx context.Context, group string, o live.Override, a live.AuditEntry) error {
 	if group == "" {
 		return fmt.Errorf("set override: empty group name")
@@ -261,6 +262,10 @@ func (db *DB) SetOverride(ctx context.Context, group string, o live.Override, a 
 			err = b.Put([]byte(group), v)
 		}
 		if err != nil {
+			return err
+		}
+		f, fv, del := live.OverrideField(group, o)
+		if err := db.keepRecord(tx, f, fv, del); err != nil {
 			return err
 		}
 		return db.appendAudit(tx, a)
@@ -319,6 +324,10 @@ func (db *DB) AddExemption(ctx context.Context, e live.Exemption, a live.AuditEn
 		if err := b.Put(k, v); err != nil {
 			return err
 		}
+		f, fv := live.ExemptionField(e)
+		if err := db.keepRecord(tx, f, fv, false); err != nil {
+			return err
+		}
 		return db.appendAudit(tx, a)
 	})
 }
@@ -340,6 +349,10 @@ func (db *DB) RemoveExemption(ctx context.Context, e live.Exemption, a live.Audi
 				return err
 			}
 		}
+		f, _ := live.ExemptionField(e)
+		if err := db.keepRecord(tx, f, "", true); err != nil {
+			return err
+		}
 		return db.appendAudit(tx, a)
 	})
 }
@@ -352,6 +365,10 @@ func (db *DB) SetDisabled(ctx context.Context, disabled bool, a live.AuditEntry)
 			return err
 		}
 		if err := b.Put(keyDisabled, encodeDisabled(disabled)); err != nil {
+			return err
+		}
+		f, fv, del := live.SwitchField(disabled)
+		if err := db.keepRecord(tx, f, fv, del); err != nil {
 			return err
 		}
 		return db.appendAudit(tx, a)

@@ -8,10 +8,15 @@
 // (package migrations). Every method that changes something has committed
 // it (fsync) when it returns.
 //
-// # Layout (schema version 6)
+// # Layout (schema version 7)
 //
 //	meta/schema_version        uint64 BE: len(migrations.All) when current
 //	live/disabled              JSON boolean: the global switch is off
+//	live/record_clock          the greatest stamp of the live records made
+//	                           or seen (cluster mode; records.go)
+//	live_records/<field>       JSON live.Record: a field of the live state
+//	                           (live.Fields), its value or removal and the
+//	                           stamp of the edit that made it (cluster mode)
 //	overrides/<group>          JSON live.Override
 //	exemptions/<uint64 BE>     JSON live.Exemption, in order of addition
 //	audit/<uint64 BE id>       JSON live.AuditEntry; ids from NextSequence
@@ -90,6 +95,7 @@ var (
 	bucketSnapshot   = []byte("snapshot")
 	bucketSessions   = []byte("sessions")
 	bucketOffenders  = []byte("offenders")
+	// bucketRecords, keyRecordClock: records.go.
 
 	keySchemaVersion = []byte("schema_version")
 	keyDisabled      = []byte("disabled")
@@ -97,7 +103,7 @@ var (
 )
 
 // allBuckets is every bucket of the current schema.
-var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketBase, bucketLog, bucketGroups, bucketSnapshot, bucketSessions, bucketOffenders}
+var allBuckets = [][]byte{bucketMeta, bucketLive, bucketOverrides, bucketExemptions, bucketAudit, bucketBase, bucketLog, bucketGroups, bucketSnapshot, bucketSessions, bucketOffenders, bucketRecords}
 
 // DefaultTimeout is how long Open waits for the file lock by default.
 const DefaultTimeout = time.Second
@@ -135,6 +141,8 @@ type DB struct {
 	auditMax, pruned atomic.Uint64
 	// backups holds a token per copy Backup is making (maxBackups).
 	backups chan struct{}
+	// recorder stamps the live edits (SetRecorder; cluster mode).
+	recorder atomic.Pointer[recorderBox]
 }
 
 // errorWith is an error with its own message that wraps one or more
