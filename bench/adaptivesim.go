@@ -80,6 +80,12 @@ type SimResult struct {
 	// Unloaded is the controller's unloaded latency at the same instants
 	// (0 until measured).
 	Unloaded []time.Duration
+	// Node is the node's requests in flight (served and queued) at the
+	// same instants, Slowest the longest latency of the answers in the
+	// 100 ms before each: the traces that show where a run's p99 comes
+	// from.
+	Node    []int
+	Slowest []time.Duration
 	// Phases are the indices in Limit where each phase began.
 	Phases []int
 }
@@ -229,6 +235,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 	var inflightArea float64
 	var last int64
 	var answered int
+	var slowest int64 // µs, the longest answer since the last sample
 	nodeInflight := func() int { return busy + len(waiting) }
 	slow := func(at int64) float64 {
 		t := at - warm
@@ -272,6 +279,9 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 			res.Limit = append(res.Limit, v.Limit)
 			res.Probing = append(res.Probing, v.Probing)
 			res.Unloaded = append(res.Unloaded, v.Unloaded)
+			res.Node = append(res.Node, nodeInflight())
+			res.Slowest = append(res.Slowest, time.Duration(slowest)*time.Microsecond)
+			slowest = 0
 			push(e.at+100_000, evSample, 0, nil)
 		case evArrive:
 			push(e.at+next(e.peer), evArrive, e.peer, nil)
@@ -304,6 +314,7 @@ func RunSim(cfg SimConfig) (SimResult, error) {
 			}
 			r := e.req
 			l := e.at - r.sent
+			slowest = max(slowest, l)
 			r.d.Sample(now, time.Duration(l)*time.Microsecond, false)
 			r.d.Release()
 			if r.sent < warm {

@@ -218,10 +218,34 @@ func (a *adaptiveGroup) sample(ms, admitted int64, latency time.Duration, failed
 		a.answers = 0
 	}
 	a.answers++
+	routine := a.ctl.probing && a.ctl.routine
 	if a.ctl.sample(ms, admitted, us, failed, n) {
+		if routine && !a.ctl.probing {
+			a.catchUp(ms)
+		}
 		a.publish()
 	}
 	a.mu.Unlock()
+}
+
+// catchUp brings every peer's fair pace up to ms at the end of a routine
+// measurement of the unloaded latency (decision 226): each stands as if it
+// had just taken its burst, fairBurst − 1 admissions ahead. The limit goes
+// back from the minimum to where it was, the node unchanged; without it,
+// the peers the measurement shed, their paces in the past, are all
+// admitted over the limit at once, up to the ceiling, and the node queues
+// twice its concurrency for a turn. a.mu is held.
+func (a *adaptiveGroup) catchUp(ms int64) {
+	interval := int64(a.pace.Load() & (paceBusy - 1))
+	if interval == 0 {
+		return
+	}
+	t := ms*1000 + (fairBurst-1)*interval
+	for i := range a.tat {
+		if a.tat[i].Load() < t {
+			a.tat[i].Store(t)
+		}
+	}
 }
 
 // AdaptiveView is what a group's adaptive concurrency stands at: for the

@@ -71,7 +71,11 @@ type gradient struct {
 	unloaded int64 // µs; 0 until measured
 	latency  int64 // the last window's, µs; 0 until one closed
 
-	probing   bool
+	probing bool
+	// routine is set while a measurement runs that only its interval
+	// started (the node's speed gave no reason for it): the limit it goes
+	// back to is still the node's.
+	routine   bool
 	probeFrom int64 // ms: answers to requests admitted before it are not part of the measurement
 	nextProbe int64 // ms
 	windowEnd int64 // ms; 0 while no window is open
@@ -149,7 +153,7 @@ func (c *gradient) startProbe(ms int64) {
 	if !c.probing {
 		c.deferred = c.limit
 	}
-	c.probing, c.probeFrom = true, ms
+	c.probing, c.probeFrom, c.routine = true, ms, false
 	c.limit = c.p.AdaptiveMinLimit * milli
 	c.windowEnd, c.atMin, c.slow, c.fast = 0, 0, 0, 0
 	c.probes++
@@ -249,8 +253,9 @@ func (c *gradient) close(ms int64) bool {
 	}
 	c.reset()
 	c.windowEnd = ms + c.span()
-	if ms >= c.nextProbe || c.atMin >= rearm || c.slow >= rearm || c.fast >= rearm {
+	if changed := c.atMin >= rearm || c.slow >= rearm || c.fast >= rearm; changed || ms >= c.nextProbe {
 		c.startProbe(ms)
+		c.routine = !changed
 	}
 	return true
 }

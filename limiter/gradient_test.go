@@ -237,8 +237,8 @@ func TestGradientPeriodicMeasurement(t *testing.T) {
 		}
 	}
 	window(c, next, U*11/10, false, 10)
-	if !c.probing || c.current() != 3 || c.deferred != 50*milli {
-		t.Fatalf("past the due time: probing %v, limit %d, deferred %d", c.probing, c.current(), c.deferred)
+	if !c.probing || !c.routine || c.current() != 3 || c.deferred != 50*milli {
+		t.Fatalf("past the due time: probing %v, routine %v, limit %d, deferred %d", c.probing, c.routine, c.current(), c.deferred)
 	}
 	start := c.probeFrom
 	feed(c, start, 10, 2*U, false, 1)
@@ -263,8 +263,8 @@ func TestGradientSlowerNodeMeasuredAgain(t *testing.T) {
 		}
 	}
 	window(c, next, 4*U, false, 1000)
-	if !c.probing || c.current() != 3 || c.deferred != 9508 {
-		t.Fatalf("5 windows at 4×: probing %v, limit %d, back to %d", c.probing, c.current(), c.deferred)
+	if !c.probing || c.routine || c.current() != 3 || c.deferred != 9508 {
+		t.Fatalf("5 windows at 4×: probing %v, routine %v, limit %d, back to %d", c.probing, c.routine, c.current(), c.deferred)
 	}
 	feed(c, c.probeFrom, 10, 4*U, false, 1)
 	if c.probing || c.unloaded != 4*U || c.current() != 9 {

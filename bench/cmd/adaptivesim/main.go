@@ -39,6 +39,7 @@ func main() {
 	buffer := flag.Int64("buffer", -1, "adaptive_buffer, % (-1: the default)")
 	percentile := flag.Int64("percentile", 0, "adaptive_percentile (0: the default)")
 	seeds := flag.Int("seeds", 0, "run only the step, for this many -rand values from -rand on")
+	trace := flag.Bool("trace", false, "also print the 3× overload run with adaptive on every 100 ms: the limit, the node's in flight, the slowest answer")
 	flag.Parse()
 
 	a := limiter.DefaultAdaptive()
@@ -101,6 +102,16 @@ func main() {
 	fmt.Printf("3× overload, adaptive on:                %v\n", on)
 	fmt.Printf("  p99 / unloaded p99 = %.2f, p99 / unloaded p50 = %.2f, p99 / service time = %.2f\n",
 		on.P99.Seconds()/u.P99.Seconds(), on.P99.Seconds()/u.P50.Seconds(), on.P99.Seconds()/service.Seconds())
+	if *trace {
+		fmt.Println("  every 100 ms: time, limit (* measuring), the node's in flight, the slowest answer of the 100 ms before")
+		for i := range on.Limit {
+			mark := ""
+			if on.Probing[i] {
+				mark = "*"
+			}
+			fmt.Printf("  %6.1fs %5d%-1s %5d %10v\n", float64(i)/10, on.Limit[i], mark, on.Node[i], on.Slowest[i])
+		}
+	}
 	manyLoad := load
 	manyLoad.Crowd = *many
 	m := run(true, manyLoad, steady)
