@@ -21,9 +21,9 @@ func admitClock(i int) time.Time { return t0.Add(time.Duration(i) * 10 * time.Mi
 // limits: leaky 450 per 30 s, concurrency 150), 10 000 existing peers,
 // with adaptive_concurrency off against on (a limit pinned at 1000, above
 // what the benchmark holds in flight: the path of every admission, the
-// group's count and the peer's slot taken and given back, its fair pace
-// kept), serial and
-// parallel. The two alternate, A/B, over five rounds in one run (the
+// group's count and the peer's slot taken and given back; the group never
+// holds half its limit, so it keeps no fair pace), serial and parallel.
+// The two alternate, A/B, over five rounds in one run (the
 // machines are noisy: compare the minimum of each; cmd/adaptivecost
 // interleaves them finer).
 func BenchmarkDecideAdaptive(b *testing.B) {

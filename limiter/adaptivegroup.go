@@ -49,7 +49,7 @@ type adaptiveGroup struct {
 	counts     atomic.Int64
 	epochPeers atomic.Int64
 	busy       atomic.Bool
-	_          [47]byte
+	_          [44]byte // (an atomic.Bool is 4 bytes)
 
 	// What the last window measured, for the dashboard and the metrics.
 	latency  atomic.Int64 // µs
@@ -168,8 +168,10 @@ func (a *adaptiveGroup) acquire(k Key, ms int64, force bool) (slot *atomic.Int32
 		if n > ceil || interval > 0 && ahead > fairBurst*interval || held > 0 && held*peers >= limit && paced {
 			shed = true
 			if !force {
-				a.counts.Add(-d)
-				s.Add(-1)
+				// Given back as a release gives it: by the slot's own
+				// transition, since a request sharing the slot may have
+				// come or gone since it was counted.
+				a.release(s)
 				return nil, true
 			}
 		}

@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -54,5 +56,42 @@ func TestAdaptiveRoutineMeasurementCatchesUp(t *testing.T) {
 	}
 	if a.tat[7].Load() != far {
 		t.Fatal("the peer ahead was moved back")
+	}
+}
+
+// Requests of peers sharing slots, shed and admitted at once on every
+// core, leave nothing counted behind: a shed gives back its request and
+// its peer by the slot's own transition, as a release does (a request
+// sharing the slot may have come or gone between its count and its shed).
+func TestAdaptiveShedGivesBackItsPeer(t *testing.T) {
+	p := testAdaptive()
+	p.AdaptiveMinLimit = 1
+	a := newAdaptiveGroup(p, 0) // measuring: the ceiling is the minimum, 1
+	// keys of two slots, several each
+	var keys []Key
+	for i := uint64(0); len(keys) < 8; i++ {
+		k := Key{Lo: i}
+		if s := slotOf(k); s == slotOf(Key{Lo: 0}) || s == slotOf(Key{Lo: 1}) {
+			keys = append(keys, k)
+		}
+	}
+	var wg sync.WaitGroup
+	var sheds atomic.Int64
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100_000 {
+				if s, shed := a.acquire(keys[(i+w)%len(keys)], 0, false); !shed {
+					a.release(s)
+				} else {
+					sheds.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n, peers := split(a.counts.Load()); n != 0 || peers != 0 || sheds.Load() == 0 {
+		t.Fatalf("after every request gave back: %d in flight of %d peers (%d shed)", n, peers, sheds.Load())
 	}
 }

@@ -4,7 +4,8 @@
 // 450 per 30 s, concurrency 150), 10 000 existing peers, with
 // adaptive_concurrency off and on (a limit of 1000, above what the run holds
 // in flight: every admission takes the group's count and its peer's slot
-// and gives them back, and keeps its peer's fair pace), in one process. The two are interleaved in short
+// and gives them back; the group never holds half its limit, so it keeps
+// no fair pace), in one process. The two are interleaved in short
 // chunks, off then on then on then off…, so that a noisy machine's load
 // falls on both alike; each pair of chunks gives one ratio, and it prints
 // their median and quartiles, and the fastest chunk of each. Serial, then
