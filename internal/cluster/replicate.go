@@ -258,6 +258,24 @@ func (r *Replicator) check(f string, rec Record) error {
 	return nil
 }
 
+// maxAhead is how far ahead of this instance's clock a shared record's
+// stamp may be: a day, far beyond any clock skew an edit could carry. A
+// record from further ahead would win over every edit until that time
+// and, kept, hold the clock there: a clock set years ahead, or a record
+// planted in Redis, is refused instead (decision 221).
+const maxAhead = 24 * time.Hour
+
+// checkAhead refuses a stamp more than maxAhead past this instance's
+// clock.
+func (r *Replicator) checkAhead(st string) error {
+	ms, _, _ := parseStamp(st)
+	now := r.opts.Now()
+	if ahead := time.Duration(ms-now.UnixMilli()) * time.Millisecond; ahead > maxAhead {
+		return fmt.Errorf("stamp %s is %s ahead of this instance's clock (%s), more than %s", st, ahead.Round(time.Second), now.UTC().Format(time.RFC3339), maxAhead)
+	}
+	return nil
+}
+
 // Records returns a copy of every record this instance knows, by field.
 func (r *Replicator) Records() map[string]Record {
 	r.mu.Lock()
@@ -450,7 +468,7 @@ func (r *Replicator) sync(ctx context.Context) {
 	defer cancel()
 	// What a failed save left, and records stamped without the store.
 	r.save(ctx)
-	ver, shared, err := r.read(octx)
+	ver, shared, refused, err := r.read(octx)
 	if err != nil {
 		r.failed("reading the shared live state", err)
 		return
@@ -469,7 +487,18 @@ func (r *Replicator) sync(ctx context.Context) {
 	for _, f := range slices.Sorted(maps.Keys(r.known)) {
 		rec := r.known[f]
 		if sh, ok := shared[f]; !ok || rec.Newer(sh) {
-			push = append(push, f, encodeRecord(rec))
+			if _, bad := refused[f]; !bad {
+				push = append(push, f, encodeRecord(rec))
+			}
+		}
+	}
+	// A refused shared record would win over every record of its field
+	// by its stamp: it is replaced by this instance's, if unchanged since
+	// it was read.
+	var replace [][3]string
+	for _, f := range slices.Sorted(maps.Keys(refused)) {
+		if rec, ok := r.known[f]; ok {
+			replace = append(replace, [3]string{f, refused[f], encodeRecord(rec)})
 		}
 	}
 	desired := map[string]string{}
@@ -509,6 +538,12 @@ func (r *Replicator) sync(ctx context.Context) {
 	r.mu.Lock()
 	r.applied = ver
 	r.mu.Unlock()
+	for _, x := range replace {
+		if _, err := r.b.t.runOne(octx, scriptCAS, []string{keyCfgState}, x[0], x[1], x[2]); err != nil {
+			r.failed("replacing a refused shared record", err)
+			break
+		}
+	}
 	if len(push) == 0 {
 		return
 	}
@@ -540,32 +575,38 @@ func unionFields(a, b map[string]string) map[string]bool {
 	return out
 }
 
-// read returns the shared version (0: none) and records.
-func (r *Replicator) read(ctx context.Context) (int64, map[string]Record, error) {
+// read returns the shared version (0: none) and records, and the records
+// it refused (not ones limiterd writes, or stamped too far ahead), as they
+// are in Redis, by field.
+func (r *Replicator) read(ctx context.Context) (int64, map[string]Record, map[string]string, error) {
 	v, err := r.b.t.runOne(ctx, scriptRead, []string{keyCfgVersion, keyCfgState})
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	a, ok := v.([]any)
 	if !ok || len(a)%2 != 1 {
-		return 0, nil, fmt.Errorf("%w: %T from the live state read", ErrReply, v)
+		return 0, nil, nil, fmt.Errorf("%w: %T from the live state read", ErrReply, v)
 	}
 	ver, ok := a[0].(int64)
 	if !ok {
-		return 0, nil, fmt.Errorf("%w: version %T", ErrReply, a[0])
+		return 0, nil, nil, fmt.Errorf("%w: version %T", ErrReply, a[0])
 	}
 	recs := make(map[string]Record, len(a)/2)
+	var bad map[string]string
 	refused, first := 0, ""
 	for i := 1; i < len(a); i += 2 {
 		f, ok1 := a[i].(string)
 		val, ok2 := a[i+1].(string)
 		if !ok1 || !ok2 {
-			return 0, nil, fmt.Errorf("%w: field %T %T", ErrReply, a[i], a[i+1])
+			return 0, nil, nil, fmt.Errorf("%w: field %T %T", ErrReply, a[i], a[i+1])
 		}
 		rec, ok := decodeRecord(val)
 		err := errors.New("not a record")
 		if ok {
 			err = r.check(f, rec)
+		}
+		if err == nil {
+			err = r.checkAhead(rec.Stamp)
 		}
 		if err != nil {
 			// Left out alone: the other records still apply, and this
@@ -573,6 +614,10 @@ func (r *Replicator) read(ctx context.Context) (int64, map[string]Record, error)
 			if refused++; first == "" {
 				first = fmt.Sprintf("%q: %v", f, err)
 			}
+			if bad == nil {
+				bad = map[string]string{}
+			}
+			bad[f] = val
 			continue
 		}
 		recs[f] = rec
@@ -580,7 +625,7 @@ func (r *Replicator) read(ctx context.Context) (int64, map[string]Record, error)
 	if refused > 0 {
 		r.refused(refused, first)
 	}
-	return ver, recs, nil
+	return ver, recs, bad, nil
 }
 
 // refused logs shared records that are not ones limiterd writes, at most

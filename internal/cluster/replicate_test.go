@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,4 +148,37 @@ func TestEditsConverge(t *testing.T) {
 		}
 		converged(t, want, ls...)
 	})
+}
+
+// TestRecordFromFarAheadRefused: a shared record stamped more than a day
+// ahead of the instances' clocks (a clock set years ahead, or a record
+// planted in Redis) is refused and replaced by the instances' own, so it
+// cannot hold a field against every edit until then; one an hour ahead,
+// within any clock skew, is taken.
+func TestRecordFromFarAheadRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := startLive(t, srv.Addr()), startLive(t, srv.Addr())
+	a.edit("group:general", "limit=5")
+	converged(t, map[string]string{"group:general": "limit=5"}, a, b)
+
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	stamp := func(ahead time.Duration) string {
+		return fmt.Sprintf("%013d.%06d.%s", time.Now().Add(ahead).UnixMilli(), 0, "planted")
+	}
+	ctx := context.Background()
+	if err := rdb.HSet(ctx, "ld:{cfg}:live", "group:general", stamp(48*time.Hour)+" slimit=1",
+		"group:chunk", stamp(time.Hour)+" slimit=7").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb.Incr(ctx, "ld:{cfg}:version")
+	converged(t, map[string]string{"group:general": "limit=5", "group:chunk": "limit=7"}, a, b)
+	// And an edit made now still wins over nothing but its own field's
+	// older records.
+	b.edit("group:general", "limit=6")
+	converged(t, map[string]string{"group:general": "limit=6", "group:chunk": "limit=7"}, a, b)
+	// The planted record itself was replaced in Redis.
+	if got, _ := rdb.HGet(ctx, "ld:{cfg}:live", "group:general").Result(); strings.Contains(got, "planted") {
+		t.Fatalf("the record from far ahead is still shared: %q", got)
+	}
 }
