@@ -65,6 +65,8 @@ var arrows = map[string][]string{
 	"internal/clock": {},
 	// Cluster mode: a limiter.Backend on Redis.
 	"internal/cluster": {"limiter"},
+	// Cluster mode's Replicator wired to the live state and its database.
+	"internal/livereplica": {"limiter", "internal/cluster", "internal/live", "internal/store"},
 	// What the tests share to drive a limiter: a fake clock, configs,
 	// peers, a Limiter on the memory backend; for tests only.
 	"internal/limitertest": {"limiter"},

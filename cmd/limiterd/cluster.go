@@ -14,8 +14,6 @@ import (
 
 	"github.com/limiterd/limiterd/internal/cluster"
 	"github.com/limiterd/limiterd/internal/config"
-	"github.com/limiterd/limiterd/internal/live"
-	"github.com/limiterd/limiterd/internal/store"
 	"github.com/limiterd/limiterd/internal/web/ui"
 	"github.com/limiterd/limiterd/internal/web/ui/templates"
 	"github.com/limiterd/limiterd/limiter"
@@ -105,69 +103,6 @@ func backendOf(b *cluster.Backend) limiter.Backend {
 		return memory.New()
 	}
 	return b
-}
-
-// liveReplicator returns the Replicator that carries lv's edits to the
-// other instances through b's Redis and theirs to lv, with its records
-// kept in db (decision 221): loaded now, before the first edit is stamped,
-// and kept with each edit from now on. Run it until the daemon stops.
-func liveReplicator(ctx context.Context, b *cluster.Backend, lv *live.Live, db *store.DB, log *slog.Logger) *cluster.Replicator {
-	r := b.NewReplicator(cluster.ReplicatorOptions{
-		Local: func() map[string]string { return live.EncodeFields(lv.State()) },
-		Apply: func(ctx context.Context, merge func(map[string]string) map[string]string) error {
-			return lv.ApplyRemote(ctx, "redis", func(cur live.LiveState) (live.LiveState, error) {
-				return live.DecodeFields(merge(live.EncodeFields(cur)))
-			})
-		},
-		Records: recordStore{db},
-		Check:   live.CheckField,
-	})
-	if err := r.Load(ctx); err != nil {
-		// The database answers nothing: the fields of the live state are
-		// of unknown age (the lowest stamp), as without records.
-		log.Error("cluster: the live records could not be read", "err", err)
-	}
-	db.SetRecorder(recorder{r})
-	lv.SetPublisher(livePublisher{r})
-	return r
-}
-
-// recordStore is the database as a Replicator's cluster.RecordStore.
-type recordStore struct{ db *store.DB }
-
-func (s recordStore) LoadRecords(ctx context.Context) (map[string]cluster.Record, string, error) {
-	recs, clock, err := s.db.LoadRecords(ctx)
-	out := make(map[string]cluster.Record, len(recs))
-	for f, rec := range recs {
-		out[f] = cluster.Record(rec)
-	}
-	return out, clock, err
-}
-
-func (s recordStore) SaveRecords(ctx context.Context, recs map[string]cluster.Record, clock string) error {
-	in := make(map[string]live.Record, len(recs))
-	for f, rec := range recs {
-		in[f] = live.Record(rec)
-	}
-	return s.db.SaveRecords(ctx, in, clock)
-}
-
-// recorder is a Replicator as the store's live.Recorder: it stamps each
-// live edit, which the store keeps in the edit's transaction.
-type recorder struct{ r *cluster.Replicator }
-
-func (c recorder) Stamp(field, value string, removed bool) (live.Record, string) {
-	rec, clock := c.r.Stamp(field, value, removed)
-	return live.Record(rec), clock
-}
-
-func (c recorder) Stamped(field string, rec live.Record) { c.r.Stamped(field, cluster.Record(rec)) }
-
-// livePublisher tells a Replicator of live's edits.
-type livePublisher struct{ r *cluster.Replicator }
-
-func (p livePublisher) Publish(old, new live.LiveState) {
-	p.r.Publish(live.EncodeFields(old), live.EncodeFields(new))
 }
 
 // clusterStatus shows a cluster.Backend's state on the dashboard.

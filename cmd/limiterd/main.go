@@ -43,6 +43,7 @@ import (
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/insight"
 	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/livereplica"
 	"github.com/limiterd/limiterd/internal/metrics"
 	"github.com/limiterd/limiterd/internal/persist"
 	"github.com/limiterd/limiterd/internal/proxy"
@@ -400,7 +401,14 @@ func (m *Main) run(ctx context.Context, cfg *config.Config, limCfg limiter.Confi
 	}
 	var replicator *cluster.Replicator
 	if cb != nil {
-		replicator = liveReplicator(ctx, cb, lv, db, m.log)
+		// The edits of other instances through Redis, with the records
+		// kept in the database (decision 221): loaded before the first
+		// edit is stamped. A database that answers nothing leaves the
+		// fields of unknown age (the lowest stamp), as without records.
+		var err error
+		if replicator, err = livereplica.New(ctx, cb, lv, db, nil); err != nil {
+			m.log.Error("cluster: the live records could not be read", "err", err)
+		}
 	}
 	snaps := persist.New(lim, db, persist.Options{Throttle: th, Interval: cfg.Snapshot.Interval, Logger: m.log, Now: now, Wall: clk.Wall, Enabled: lv.Enabled})
 	if err := snaps.Restore(ctx); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/limiterd/limiterd/internal/cluster"
 	"github.com/limiterd/limiterd/internal/limitertest"
 	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/internal/livereplica"
 	"github.com/limiterd/limiterd/internal/redistest"
 	"github.com/limiterd/limiterd/internal/store"
 	"github.com/limiterd/limiterd/limiter"
@@ -39,42 +40,6 @@ type node struct {
 var recordsConfig = limiter.Config{IPv6Prefix: 64, Groups: map[string]limiter.GroupSettings{
 	"general": group(0, 1000, 3, 600000, 3, 2, 120000, 120000),
 }}
-
-// publisher, recordStore and recorder connect a Replicator to live and
-// the store, as the daemon does (cmd/limiterd/cluster.go).
-type publisher struct{ r *cluster.Replicator }
-
-type recordStore struct{ db *store.DB }
-
-func (s recordStore) LoadRecords(ctx context.Context) (map[string]cluster.Record, string, error) {
-	recs, clock, err := s.db.LoadRecords(ctx)
-	out := make(map[string]cluster.Record, len(recs))
-	for f, rec := range recs {
-		out[f] = cluster.Record(rec)
-	}
-	return out, clock, err
-}
-
-func (s recordStore) SaveRecords(ctx context.Context, recs map[string]cluster.Record, clock string) error {
-	in := make(map[string]live.Record, len(recs))
-	for f, rec := range recs {
-		in[f] = live.Record(rec)
-	}
-	return s.db.SaveRecords(ctx, in, clock)
-}
-
-type recorder struct{ r *cluster.Replicator }
-
-func (c recorder) Stamp(field, value string, removed bool) (live.Record, string) {
-	rec, clock := c.r.Stamp(field, value, removed)
-	return live.Record(rec), clock
-}
-
-func (c recorder) Stamped(field string, rec live.Record) { c.r.Stamped(field, cluster.Record(rec)) }
-
-func (p publisher) Publish(old, new live.LiveState) {
-	p.r.Publish(live.EncodeFields(old), live.EncodeFields(new))
-}
 
 // startNode starts an instance on the database at path (created if
 // absent) and the Redis at addr, stamping with now (nil: time.Now).
@@ -101,22 +66,10 @@ func startNode(t *testing.T, path, addr string, now func() time.Time) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := b.NewReplicator(cluster.ReplicatorOptions{
-		Local: func() map[string]string { return live.EncodeFields(lv.State()) },
-		Apply: func(ctx context.Context, merge func(map[string]string) map[string]string) error {
-			return lv.ApplyRemote(ctx, "redis", func(cur live.LiveState) (live.LiveState, error) {
-				return live.DecodeFields(merge(live.EncodeFields(cur)))
-			})
-		},
-		Now:     now,
-		Records: recordStore{db},
-		Check:   live.CheckField,
-	})
-	if err := r.Load(ctx); err != nil {
+	r, err := livereplica.New(ctx, b, lv, db, now)
+	if err != nil {
 		t.Fatal(err)
 	}
-	db.SetRecorder(recorder{r})
-	lv.SetPublisher(publisher{r})
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx) }()
 	n.db, n.lv, n.r = db, lv, r
