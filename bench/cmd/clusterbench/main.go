@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"github.com/limiterd/limiterd/bench"
 	"github.com/limiterd/limiterd/internal/cluster"
 	"github.com/limiterd/limiterd/limiter"
 	"github.com/limiterd/limiterd/limiter/algo"
@@ -281,7 +282,7 @@ func throughput(admin *redis.Client, name string, round int) {
 	var cpu0 float64
 	for _, n := range ns {
 		n.ConfigResetStat(ctx)
-		cpu0 += redisCPU(n)
+		cpu0 += bench.RedisCPU(n)
 	}
 	t0, c0 := c.trips(), c.cmds()
 	var e0 int64
@@ -295,7 +296,7 @@ func throughput(admin *redis.Client, name string, round int) {
 	var usec, cpu float64
 	var perShard []string
 	for _, nd := range ns {
-		cpu += redisCPU(nd)
+		cpu += bench.RedisCPU(nd)
 		u := redisMicros(nd)
 		usec += u
 		perShard = append(perShard, fmt.Sprintf("%.2f", u/float64(n)))
@@ -341,26 +342,6 @@ func redisMicros(admin *redis.Client) float64 {
 				n, _ := strconv.ParseFloat(v, 64)
 				total += n
 			}
-		}
-	}
-	return total
-}
-
-// redisCPU returns the CPU time redis-server has used (INFO cpu:
-// used_cpu_user + used_cpu_sys, seconds): unlike the commands' time, it
-// does not count the time the server was preempted, and it counts the
-// reading and writing of the connections.
-func redisCPU(admin *redis.Client) float64 {
-	info, err := admin.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		panic(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
 		}
 	}
 	return total

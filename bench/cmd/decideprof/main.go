@@ -81,11 +81,11 @@ func main() {
 			rdb.FlushAll(ctx)
 			run(ctx, rdb, v, keys, 50) // warm
 			rdb.ConfigResetStat(ctx)
-			cpu0 := cpuSeconds(rdb)
+			cpu0 := bench.RedisCPU(rdb)
 			t0 := time.Now()
 			run(ctx, rdb, v, keys, *calls)
 			el := time.Since(t0)
-			cpu := (cpuSeconds(rdb) - cpu0) * 1e6
+			cpu := (bench.RedisCPU(rdb) - cpu0) * 1e6
 			us := micros(rdb, "evalsha")
 			keep(v.name, us/float64(*calls**n))
 			fmt.Printf("round %d %-40s %7.2f µs/entry  %7.1f µs/call  (wall %.1f µs/call, redis cpu %.2f µs/entry)\n", r+1, v.name, us/float64(*calls**n), us/float64(*calls), float64(el.Microseconds())/float64(*calls), cpu/float64(*calls**n))
@@ -161,25 +161,6 @@ func run(ctx context.Context, rdb *redis.Client, v variant, peers []string, ncal
 			panic(fmt.Sprint(v.name, ": ", r))
 		}
 	}
-}
-
-// cpuSeconds returns the CPU time redis-server has used (INFO cpu: user
-// and system): unlike the commands' time, it counts reading the calls
-// and writing the answers.
-func cpuSeconds(rdb *redis.Client) float64 {
-	info, err := rdb.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		panic(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return total
 }
 
 // micros returns the µs Redis spent in cmd since CONFIG RESETSTAT.
