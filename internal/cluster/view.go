@@ -61,25 +61,18 @@ func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *l
 	lk := limiter.KeyOf(&k)
 	tk := stableKey(lk, name, sufTokens)
 	wk := baseKey(lk, name, sc) + sufHybridWin
-	b.t.roundTrips.Add(1)
-	b.t.commands.Add(1)
-	str, err := b.rdb.Get(ctx, tk).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return v, false, keyTypeErr(err, tk)
-	}
-	gen, _ := strconv.ParseInt(sc.gen, 10, 64)
-	st, err := readPacked(str, gen, now)
-	if err == nil && st.fields != nil && len(st.fields) != 2 {
-		err = fmt.Errorf("tokens of %d fields", len(st.fields))
-	}
+	st, err := b.readState(ctx, tk, sc, now)
 	if err != nil {
-		return v, false, &KeyError{Keys: []string{tk}, Msg: corruptPrefix + err.Error()}
+		return v, false, err
+	}
+	if st.fields != nil && len(st.fields) != 2 {
+		return v, false, corruptKey(tk, fmt.Errorf("tokens of %d fields", len(st.fields)))
 	}
 	v = limiter.EntryView{Peer: k, Group: name, Inflight: st.inflight, Algorithm: algo.Hybrid}
 	if st.fields != nil {
 		kn := sc.Leaky.IndexAt(now)
 		if v.Tokens, err = agedTokens(st.fields, kn, s.LeakyTickReduction); err != nil {
-			return v, false, &KeyError{Keys: []string{tk}, Msg: corruptPrefix + err.Error()}
+			return v, false, corruptKey(tk, err)
 		}
 	}
 	if s.SlidingWindowLimit > 0 {
@@ -87,18 +80,13 @@ func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *l
 		// newer than now - duration counts (lua/decide.lua's hybrid).
 		cut := sc.Cleanup.TimeOf(sc.Cleanup.IndexAt(now)) - (&limiter.Group{GroupSettings: *s}).CleanupAge()
 		lo := max(cut, now-s.SlidingWindowDuration+1)
-		b.t.roundTrips.Add(1)
-		b.t.commands.Add(1)
-		zs, err := b.rdb.ZRangeByScoreWithScores(ctx, wk, &redis.ZRangeBy{Min: strconv.FormatInt(cut, 10), Max: "+inf"}).Result()
+		ts, err := b.readStamps(ctx, wk, cut, "window timestamp", false)
 		if err != nil {
-			return v, false, keyTypeErr(err, wk)
+			return v, false, err
 		}
-		for _, z := range zs {
-			if z.Score != math.Trunc(z.Score) || math.Abs(z.Score) > 1<<53 {
-				return v, false, &KeyError{Keys: []string{wk}, Msg: fmt.Sprintf(corruptPrefix+"window timestamp holds %v", z.Score)}
-			}
+		for _, t := range ts {
 			v.Window++
-			if int64(z.Score) >= lo {
+			if t >= lo {
 				v.WindowActive++
 			}
 		}
@@ -112,42 +100,22 @@ func (b *Backend) sharedAlgo(ctx context.Context, k peer.Key, name string, s *li
 	lk := limiter.KeyOf(&k)
 	keys := algoKeys(lk, &limiter.Group{Name: name, GroupSettings: *s}, sc)
 	ck := countsKey(keys)
-	b.t.roundTrips.Add(1)
-	b.t.commands.Add(1)
-	str, err := b.rdb.Get(ctx, ck).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return v, false, keyTypeErr(err, ck)
-	}
-	gen, _ := strconv.ParseInt(sc.gen, 10, 64)
-	st, err := readPacked(str, gen, now)
-	corrupt := func(key string, err error) error {
-		return &KeyError{Keys: []string{key}, Msg: corruptPrefix + err.Error()}
-	}
+	st, err := b.readState(ctx, ck, sc, now)
 	if err != nil {
-		return v, false, corrupt(ck, err)
+		return v, false, err
 	}
 	v = limiter.EntryView{Peer: k, Group: name, Inflight: st.inflight, Algorithm: s.Algorithm}
 	p := s.Params()
 	if s.Algorithm == algo.SlidingLog {
 		// The log's timestamps that count now (t + period > now); the
 		// gate is the limit-th newest of them (slog's entry).
-		lo := now - p.Period + 1
-		b.t.roundTrips.Add(1)
-		b.t.commands.Add(1)
-		zs, err := b.rdb.ZRangeByScoreWithScores(ctx, keys[0], &redis.ZRangeBy{Min: strconv.FormatInt(lo, 10), Max: "+inf"}).Result()
+		ts, err := b.readStamps(ctx, keys[0], now-p.Period+1, "log timestamp", true)
 		if err != nil {
-			return v, false, keyTypeErr(err, keys[0])
+			return v, false, err
 		}
-		var h algo.Held
-		for i, z := range zs {
-			t, err := wholeMS(z.Score, "log timestamp", true)
-			if err != nil {
-				return v, false, corrupt(keys[0], err)
-			}
-			h.Count++
-			if int64(len(zs)-i) == p.Limit {
-				h.Mark = t
-			}
+		h := algo.Held{Count: int64(len(ts))}
+		if h.Count >= p.Limit {
+			h.Mark = ts[h.Count-p.Limit]
 		}
 		l := s.Limits()
 		v.Algo = algo.View{Quota: algo.QuotaOf(s.Algorithm, algo.State{}, h, &l, now, 0), Count: h.Count}
@@ -159,18 +127,18 @@ func (b *Backend) sharedAlgo(ctx context.Context, k peer.Key, name string, s *li
 		return v, st.inflight > 0, nil
 	}
 	if len(st.fields) != 7 {
-		return v, false, corrupt(ck, fmt.Errorf("state of %d fields", len(st.fields)+1))
+		return v, false, corruptKey(ck, fmt.Errorf("state of %d fields", len(st.fields)+1))
 	}
 	// The fields after the generation: the kind, A, B, C and the limits
 	// (limit, period, burst) they are measured in.
 	var f [7]int64
 	for i, what := range []string{"k", "A", "B", "C", "l", "p", "u"} {
 		if f[i], err = wholeMS(st.fields[i], what, i > 0); err != nil {
-			return v, false, corrupt(ck, err)
+			return v, false, corruptKey(ck, err)
 		}
 	}
 	if f[4] < 1 || f[5] < 1 {
-		return v, false, corrupt(ck, fmt.Errorf("limits %d/%d", f[4], f[5]))
+		return v, false, corruptKey(ck, fmt.Errorf("limits %d/%d", f[4], f[5]))
 	}
 	state := algo.Fresh(s.Algorithm, p, now)
 	if f[0] == int64(s.Algorithm) {
@@ -181,6 +149,49 @@ func (b *Backend) sharedAlgo(ctx context.Context, k peer.Key, name string, s *li
 	}
 	v.Algo = algo.ViewOf(s.Algorithm, state, p, now)
 	return v, true, nil
+}
+
+// readState reads the packed state string at key as of now, for the
+// generation of sc: a value no decision can have written, or a key of
+// another type, is that key's *KeyError.
+func (b *Backend) readState(ctx context.Context, key string, sc *sharedSched, now int64) (packed, error) {
+	b.t.roundTrips.Add(1)
+	b.t.commands.Add(1)
+	str, err := b.rdb.Get(ctx, key).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return packed{}, keyTypeErr(err, key)
+	}
+	gen, _ := strconv.ParseInt(sc.gen, 10, 64)
+	st, err := readPacked(str, gen, now)
+	if err != nil {
+		return packed{}, corruptKey(key, err)
+	}
+	return st, nil
+}
+
+// readStamps returns the timestamps (ms, oldest first) of the ZSET at key
+// from min on, each checked as the scripts check what (not negative when
+// nonNeg).
+func (b *Backend) readStamps(ctx context.Context, key string, min int64, what string, nonNeg bool) ([]int64, error) {
+	b.t.roundTrips.Add(1)
+	b.t.commands.Add(1)
+	zs, err := b.rdb.ZRangeByScoreWithScores(ctx, key, &redis.ZRangeBy{Min: strconv.FormatInt(min, 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, keyTypeErr(err, key)
+	}
+	ts := make([]int64, len(zs))
+	for i, z := range zs {
+		if ts[i], err = wholeMS(z.Score, what, nonNeg); err != nil {
+			return nil, corruptKey(key, err)
+		}
+	}
+	return ts, nil
+}
+
+// corruptKey is the failure of key, which holds a value no decision can
+// have written.
+func corruptKey(key string, err error) error {
+	return &KeyError{Keys: []string{key}, Msg: corruptPrefix + err.Error()}
 }
 
 // keyTypeErr is err of a command on key: a WRONGTYPE answer is that key's
