@@ -508,11 +508,9 @@ func (l *localFirst) syncAll(ctx context.Context, now int64) {
 			j.e.sh.mu.Unlock()
 			switch {
 			case err == nil:
-			case isKeyError(err):
-				// one key's failure: counted and logged, not the breaker's
-				l.b.h.fail(KindKey, fmt.Errorf("pushing local_first admissions: %w", err))
-			case l.b.cut != nil && slotScoped(classify(err)):
-				// one master's (decision 236), unless every call failed
+			case l.b.keyScoped(err):
+				// one key's failure, or its master's (decision 236):
+				// counted and logged, not the whole breaker's
 				l.b.fail(j.c.keys[0], err, fmt.Errorf("pushing local_first admissions: %w", err))
 			case failed == nil:
 				failed = err

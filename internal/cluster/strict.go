@@ -219,7 +219,7 @@ func forgetShared(ctx context.Context, b *Backend, k limiter.Key, g *limiter.Gro
 }
 
 func (s *strict) probe(ctx context.Context) error {
-	base := keyPrefix + tagOf("canary:"+s.b.inst, "canary")
+	base := keyPrefix + canaryTag(s.b.inst)
 	sched := schedArgs(limiter.NewSchedule(0, 1000))
 	params := append(append(sched[:], sched[:]...), 1000, 1<<30, 1, 1000, 1, 1, 2000, 0)
 	keys := []string{base + sufTokens, base + sufHybridWin}
@@ -242,7 +242,7 @@ func (s *strict) probe(ctx context.Context) error {
 // schedules of 1 s ticks before tail, and deletes the keys: a script that
 // fails there says what is named what.
 func (b *Backend) probeScript(ctx context.Context, script *script, third, what string, tail ...any) error {
-	base := keyPrefix + tagOf("canary:"+b.inst, "canary")
+	base := keyPrefix + canaryTag(b.inst)
 	keys := []string{base + sufHybrid, base + sufHybridWin, base + third}
 	sched := schedArgs(limiter.NewSchedule(0, 1000))
 	args := []any{b.clockArg()}

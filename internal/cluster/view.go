@@ -60,7 +60,7 @@ func (b *Backend) SharedEntry(ctx context.Context, k peer.Key, name string, s *l
 	}
 	lk := limiter.KeyOf(&k)
 	tk := stableKey(lk, name, sufTokens)
-	wk := baseKey(lk, name, sc) + sufHybridWin
+	wk := genKey(lk, name, sc, sufHybridWin)
 	st, err := b.readState(ctx, tk, sc, now)
 	if err != nil {
 		return v, false, err
