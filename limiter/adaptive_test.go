@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -479,6 +480,45 @@ func TestAdaptiveSnapshotRestore(t *testing.T) {
 	got, _ := l2.Adaptive(g)
 	if got.Limit != want.Limit || got.Unloaded != want.Unloaded || got.Probing {
 		t.Fatalf("restored %+v, want the limit and unloaded latency of %+v", got, want)
+	}
+}
+
+// Requests of peers sharing slots, shed and admitted at once on every
+// core, leave nothing counted behind: a shed gives back its request and
+// its peer by the slot's own transition, as a release does (a request
+// sharing the slot may have come or gone between its count and its shed).
+func TestAdaptiveShedGivesBackItsPeer(t *testing.T) {
+	l, g := newAdaptive(t, limitertest.Adaptive{Min: 1, Max: 1, WindowMS: 10})
+	// peers of two slots, several each
+	one, two := limiter.AdaptiveSlotOf(limitertest.Peer("100.64.0.0")), limiter.AdaptiveSlotOf(limitertest.Peer("100.64.0.1"))
+	var peers []peer.Peer
+	for i := 0; len(peers) < 8 && i < 1<<16; i++ {
+		p := limitertest.Peer(fmt.Sprintf("100.64.%d.%d", i>>8, i&255))
+		if s := limiter.AdaptiveSlotOf(p); s == one || s == two {
+			peers = append(peers, p)
+		}
+	}
+	if len(peers) < 8 {
+		t.Fatalf("%d peers in the two slots", len(peers))
+	}
+	var wg sync.WaitGroup
+	var sheds atomic.Int64
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20_000 {
+				d := l.Decide(limitertest.At(int64(10+i)), peers[(i+w)%len(peers)], g)
+				if d.Reason == limiter.ReasonAdaptive {
+					sheds.Add(1)
+				}
+				d.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	if v, _ := l.Adaptive(g); v.Inflight != 0 || v.Peers != 0 || sheds.Load() == 0 {
+		t.Fatalf("after every request gave back: %+v (%d shed)", v, sheds.Load())
 	}
 }
 

@@ -260,8 +260,22 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	key := KeyOf(&p.Key)
 	var as *atomic.Int32
 	if ad := gr.adaptive; ad != nil {
+		// The request's slot (adaptiveGroup.contend), written out here
+		// rather than called: every decision of the group runs it.
+		b, pace := ad.bounds.Load(), ad.pace.Load()
+		i := slotOf(key)
+		as = &ad.slots[i]
+		held := int64(as.Add(1)) - 1
+		c := int64(1)
+		if held == 0 {
+			c += onePeer
+		}
+		w := ad.counts.Add(c)
 		var shed bool
-		if as, shed = ad.acquire(key, ms, gr.Mode == ModeDryRun); shed {
+		if 2*(w&(onePeer-1)) > int64(b&(1<<32-1)) || uint32(pace) != 0 {
+			as, shed = ad.contend(as, i, held, w, b, pace, ms, gr.Mode == ModeDryRun)
+		}
+		if shed {
 			d = l.adaptiveShed(gr, g, ms)
 			if d.Allowed { // dry_run: let through, counted in flight
 				d.ad, d.as, d.sc = ad, as, sc
@@ -279,7 +293,7 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 		sc.Add(-1) // no slot held: no limit was evaluated, or a rejection
 		sc = nil
 	}
-	if as != nil && (out.Via == ViaNone && gr.Mode != ModeDryRun || out.Reason == ReasonUnavailable) {
+	if out.Via == ViaNone && as != nil && (gr.Mode != ModeDryRun || out.Reason == ReasonUnavailable) {
 		gr.adaptive.release(as) // the request does not reach the node
 		as = nil
 	}

@@ -9,7 +9,11 @@
 // chunks, off then on then on then off…, so that a noisy machine's load
 // falls on both alike; each pair of chunks gives one ratio, and it prints
 // their median and quartiles, and the fastest chunk of each. Serial, then
-// with -parallel goroutines deciding at once.
+// with -parallel goroutines deciding at once. A third side, the floor, is
+// off plus the least an exact count of the group's requests in flight can
+// cost: one shared word, one atomic addition at the decision and one at
+// the release; it runs in the same rotation, so that its ratio to off
+// says what the adaptive side's parallel ratio is made of.
 //
 //	go -C bench run ./cmd/adaptivecost
 package main
@@ -55,6 +59,8 @@ func main() {
 		g       limiter.GroupID
 		i       int // the next decision's index: its clock and peer
 		allowed atomic.Int64
+		// floor, when set: a word counting the side's requests in flight
+		floor *atomic.Int64
 	}
 	build := func(on bool) *side {
 		groups := limiter.ArweaveGroups()
@@ -77,7 +83,13 @@ func main() {
 		}
 		return &side{l: l, g: id, i: len(ps)}
 	}
-	off, on := build(false), build(true)
+	off, on, floor := build(false), build(true), build(false)
+	padded := new(struct {
+		_ [64]byte
+		n atomic.Int64
+		_ [64]byte
+	})
+	floor.floor = &padded.n
 	if v, ok := on.l.Adaptive(on.g); !ok || v.Limit != 1000 {
 		fmt.Fprintf(os.Stderr, "adaptive side not on: %+v\n", v)
 		os.Exit(1)
@@ -92,11 +104,17 @@ func main() {
 			from := s.i + j*k/w
 			wg.Go(func() {
 				for i := from; i < from+k/w; i++ {
+					if s.floor != nil {
+						s.floor.Add(1)
+					}
 					d := s.l.Decide(at(i), ps[(i*7919)%n], s.g)
 					if d.Allowed {
 						s.allowed.Add(1)
 					}
 					d.Release()
+					if s.floor != nil {
+						s.floor.Add(-1)
+					}
 				}
 			})
 		}
@@ -106,21 +124,21 @@ func main() {
 	}
 	fmt.Printf("%d pairs of %d decisions, %d peers; load %s\n", *pairs, *chunk, n, loadavg())
 	for _, w := range []int{1, *par} {
-		var ratios, offs, ons []float64
+		var ratios, fratios, offs, ons, floors []float64
 		for p := range *pairs {
-			var a, b float64
-			if p%2 == 0 {
-				a = run(off, *chunk, w)
-				b = run(on, *chunk, w)
-			} else {
-				b = run(on, *chunk, w)
-				a = run(off, *chunk, w)
+			// off, on and the floor, in an order turning with p
+			sides := [3]*side{off, on, floor}
+			var ns [3]float64
+			for j := range 3 {
+				k := (j + p) % 3
+				ns[k] = run(sides[k], *chunk, w)
 			}
-			offs, ons, ratios = append(offs, a), append(ons, b), append(ratios, b/a)
+			offs, ons, floors = append(offs, ns[0]), append(ons, ns[1]), append(floors, ns[2])
+			ratios, fratios = append(ratios, ns[1]/ns[0]), append(fratios, ns[2]/ns[0])
 		}
-		slices.Sort(ratios)
-		slices.Sort(offs)
-		slices.Sort(ons)
+		for _, x := range [][]float64{ratios, fratios, offs, ons, floors} {
+			slices.Sort(x)
+		}
 		q := func(x []float64, f float64) float64 { return x[int(f*float64(len(x)-1))] }
 		name := "serial"
 		if w > 1 {
@@ -129,6 +147,8 @@ func main() {
 		fmt.Printf("%s: admitted off %.1f %%, on %.1f %%\n", name, 100*float64(off.allowed.Swap(0))/float64(*pairs**chunk), 100*float64(on.allowed.Swap(0))/float64(*pairs**chunk))
 		fmt.Printf("%s: on/off per pair median %.3f (quartiles %.3f–%.3f); ns per decision off min %.1f median %.1f, on min %.1f median %.1f; min/min %.3f, median/median %.3f\n",
 			name, q(ratios, 0.5), q(ratios, 0.25), q(ratios, 0.75), offs[0], q(offs, 0.5), ons[0], q(ons, 0.5), ons[0]/offs[0], q(ons, 0.5)/q(offs, 0.5))
+		fmt.Printf("%s: floor (off + one shared in-flight word)/off median %.3f (quartiles %.3f–%.3f); floor ns min %.1f median %.1f\n",
+			name, q(fratios, 0.5), q(fratios, 0.25), q(fratios, 0.75), floors[0], q(floors, 0.5))
 	}
 }
 
