@@ -395,7 +395,9 @@ func (b *Backend) refreshSchedules(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := b.sched.refresh(rctx); err != nil {
-		b.h.fail(classify(err), fmt.Errorf("reading the shared tick schedules: %w", err))
+		// On a Redis Cluster, the master of ld:sched failing trips its
+		// slot, not every decision's: the schedules stay cached.
+		b.fail(keySchedules, err, fmt.Errorf("reading the shared tick schedules: %w", err))
 	}
 }
 
