@@ -32,3 +32,7 @@ func (b *Backend) Probe() (string, error) { return b.probe(context.Background())
 
 // TagOf is tagOf.
 var TagOf = tagOf
+
+// Reads returns the full reads of the shared live state r made, and its
+// peeks at the state's version and number of records.
+func (r *Replicator) Reads() (full, peeks int64) { return r.reads.Load(), r.peeks.Load() }

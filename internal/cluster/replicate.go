@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -123,7 +124,10 @@ type Replicator struct {
 	lastMS  int64
 	ctr     int64
 	applied int64
+	last    lastRead
 	lastErr time.Time
+	// reads and peeks count the full reads and the peeks (for tests).
+	reads, peeks atomic.Int64
 	// lastRefused is when shared records that are not fields were last
 	// logged.
 	lastRefused time.Time
@@ -360,6 +364,9 @@ func (r *Replicator) Publish(old, new map[string]string) {
 // one transaction, with the clock.
 func (r *Replicator) save(ctx context.Context) {
 	if r.opts.Records == nil {
+		r.mu.Lock()
+		clear(r.unsaved) // nowhere to keep them
+		r.mu.Unlock()
 		return
 	}
 	r.mu.Lock()
@@ -442,7 +449,7 @@ func (r *Replicator) Run(ctx context.Context) {
 		case <-r.kick:
 			r.sync(ctx)
 		case <-poll.C:
-			r.sync(ctx)
+			r.poll(ctx)
 		}
 	}
 }
@@ -460,6 +467,68 @@ func (r *Replicator) failed(what string, err error) {
 	}
 }
 
+// fullReadEvery bounds how long a poll goes on trusting the version and
+// the number of records: a record written into Redis by hand, without
+// the merge script's version bump, is read within it.
+const fullReadEvery = time.Minute
+
+// lastRead is what the last sync read and whether it left anything to do.
+type lastRead struct {
+	ver, count int64
+	at         time.Time
+	clean      bool
+}
+
+// poll is the periodic sync: a full one when the last left something to
+// do, the last full read is fullReadEvery old, a record is not yet kept
+// in the database, or this instance's live state is not what its records
+// say; else only when Redis's version or number of records moved since
+// the last full read (a message missed, Redis restarted or flushed, the
+// records deleted). A fleet at rest thus costs Redis a GET and an HLEN
+// per instance and second, not a read of every record, during which Redis
+// does nothing else (milliseconds with thousands of deny entries).
+func (r *Replicator) poll(ctx context.Context) {
+	r.mu.Lock()
+	last, unsaved := r.last, len(r.unsaved)
+	r.mu.Unlock()
+	if !last.clean || unsaved > 0 || time.Since(last.at) >= fullReadEvery || !r.applies() {
+		r.sync(ctx)
+		return
+	}
+	octx, cancel := context.WithTimeout(ctx, max(r.b.opts.Timeout, time.Second))
+	defer cancel()
+	ver, n, err := r.peek(octx)
+	if err != nil {
+		r.failed("reading the shared live state's version", err)
+		r.mu.Lock()
+		r.last.clean = false // a full sync once Redis answers
+		r.mu.Unlock()
+		return
+	}
+	if ver != last.ver || n != last.count {
+		r.sync(ctx)
+	}
+}
+
+// applies reports whether this instance's live state holds exactly the
+// fields its records say are set, with their values.
+func (r *Replicator) applies() bool {
+	local := r.opts.Local()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set := 0
+	for f, rec := range r.known {
+		if rec.Removed {
+			continue
+		}
+		if v, ok := local[f]; !ok || v != rec.Value {
+			return false
+		}
+		set++
+	}
+	return set == len(local)
+}
+
 // sync reads the shared records, takes the newer ones (kept in Records
 // first) into this instance's live state, and writes back the records of
 // its own Redis lacks or holds older.
@@ -468,11 +537,23 @@ func (r *Replicator) sync(ctx context.Context) {
 	defer cancel()
 	// What a failed save left, and records stamped without the store.
 	r.save(ctx)
-	ver, shared, refused, err := r.read(octx)
+	ver, count, shared, refused, err := r.read(octx)
 	if err != nil {
 		r.failed("reading the shared live state", err)
+		r.mu.Lock()
+		r.last.clean = false
+		r.mu.Unlock()
 		return
 	}
+	// clean: nothing left to do, Redis holding count records at version
+	// ver as read; a poll then reads the records again only once either
+	// changes (poll).
+	clean := true
+	defer func() {
+		r.mu.Lock()
+		r.last = lastRead{ver: ver, count: count, at: time.Now(), clean: clean}
+		r.mu.Unlock()
+	}()
 	r.mu.Lock()
 	changed := false
 	for f, rec := range shared {
@@ -530,6 +611,7 @@ func (r *Replicator) sync(ctx context.Context) {
 			return out
 		})
 		if err != nil {
+			clean = false
 			r.failed(fmt.Sprintf("the shared live state (version %d) does not apply over this instance's config file: keeping this instance's", ver), err)
 		} else {
 			r.b.log.Info("live state brought up to the shared one", "version", ver)
@@ -539,6 +621,7 @@ func (r *Replicator) sync(ctx context.Context) {
 	r.applied = ver
 	r.mu.Unlock()
 	for _, x := range replace {
+		clean = false // read back at the next poll
 		if _, err := r.b.t.runOne(octx, scriptCAS, []string{keyCfgState}, x[0], x[1], x[2]); err != nil {
 			r.failed("replacing a refused shared record", err)
 			break
@@ -547,6 +630,7 @@ func (r *Replicator) sync(ctx context.Context) {
 	if len(push) == 0 {
 		return
 	}
+	clean = false // the records pushed: read back at the next poll
 	args := append([]any{cfgChannel, r.b.inst}, push...)
 	v, err := r.b.t.runOne(octx, scriptMerge, []string{keyCfgVersion, keyCfgState}, args...)
 	if err == nil {
@@ -575,31 +659,42 @@ func unionFields(a, b map[string]string) map[string]bool {
 	return out
 }
 
-// read returns the shared version (0: none) and records, and the records
-// it refused (not ones limiterd writes, or stamped too far ahead), as they
-// are in Redis, by field.
-func (r *Replicator) read(ctx context.Context) (int64, map[string]Record, map[string]string, error) {
-	v, err := r.b.t.runOne(ctx, scriptRead, []string{keyCfgVersion, keyCfgState})
+// read returns the shared version (0: none), the number of records in
+// Redis, and the records, with those it refused (not ones limiterd writes,
+// or stamped too far ahead) as they are in Redis, by field. One MULTI of
+// GET and HGETALL: the version and the records at once, without a script
+// copying every record into a Lua table, which took Redis three to five
+// times as long (docs/benchmarks.md, "Reading the live edits").
+func (r *Replicator) read(ctx context.Context) (int64, int64, map[string]Record, map[string]string, error) {
+	var ver *redis.StringCmd
+	var all *redis.MapStringStringCmd
+	r.reads.Add(1)
+	r.b.t.roundTrips.Add(1)
+	r.b.t.commands.Add(2)
+	if _, err := r.b.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		ver, all = p.Get(ctx, keyCfgVersion), p.HGetAll(ctx, keyCfgState)
+		return nil
+	}); err != nil && err != redis.Nil {
+		return 0, 0, nil, nil, err
+	}
+	v := int64(0)
+	if s, err := ver.Result(); err == nil {
+		n, perr := strconv.ParseInt(s, 10, 64)
+		if perr != nil {
+			return 0, 0, nil, nil, fmt.Errorf("%w: the live state's version %q", ErrReply, s)
+		}
+		v = n
+	} else if err != redis.Nil {
+		return 0, 0, nil, nil, err
+	}
+	fields, err := all.Result()
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, 0, nil, nil, err
 	}
-	a, ok := v.([]any)
-	if !ok || len(a)%2 != 1 {
-		return 0, nil, nil, fmt.Errorf("%w: %T from the live state read", ErrReply, v)
-	}
-	ver, ok := a[0].(int64)
-	if !ok {
-		return 0, nil, nil, fmt.Errorf("%w: version %T", ErrReply, a[0])
-	}
-	recs := make(map[string]Record, len(a)/2)
+	recs := make(map[string]Record, len(fields))
 	var bad map[string]string
 	refused, first := 0, ""
-	for i := 1; i < len(a); i += 2 {
-		f, ok1 := a[i].(string)
-		val, ok2 := a[i+1].(string)
-		if !ok1 || !ok2 {
-			return 0, nil, nil, fmt.Errorf("%w: field %T %T", ErrReply, a[i], a[i+1])
-		}
+	for f, val := range fields {
 		rec, ok := decodeRecord(val)
 		err := errors.New("not a record")
 		if ok {
@@ -625,7 +720,25 @@ func (r *Replicator) read(ctx context.Context) (int64, map[string]Record, map[st
 	if refused > 0 {
 		r.refused(refused, first)
 	}
-	return ver, recs, bad, nil
+	return v, int64(len(fields)), recs, bad, nil
+}
+
+// peek returns the shared version and the number of records in Redis,
+// at once (a script of GET and HLEN).
+func (r *Replicator) peek(ctx context.Context) (ver, n int64, err error) {
+	r.peeks.Add(1)
+	v, err := r.b.t.runOne(ctx, scriptPeek, []string{keyCfgVersion, keyCfgState})
+	if err != nil {
+		return 0, 0, err
+	}
+	a, err := ints(v)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(a) != 2 {
+		return 0, 0, fmt.Errorf("%w: %d integers from the live state's peek, want 2", ErrReply, len(a))
+	}
+	return a[0], a[1], nil
 }
 
 // refused logs shared records that are not ones limiterd writes, at most

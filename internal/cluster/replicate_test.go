@@ -171,7 +171,7 @@ func TestRecordFromFarAheadRefused(t *testing.T) {
 		"group:chunk", stamp(time.Hour)+" slimit=7").Err(); err != nil {
 		t.Fatal(err)
 	}
-	rdb.Incr(ctx, "ld:{cfg}:version")
+	rdb.Incr(ctx, "ld:{cfg}:ver")
 	converged(t, map[string]string{"group:general": "limit=5", "group:chunk": "limit=7"}, a, b)
 	// And an edit made now still wins over nothing but its own field's
 	// older records.
@@ -180,5 +180,43 @@ func TestRecordFromFarAheadRefused(t *testing.T) {
 	// The planted record itself was replaced in Redis.
 	if got, _ := rdb.HGet(ctx, "ld:{cfg}:live", "group:general").Result(); strings.Contains(got, "planted") {
 		t.Fatalf("the record from far ahead is still shared: %q", got)
+	}
+}
+
+// TestLivePollReadsOnlyWhatMoved: instances at rest ask Redis each second
+// for the live state's version and number of records, not for every
+// record; a record Redis gains or loses without a version bump (written
+// by hand, the hash deleted) is still read within a poll or two.
+func TestLivePollReadsOnlyWhatMoved(t *testing.T) {
+	if !redistest.Available(t) {
+		t.Skip("redis-server not installed")
+	}
+	srv := redistest.Start(t)
+	a, b := startLive(t, srv.Addr()), startLive(t, srv.Addr())
+	a.edit("group:general", "limit=5")
+	converged(t, map[string]string{"group:general": "limit=5"}, a, b)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	time.Sleep(1500 * time.Millisecond) // the reads after the edit
+	full0, peeks0 := a.r.Reads()
+	time.Sleep(3 * time.Second)
+	if full, peeks := a.r.Reads(); full != full0 || peeks-peeks0 < 2 {
+		t.Fatalf("at rest for 3 s: %d full reads, %d peeks; want none and a peek a second", full-full0, peeks-peeks0)
+	}
+	// A record written by hand, no version bump: Redis holds one more.
+	stamp := fmt.Sprintf("%013d.%06d.%s", time.Now().UnixMilli(), 0, "byhand")
+	if err := rdb.HSet(ctx, "ld:{cfg}:live", "group:chunk", stamp+" slimit=7").Err(); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, map[string]string{"group:general": "limit=5", "group:chunk": "limit=7"}, a, b)
+	// The records deleted: given back by the instances.
+	rdb.Del(ctx, "ld:{cfg}:live")
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.HLen(ctx, "ld:{cfg}:live").Val() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted records not given back: %v", rdb.HGetAll(ctx, "ld:{cfg}:live").Val())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

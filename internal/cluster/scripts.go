@@ -43,8 +43,8 @@ var (
 	lfHybridSrc string
 	//go:embed lua/cfg_merge.lua
 	cfgMergeSrc string
-	//go:embed lua/cfg_read.lua
-	cfgReadSrc string
+	//go:embed lua/cfg_peek.lua
+	cfgPeekSrc string
 )
 
 // The scripts.
@@ -55,5 +55,5 @@ var (
 	scriptCAS      = newScript("cas", casSrc)
 	scriptLFHybrid = keyScript("lf_hybrid", lfHybridSrc)
 	scriptMerge    = newScript("cfg_merge", cfgMergeSrc)
-	scriptRead     = newScript("cfg_read", cfgReadSrc)
+	scriptPeek     = newScript("cfg_peek", cfgPeekSrc)
 )
