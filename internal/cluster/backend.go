@@ -565,7 +565,7 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outc
 			}
 			return out, u, h
 		}
-		b.fail(tagOf(k.Peer().String(), g.Name), err, fmt.Errorf("group %s: %w", g.Name, err))
+		b.fail(failedKey(k, g, err), err, fmt.Errorf("group %s: %w", g.Name, err))
 	}
 	switch b.opts.OnFailure {
 	case FailOpen:
@@ -578,6 +578,17 @@ func (b *Backend) Admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outc
 	}
 	b.failLocal.Add(1)
 	return b.fb.Admit(ms, k, g)
+}
+
+// failedKey returns the key a call of peer k in group g that failed with
+// err failed on: the shared schedules' when reading or establishing them
+// failed, else the (peer, group)'s hash tag.
+func failedKey(k limiter.Key, g *limiter.Group, err error) string {
+	var se *scheduleError
+	if errors.As(err, &se) {
+		return keySchedules
+	}
+	return tagOf(k.Peer().String(), g.Name)
 }
 
 // fail records a call on key (any key of one (peer, group), or its hash
@@ -634,7 +645,7 @@ func (b *Backend) Reduce(ms int64, k limiter.Key, g *limiter.Group) limiter.Redu
 		if err == nil {
 			return r
 		}
-		b.fail(tagOf(k.Peer().String(), g.Name), err, fmt.Errorf("group %s: reduce: %w", g.Name, err))
+		b.fail(failedKey(k, g, err), err, fmt.Errorf("group %s: reduce: %w", g.Name, err))
 	}
 	if b.fb != nil {
 		return b.fb.Reduce(ms, k, g)
@@ -653,7 +664,7 @@ func (b *Backend) Forget(k limiter.Key, g *limiter.Group) bool {
 		ok, err := b.eng.forget(ctx, k, g)
 		cancel()
 		if err != nil {
-			b.fail(tagOf(k.Peer().String(), g.Name), err, fmt.Errorf("group %s: forget: %w", g.Name, err))
+			b.fail(failedKey(k, g, err), err, fmt.Errorf("group %s: forget: %w", g.Name, err))
 		}
 		found = found || ok
 	}

@@ -117,8 +117,20 @@ func (s *schedules) forDecision(g *limiter.Group, deadline time.Time) (*sharedSc
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	return s.get(ctx, g)
+	c, err := s.get(ctx, g)
+	if err != nil {
+		return nil, &scheduleError{err}
+	}
+	return c, nil
 }
+
+// scheduleError is a decision's failure to read or establish its group's
+// shared schedules: a failure of ld:sched, not of the (peer, group)'s
+// keys (on a Redis Cluster, they are on different masters).
+type scheduleError struct{ err error }
+
+func (e *scheduleError) Error() string { return "the group's shared tick schedule: " + e.err.Error() }
+func (e *scheduleError) Unwrap() error { return e.err }
 
 // get returns group g's shared schedules, establishing them in Redis when
 // this instance has none that fit g's intervals (a round trip or three,

@@ -117,3 +117,37 @@ func TestRedisClusterSlotBreaker(t *testing.T) {
 		t.Errorf("the trip and the recovery are not logged:\n%s", logA)
 	}
 }
+
+// TestRedisClusterScheduleMasterDown: the master of the groups' shared
+// schedules (ld:sched) stops before an instance has read its group's: the
+// decisions that need it fail as on_failure says, and the slot tripped is
+// ld:sched's, not those of the peers deciding, whose masters answer.
+func TestRedisClusterScheduleMasterDown(t *testing.T) {
+	if !redistest.Available(t) {
+		t.Skip("redis-server not installed")
+	}
+	c := redistest.StartClusterReplicas(t, 3, 0, 1000, "--cluster-require-full-coverage", "no")
+	var addrs []string
+	for _, s := range c.Nodes {
+		addrs = append(addrs, s.Addr())
+	}
+	a, limA, _ := open(t, cluster.Options{Addrs: addrs, OnFailure: cluster.FailClosed, Timeout: time.Second})
+	victim := c.MasterOf("ld:sched")
+	key := func(peer string) string { return "ld:" + cluster.TagOf(peer, "general") + ":pt" }
+	var elsewhere []string
+	for i := 0; len(elsewhere) < 4; i++ {
+		if p := fmt.Sprintf("198.51.100.%d", i); c.MasterOf(key(p)) != victim {
+			elsewhere = append(elsewhere, p)
+		}
+	}
+	victim.Stop()
+	for _, p := range elsewhere {
+		if d := decide(limA, p); d.Reason != limiter.ReasonUnavailable {
+			t.Fatalf("peer %s without its group's schedule: %v/%v, want unavailable", p, d.Allowed, d.Reason)
+		}
+	}
+	// ld:sched's slot alone, or (the probe's) every slot of its master
+	if n := a.Status().Down.Count; n != 1 && n != 5461 && n != 5462 {
+		t.Fatalf("%d slots down after the schedules' master stopped: want ld:sched's, or its master's", n)
+	}
+}
