@@ -22,11 +22,8 @@ func TestRedisClusterSlotBreaker(t *testing.T) {
 	if !redistest.Available(t) {
 		t.Skip("redis-server not installed")
 	}
-	c := redistest.StartClusterReplicas(t, 3, 0, 1000, "--cluster-require-full-coverage", "no")
-	var addrs []string
-	for _, s := range c.Nodes {
-		addrs = append(addrs, s.Addr())
-	}
+	c := redistest.StartPartialCluster(t)
+	addrs := c.Addrs()
 	o := cluster.Options{Addrs: addrs, OnFailure: cluster.FailClosed, Timeout: time.Second}
 	a, limA, logA := open(t, o)
 	b, limB, logB := open(t, o)
@@ -126,11 +123,8 @@ func TestRedisClusterScheduleMasterDown(t *testing.T) {
 	if !redistest.Available(t) {
 		t.Skip("redis-server not installed")
 	}
-	c := redistest.StartClusterReplicas(t, 3, 0, 1000, "--cluster-require-full-coverage", "no")
-	var addrs []string
-	for _, s := range c.Nodes {
-		addrs = append(addrs, s.Addr())
-	}
+	c := redistest.StartPartialCluster(t)
+	addrs := c.Addrs()
 	a, limA, _ := open(t, cluster.Options{Addrs: addrs, OnFailure: cluster.FailClosed, Timeout: time.Second})
 	victim := c.MasterOf("ld:sched")
 	key := func(peer string) string { return "ld:" + cluster.TagOf(peer, "general") + ":pt" }

@@ -64,6 +64,23 @@ func StartClusterReplicas(tb testing.TB, masters, replicas, nodeTimeoutMS int, e
 	return c
 }
 
+// StartPartialCluster runs a Redis Cluster of three masters without
+// replicas that go on serving their slots while one of them is down
+// (cluster-require-full-coverage off): a master stopped stays down.
+func StartPartialCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	return StartClusterReplicas(tb, 3, 0, 1000, "--cluster-require-full-coverage", "no")
+}
+
+// Addrs returns the addresses of c's nodes.
+func (c *Cluster) Addrs() []string {
+	var addrs []string
+	for _, s := range c.Nodes {
+		addrs = append(addrs, s.Addr())
+	}
+	return addrs
+}
+
 // WaitOK waits up to within until every running node says cluster_state:ok
 // and sees each slot served by a master not failing.
 func (c *Cluster) WaitOK(within time.Duration) {
