@@ -260,8 +260,10 @@ func (l *Limiter) Decide(now time.Time, p peer.Peer, g GroupID) (d Decision) {
 	key := KeyOf(&p.Key)
 	var as *atomic.Int32
 	if ad := gr.adaptive; ad != nil {
-		// The request's slot (adaptiveGroup.contend), written out here
-		// rather than called: every decision of the group runs it.
+		// The request takes its in-flight slot and the group's count
+		// here rather than in a call, as every decision of the group
+		// does; adaptiveGroup.contend decides the rest when the group is
+		// busy or over its limit.
 		b, pace := ad.bounds.Load(), ad.pace.Load()
 		i := slotOf(key)
 		as = &ad.slots[i]
