@@ -85,7 +85,7 @@ func algoParams(g *limiter.Group, sc *sharedSched) []any {
 	if g.Algorithm == algo.SlidingLog {
 		return []any{p.Limit, p.Period, g.PeerConcurrencyLimit()}
 	}
-	return []any{int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit(), sc.gen}
+	return []any{int(g.Algorithm), p.Limit, p.Period, p.Burst, g.PeerConcurrencyLimit(), numArg(sc.gen)}
 }
 
 // algoCall runs a decision (decide) or a manual reduction of g's
@@ -102,10 +102,10 @@ func (b *Backend) algoCall(deadline time.Time, decide bool, keys []string, g *li
 		rel = b.keeper.take(countsKey(keys))
 	}
 	ep := b.sched.params.get(g, sc, algoParams)
-	op, member := "A", ""
+	op, member := "A", false
 	switch {
 	case g.Algorithm == algo.SlidingLog && decide:
-		op, member = "l", b.keeper.member()
+		op, member = "l", true
 	case g.Algorithm == algo.SlidingLog:
 		op = "L"
 	case decide:
@@ -116,7 +116,10 @@ func (b *Backend) algoCall(deadline time.Time, decide bool, keys []string, g *li
 		c := entryCall(op, keys, ep)
 		switch {
 		case g.Algorithm == algo.SlidingLog:
-			c.e.args = append(c.e.args, rel, member)
+			c.e.args = append(c.e.args, rel)
+			if member {
+				c.e.seq = b.keeper.seq.Add(1)
+			}
 		case rescaled != nil:
 			c.e.args = append(c.e.args, rescaled...)
 		default:

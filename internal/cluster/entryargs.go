@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -17,13 +20,15 @@ import (
 // into the caller's own array.
 
 // entryParams are the arguments a group's entries share in a batch — its
-// settings and its shared schedule — boxed once for a (group, version,
-// schedule); a batch numbers them by this pointer.
+// settings and its shared schedule — packed once for a (group, version,
+// schedule) as the batch script reads them (packNums); a batch numbers
+// them by this pointer.
 type entryParams struct {
-	g    *limiter.Group
-	ver  uint64
-	sc   *sharedSched
-	args []any
+	g      *limiter.Group
+	ver    uint64
+	sc     *sharedSched
+	args   []any
+	packed []byte
 }
 
 // paramsCache holds the last entryParams of each group.
@@ -35,9 +40,51 @@ func (pc *paramsCache) get(g *limiter.Group, sc *sharedSched, build func(*limite
 	if p := pc[g.ID].Load(); p != nil && p.g == g && p.ver == g.Version && p.sc == sc {
 		return p
 	}
-	p := &entryParams{g: g, ver: g.Version, sc: sc, args: build(g, sc)}
+	args := build(g, sc)
+	p := &entryParams{g: g, ver: g.Version, sc: sc, args: args, packed: packNums(nil, args)}
 	pc[g.ID].Store(p)
 	return p
+}
+
+// appendNum appends v as the batch script reads a number of an entry: a
+// little-endian double (struct's '<d'), exact within ±2⁵³ as every
+// number the script computes with is.
+func appendNum(b []byte, v int64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
+}
+
+// packNums appends the numbers args (int, int64, or an integer's decimal
+// text, as a generation is kept) to b with appendNum. Anything else is
+// packed as NaN, which the script refuses as no number it wrote.
+func packNums(b []byte, args []any) []byte {
+	for _, a := range args {
+		b = appendArg(b, a)
+	}
+	return b
+}
+
+// appendArg appends one argument of an entry: a number as appendNum
+// does, a string as it is (the member of a window, the last argument).
+func appendArg(b []byte, a any) []byte {
+	switch v := a.(type) {
+	case int:
+		return appendNum(b, int64(v))
+	case int64:
+		return appendNum(b, v)
+	case string:
+		return append(b, v...)
+	}
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(math.NaN()))
+}
+
+// numArg is a number given as its decimal text (a generation) as a
+// number for packNums.
+func numArg(s string) any {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return n
 }
 
 // appendPeer appends k's text (peer.Key.String) to b.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,11 +45,6 @@ type slotKeeper struct {
 
 func newSlotKeeper(b *Backend) *slotKeeper {
 	return &slotKeeper{b: b, lease: b.opts.Lease.Milliseconds(), fix: make(chan []string, 64), pending: map[string]int{}, older: map[string]int{}}
-}
-
-// member returns a new slot id, unique across instances.
-func (k *slotKeeper) member() string {
-	return k.b.inst + ":" + strconv.FormatUint(k.seq.Add(1), 36)
 }
 
 func (k *slotKeeper) release(sl slot) {

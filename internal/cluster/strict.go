@@ -36,7 +36,7 @@ func hybridParams(g *limiter.Group, sc *sharedSched) []any {
 	params := make([]any, 0, 20)
 	params = append(params, sc.args[:]...)
 	return append(params, g.CleanupAge(), g.PeerConcurrencyLimit(), g.SlidingWindowLimit, g.SlidingWindowDuration,
-		g.LeakyLimit, g.LeakyTickReduction, windowTTL(g, sc), sc.gen)
+		g.LeakyLimit, g.LeakyTickReduction, windowTTL(g, sc), numArg(sc.gen))
 }
 
 func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outcome, limiter.Usage, limiter.Handle, error) {
@@ -53,7 +53,8 @@ func (s *strict) admit(ms int64, k limiter.Key, g *limiter.Group) (limiter.Outco
 	rel := s.b.keeper.take(keys[0])
 	p := s.b.sched.params.get(g, sc, hybridParams)
 	c := entryCall("h", keys, p)
-	c.e.args = append(c.e.args, rel, s.b.keeper.member())
+	c.e.args = append(c.e.args, rel)
+	c.e.seq = s.b.keeper.seq.Add(1)
 	v, err := s.b.t.wait(deadline, c)
 	if err != nil {
 		s.b.keeper.untake(keys[0], rel, err)
@@ -119,7 +120,7 @@ func (s *strict) reduce(ms int64, k limiter.Key, g *limiter.Group) (limiter.Redu
 	}
 	keys := hybridKeys(k, g, sc)
 	p := s.b.sched.params.get(g, sc, hybridParams)
-	v, err := s.b.t.doEntry(deadline, &entry{op: "H", keys: keys, pkey: p, params: p.args})
+	v, err := s.b.t.doEntry(deadline, &entry{op: "H", keys: keys, pkey: p, params: p.packed})
 	r, err := reduceReply(v, err)
 	if err != nil {
 		return r, s.b.keyFailed(keys, err)
@@ -223,7 +224,7 @@ func (s *strict) probe(ctx context.Context) error {
 	sched := schedArgs(limiter.NewSchedule(0, 1000))
 	params := append(append(sched[:], sched[:]...), 1000, 1<<30, 1, 1000, 1, 1, 2000, 0)
 	keys := []string{base + sufTokens, base + sufHybridWin}
-	c := &call{ent: &entry{op: "h", keys: keys, pkey: 1, params: params, args: []any{0, "probe"}}, keys: keys}
+	c := &call{ent: &entry{op: "h", keys: keys, pkey: 1, params: packNums(nil, params), args: []any{0, "probe"}}, keys: keys}
 	s.b.t.exec(ctx, []*call{c})
 	err := c.err
 	if err == nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -119,9 +121,13 @@ type call struct {
 	e      entry
 	argBuf [11]any
 	// parts are the entries a batch call carries, and pkeys the keys of
-	// their shared params, numbered from 1 in order.
+	// their shared params, numbered from 1 in order; buf holds the
+	// entries' arguments one after the other, and ents each one's (in
+	// buf, not copied).
 	parts []*call
 	pkeys []any
+	buf   []byte
+	ents  []string
 }
 
 // callPool holds the calls of the request path between two uses.
@@ -137,14 +143,17 @@ func (c *call) signal() {
 
 // entry is one operation of the decision batch script (lua/decide.lua):
 // its op, its keys, the arguments it may share with the other entries of
-// its batch (params, shared when pkey is equal: the same group and
-// schedule) and its own.
+// its batch (params, packed by packNums, shared when pkey is equal: the
+// same group and schedule) and its own (numbers, then a string at most);
+// seq, when not 0, makes the member its admission adds to a window: this
+// instance's id, ':' and seq in base 36, unique across instances.
 type entry struct {
 	op     string
 	keys   []string
 	pkey   any
-	params []any
+	params []byte
 	args   []any
+	seq    uint64
 }
 
 // maxEntries caps the entries of one batch script call: Redis runs one
@@ -236,7 +245,7 @@ func (t *transport) doEntry(deadline time.Time, e *entry) (any, error) {
 // entry or its arguments made on the heap for it.
 func entryCall(op string, keys []string, p *entryParams) *call {
 	c := callPool.Get().(*call)
-	c.e = entry{op: op, keys: keys, pkey: p, params: p.args, args: c.argBuf[:0]}
+	c.e = entry{op: op, keys: keys, pkey: p, params: p.packed, args: c.argBuf[:0]}
 	c.ent, c.keys = &c.e, keys
 	return c
 }
@@ -435,76 +444,55 @@ func (t *transport) assemble(calls []*call) []*call {
 			}
 			b = single
 		}
-		b.add(c)
+		b.add(c, t.inst)
 	}
 	for _, b := range wire {
 		if b.parts != nil {
 			b.args[3] = len(b.parts)
+			for j := range b.ents {
+				b.args = append(b.args, &b.ents[j])
+			}
 		}
 	}
 	return wire
 }
 
 func newBatchCall(clock string, inst string, lease int64) *call {
-	args := make([]any, 4, 64)
+	args := make([]any, 4, 4+maxEntries)
 	args[0], args[1], args[2], args[3] = clock, inst, lease, 0
-	return &call{s: scriptDecide, args: args, keys: make([]string, 0, 16), parts: make([]*call, 0, 16)}
+	return &call{s: scriptDecide, args: args, keys: make([]string, 0, 16), parts: make([]*call, 0, 16),
+		buf: make([]byte, 0, 1024), ents: make([]string, 0, 16)}
 }
 
-// Ops as script arguments, boxed once.
-var (
-	argH, argHR, argA, argAR, argL, argLR = any("h"), any("H"), any("a"), any("A"), any("l"), any("L")
-	argF, argR, argN                      = any("f"), any("r"), any("n")
-)
-
-// opArg returns op as a script argument.
-func opArg(op string) any {
-	switch op {
-	case "h":
-		return argH
-	case "H":
-		return argHR
-	case "a":
-		return argA
-	case "A":
-		return argAR
-	case "l":
-		return argL
-	case "L":
-		return argLR
-	case "f":
-		return argF
-	case "r":
-		return argR
-	case "n":
-		return argN
-	}
-	return op
-}
-
-// add appends c's entry to batch call b.
-func (b *call) add(c *call) {
+// add appends c's entry to batch call b, whose instance is inst: its
+// keys, and its one argument (lua/decide.lua; decision 237) — its op,
+// the number of its params block in b (their values too when it is the
+// block's first entry), its own numbers, then its string or member.
+func (b *call) add(c *call, inst string) {
 	e := c.ent
 	b.parts = append(b.parts, c)
 	b.keys = append(b.keys, e.keys...)
-	n := len(e.args)
-	ref := 0
+	start := len(b.buf)
+	b.buf = append(b.buf, e.op...)
 	if e.pkey != nil {
-		ref = b.paramRef(e.pkey)
+		ref := b.paramRef(e.pkey)
+		b.buf = append(b.buf, byte(ref))
 		if ref == 0 {
-			n += 1 + len(e.params)
-		} else {
-			n++
+			b.buf = append(b.buf, e.params...)
 		}
 	}
-	b.args = append(b.args, opArg(e.op), n)
-	if e.pkey != nil {
-		b.args = append(b.args, ref)
-		if ref == 0 {
-			b.args = append(b.args, e.params...)
-		}
+	for _, a := range e.args {
+		b.buf = appendArg(b.buf, a)
 	}
-	b.args = append(b.args, e.args...)
+	if e.seq != 0 {
+		b.buf = append(b.buf, inst...)
+		b.buf = append(b.buf, ':')
+		b.buf = strconv.AppendUint(b.buf, e.seq, 36)
+	}
+	// The entry's bytes are never written again (b.buf only grows past
+	// them; a larger array leaves them in the old one): a string of them
+	// costs no copy.
+	b.ents = append(b.ents, unsafe.String(&b.buf[start], len(b.buf)-start))
 }
 
 // paramRef returns the number of the params block pkey names in b, or 0

@@ -12,9 +12,11 @@ package main
 import (
 	"context"
 	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"math"
 	"net/netip"
 	"os"
 	"strconv"
@@ -127,40 +129,61 @@ func run(ctx context.Context, rdb *redis.Client, v variant, peers []string, ncal
 			if e == 0 {
 				ref = 0
 			}
+			// One argument an entry (decide.lua's header): the op, the
+			// number of its params block (0: they follow), the numbers
+			// as little-endian doubles, then the member.
+			var a []byte
 			switch *kind {
 			case "gcra", "token_bucket":
-				k := 2
+				k := int64(2)
 				if *kind == "token_bucket" {
 					k = 1
 				}
 				ks = append(ks, tag+":s")
+				a = append(a, 'a', byte(ref))
 				if ref == 0 {
-					args = append(args, "a", 9, 0, k, 1_000_000, 1000, 1_000_000, 1<<30, "0", 0, 0)
-				} else {
-					args = append(args, "a", 3, 1, 0, 0)
+					a = nums(a, k, 1_000_000, 1000, 1_000_000, 1<<30, 0)
 				}
+				a = nums(a, 0, 0)
 			case "hybrid":
 				ks = append(ks, tag+":t", tag+":0:hw")
+				a = append(a, 'h', byte(ref))
 				if ref == 0 {
-					args = append(args, "h", 23, 0,
-						0, 0, 30000, 0, 0, 0, 0, 0, 120000, 0, 0, 0,
-						120000, 1<<30, 0, 1000, 1<<30, 1<<30, 2000, "0", 0, "bench-inst:"+strconv.Itoa(pos))
-				} else {
-					args = append(args, "h", 3, 1, 0, "bench-inst:"+strconv.Itoa(pos))
+					a = nums(a, 0, 0, 30000, 0, 0, 0, 0, 0, 120000, 0, 0, 0,
+						120000, 1<<30, 0, 1000, 1<<30, 1<<30, 2000, 0)
 				}
+				a = nums(a, 0)
+				a = append(a, "bench-inst:"+strconv.Itoa(pos)...)
 			default:
 				panic("unknown -algo " + *kind)
 			}
+			args = append(args, a)
 		}
 		res, err := rdb.EvalSha(ctx, v.sha, ks, args...).Result()
 		if err != nil {
 			panic(fmt.Sprint(v.name, ": ", err))
 		}
-		a := res.([]any)
-		if r, ok := a[0].([]any); ok && r[0] == int64(-1) {
-			panic(fmt.Sprint(v.name, ": ", r))
+		switch a := res.(type) {
+		case []any:
+			if r, ok := a[0].([]any); ok && r[0] == int64(-1) {
+				panic(fmt.Sprint(v.name, ": ", r))
+			}
+		case string:
+			// one packed string: each entry's count of integers, 255 for an
+			// error, then its integers (doubles) or its message
+			if len(a) == 0 || a[0] == 255 {
+				panic(fmt.Sprintf("%s: %q", v.name, a))
+			}
 		}
 	}
+}
+
+// nums appends vs to a as decide.lua reads an entry's numbers.
+func nums(a []byte, vs ...int64) []byte {
+	for _, v := range vs {
+		a = binary.LittleEndian.AppendUint64(a, math.Float64bits(float64(v)))
+	}
+	return a
 }
 
 // micros returns the µs Redis spent in cmd since CONFIG RESETSTAT.

@@ -17,11 +17,14 @@
 --
 -- ARGV[1] now in ms, '' for Redis TIME (tests inject their clock)
 -- ARGV[2] instance id, ARGV[3] lease ms, ARGV[4] the number of entries,
--- then the entries, each its op, the number of arguments that follow, then
--- those arguments; its keys are taken from KEYS in order. Arguments that several entries share (a group's limits
--- and schedule) travel once: an entry's "params" is 0 followed by them (they
--- are numbered in order of appearance from 1), or the number of an earlier
--- block.
+-- then the entries, one argument each (decision 237): its op (a byte),
+-- then its numbers packed as little-endian doubles (struct's '<d', read
+-- with one struct.unpack rather than a tonumber each), then, for 'h' and
+-- 'l', the member its admission adds to the window (the bytes left); its
+-- keys are taken from KEYS in order. Arguments that several entries share
+-- (a group's limits and schedule) travel once: an entry's "params" is a
+-- byte 0 followed by them (they are numbered in order of appearance from
+-- 1), or the byte number of an earlier block.
 --
 --  'h' hybrid decision, 'H' its manual reduction  KEYS t (fields: tok, tk),
 --      w (ZSET window)
@@ -29,7 +32,7 @@
 --      expiry, concurrency_limit, sliding_window_limit, sliding_window_duration,
 --      leaky_limit, leaky_tick_reduction, ms the window key outlives an
 --      admission, the generation; then rel, the releases of this instance on the key not
---      sent yet (applied first), and the slot id.
+--      sent yet (applied first), and the slot id (the member).
 --      -> {verdict, inflight, window, oldest, tokens, now, next_tick}
 --      verdict 0 concurrency, 1 rate_limit, 2 window, 3 bucket;
 --      the reduction answers {1 reduced | 0 nothing to give back, now}
@@ -39,7 +42,7 @@
 --      generation; then rel;
 --      then 0, or 1
 --      and the state "A B C l p u" the caller read and rescaled and the
---      state A B C to put in its place.
+--      state A B C to put in its place (nine numbers).
 --      -> {verdict, inflight, A, B, C, now}: verdict 0 concurrency,
 --      1 rate_limit, 4 admitted, 5 reduced, 6 nothing to reduce; or
 --      {9, 0, A, B, C, now, l, p, u}: the state is measured in other limits
@@ -47,15 +50,17 @@
 --      again with it)
 --  'l' sliding_log decision, 'L' its reduction  KEYS l (ZSET timestamps),
 --      c (no fields: the counts only)
---      params(3): limit, period, concurrency_limit; then rel, the slot id.
+--      params(3): limit, period, concurrency_limit; then rel, the slot id
+--      (the member).
 --      -> {verdict, inflight, count, gate, now}
 --  'f' forget  KEYS a state string: its fields go, the counts stay
 --      -> {1 | 0 there were none}
---  'r' release  KEYS the key holding the counts; n
+--  'r' release  KEYS the key holding the counts; params: none; n
 --      -> {the count left}
 --  'n' renew this instance's lease on its count in KEYS (the key's life
 --      only ever extended)  -> {1 | 0 this instance holds nothing there}
--- An entry that fails answers {-1, error}.
+-- ('f', 'r' and 'n' have no params byte.) An entry that fails answers
+-- {-1, error}.
 local now
 if ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
@@ -66,6 +71,8 @@ end
 local inst, lease = ARGV[2], tonumber(ARGV[3])
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 local byte, sub, char = string.byte, string.sub, string.char
+-- the ops, as the byte an entry starts with
+local OPh, OPH, OPa, OPA, OPl, OPL, OPf, OPr, OPn = byte('hHaAlLfrn', 1, 9)
 local call = redis.call
 
 -- struct.pack and struct.unpack with the formats used here ('<' then 'B'
@@ -106,11 +113,16 @@ else
     if b8 >= 128 then v = -v end
     return v
   end
+  -- ('c0': a string as it is, whole)
   pack = function(fmt, ...)
-    local out = {}
+    local out, a = {}, 0
     for j = 2, #fmt do
-      local v = select(j - 1, ...)
-      if sub(fmt, j, j) == 'B' then out[j - 1] = char(v) else out[j - 1] = dbl(v) end
+      local c = sub(fmt, j, j)
+      if c ~= '0' then
+        a = a + 1
+        local v = select(a, ...)
+        if c == 'B' then out[a] = char(v) elseif c == 'c' then out[a] = v else out[a] = dbl(v) end
+      end
     end
     return table.concat(out)
   end
@@ -131,7 +143,9 @@ end
 
 -- A value read from Redis is an integer within ±2^53 (at least lo): else
 -- the entry fails as corrupt and the caller repairs the key. (NaN fails
--- every comparison, infinities the bound.)
+-- every comparison, infinities the bound.) On the paths every decision
+-- takes the test is written out rather than called: a Lua call costs more
+-- than the test.
 local M = 9007199254740992
 local function int(v, lo) return v >= lo and v <= M and v % 1 == 0 end
 local function corrupt(what, v)
@@ -160,11 +174,11 @@ local function load(key, rel)
   local len, nf = #raw, byte(raw, 1)
   if not nf or nf > 8 or 9 + 8 * nf > len then corrupt('state of ' .. len .. ' bytes', raw) end
   local exp, g = unpack('<dd', raw, 2)
-  if not int(exp, 0) then corrupt('expiry', exp) end
+  if not (exp >= 0 and exp <= M and exp % 1 == 0) then corrupt('expiry', exp) end
   curexp = exp
   local f = nf
   if curgen and nf > 0 then
-    if not int(g, 0) then corrupt('generation', g) end
+    if not (g >= 0 and g <= M and g % 1 == 0) then corrupt('generation', g) end
     if g ~= curgen then f = 0 end
   end
   local inflight, own, others = 0, 0, ''
@@ -173,8 +187,8 @@ local function load(key, rel)
     local q = p + byte(raw, p) + 17
     if q - 1 > len then corrupt('in-flight part', sub(raw, p)) end
     local n, e = unpack('<dd', raw, q - 16)
-    if not int(n, 0) then corrupt('in-flight count', n) end
-    if not int(e, 0) then corrupt('lease', e) end
+    if not (n >= 0 and n <= M and n % 1 == 0) then corrupt('in-flight count', n) end
+    if not (e >= 0 and e <= M and e % 1 == 0) then corrupt('lease', e) end
     if e > now then
       if sub(raw, p, q - 17) == mine then
         n = max(0, n - rel)
@@ -208,15 +222,35 @@ local function store(key, f, h, n, others, ttl)
     call('DEL', key)
     return
   end
+  local exp = curexp
   if ttl then
     local want = now + max(ttl, lease + 1000)
-    if want > curexp then
-      local exp = want + 1000
+    if want > exp then
+      exp = want + 1000
       call('SET', key, pack('<Bd', f, exp) .. h .. body, 'PX', exp - now)
       return
     end
   end
-  call('SET', key, pack('<Bd', f, curexp) .. h .. body, 'KEEPTTL')
+  call('SET', key, pack('<Bd', f, exp) .. h .. body, 'KEEPTTL')
+end
+
+-- put is store for an admission: ... are the nf fields (0, 3 or 8),
+-- then mine, this instance's count and its lease, packed with the header
+-- in one struct.pack, and the other instances' parts after them (decision
+-- 237: one pack and at most one concatenation where store makes three
+-- and two).
+local HF = {[0] = '<Bdc0dd', [3] = '<Bd' .. string.rep('d', 3) .. 'c0dd', [8] = '<Bd' .. string.rep('d', 8) .. 'c0dd'}
+local function put(key, others, ttl, nf, ...)
+  local exp = curexp
+  local want = now + max(ttl, lease + 1000)
+  if want > exp then exp = want + 1000 end
+  local v = pack(HF[nf], nf, exp, ...)
+  if others ~= '' then v = v .. others end
+  if exp ~= curexp then
+    call('SET', key, v, 'PX', exp - now)
+  else
+    call('SET', key, v, 'KEEPTTL')
+  end
 end
 
 -- settle writes back, on a decision that writes nothing else, the
@@ -225,17 +259,24 @@ local function settle(key, rel, raw, f, own, others)
   if rel > 0 then store(key, f, head(raw, f), own, others, nil) end
 end
 
-local i = 5
 local k = 1
 local P = {}
-local function params(n)
-  local r = tonumber(ARGV[i]); i = i + 1
-  if r ~= 0 then return P[r] end
-  local p = {}
-  for j = 1, n do p[j] = tonumber(ARGV[i + j - 1]) end
-  i = i + n
+local PF = {[3] = '<ddd', [6] = '<dddddd', [20] = '<' .. string.rep('d', 20)}
+-- params returns the n shared params of entry a (a block of its own, or
+-- one an earlier entry brought) and where a's own numbers begin.
+local function params(a, n)
+  local r = byte(a, 2)
+  if r ~= 0 then
+    local p = P[r]
+    if not p or p.n ~= n then error('params block ' .. tostring(r) .. ' of ' .. n .. ' numbers not sent') end
+    return p, 3
+  end
+  local p = {unpack(PF[n], a, 3)}
+  local pos = p[n + 1]
+  p[n + 1] = nil
+  p.n = n
   P[#P + 1] = p
-  return p
+  return p, pos
 end
 
 -- the leaky schedule's index of now and its next tick
@@ -263,8 +304,8 @@ local function tokens(raw, f, kn, tr)
   if f == 0 then return 0 end
   if f ~= 3 then corrupt('tokens of ' .. f .. ' fields', raw) end
   local tok, tk = unpack('<dd', raw, 18)
-  if not int(tok, 0) then corrupt('tok', tok) end
-  if not int(tk, -M) then corrupt('tk', tk) end
+  if not (tok >= 0 and tok <= M and tok % 1 == 0) then corrupt('tok', tok) end
+  if not (tk >= -M and tk <= M and tk % 1 == 0) then corrupt('tk', tk) end
   if kn > tk then tok = max(0, tok - (kn - tk) * tr) end
   return tok
 end
@@ -313,12 +354,11 @@ local function hybrid(p, rel, slot)
     call('PEXPIRE', W, p[19])
   end
   -- the tokens are back at 0 after ceil(left/tr) ticks: nothing to keep then
-  local ttl, nf, h = 0, 0, ''
   if left > 0 then
-    ttl = max(1, next_tick + (ceil(left / tr) - 1) * iv - now) + 1000
-    nf, h = 3, pack('<ddd', curgen, left, kn)
+    put(T, others, max(1, next_tick + (ceil(left / tr) - 1) * iv - now) + 1000, 3, curgen, left, kn, mine, own + 1, now + lease)
+  else
+    put(T, others, 0, 0, mine, own + 1, now + lease)
   end
-  store(T, nf, h, own + 1, others, ttl)
   return {verdict, inflight, wc, oldest, tok, now, next_tick}
 end
 
@@ -343,17 +383,9 @@ local function hreduce(p)
 end
 
 -- package limiter/algo's integer step functions (algo.Decide, algo.Reduce)
-local function algo(op, p, rel)
+local function algo(op, p, rel, ex, nw)
   local S = KEYS[k]; k = k + 1
   local kind, L, Per, U, climit = p[1], p[2], p[3], p[4], p[5]
-  local rescaled = tonumber(ARGV[i]); i = i + 1
-  local ex, nw
-  if rescaled == 1 then
-    ex = {}
-    for j = 1, 6 do ex[j] = tonumber(ARGV[i + j - 1]) end
-    nw = {tonumber(ARGV[i + 6]), tonumber(ARGV[i + 7]), tonumber(ARGV[i + 8])}
-    i = i + 9
-  end
   local raw, f, inflight, own, others = load(S, rel)
   local A, B, C
   local fresh = true
@@ -361,16 +393,19 @@ local function algo(op, p, rel)
   if f ~= 0 then
     if f ~= 8 then corrupt('state of ' .. f .. ' fields', raw) end
     sk, A, B, C, l, pp, u = unpack('<ddddddd', raw, 18)
-    if not int(sk, -M) then corrupt('k', sk) end
+    if not (sk >= -M and sk <= M and sk % 1 == 0) then corrupt('k', sk) end
     fresh = sk ~= kind
   end
   if not fresh then
-    if not int(A, 0) then corrupt('A', A) end
-    if not int(B, 0) then corrupt('B', B) end
-    if not int(C, 0) then corrupt('C', C) end
-    if not int(l, 1) then corrupt('l', l) end
-    if not int(pp, 1) then corrupt('p', pp) end
-    if not int(u, 0) then corrupt('u', u) end
+    if not (A >= 0 and A <= M and A % 1 == 0 and B >= 0 and B <= M and B % 1 == 0 and C >= 0 and C <= M and C % 1 == 0
+        and l >= 1 and l <= M and l % 1 == 0 and pp >= 1 and pp <= M and pp % 1 == 0 and u >= 0 and u <= M and u % 1 == 0) then
+      if not int(A, 0) then corrupt('A', A) end
+      if not int(B, 0) then corrupt('B', B) end
+      if not int(C, 0) then corrupt('C', C) end
+      if not int(l, 1) then corrupt('l', l) end
+      if not int(pp, 1) then corrupt('p', pp) end
+      corrupt('u', u)
+    end
     if l ~= L or pp ~= Per or u ~= U then
       if ex and ex[1] == A and ex[2] == B and ex[3] == C and ex[4] == l and ex[5] == pp and ex[6] == u then
         A, B, C = nw[1], nw[2], nw[3]
@@ -379,7 +414,7 @@ local function algo(op, p, rel)
         return {9, 0, A, B, C, now, l, pp, u}
       end
     end
-  elseif op == 'A' then
+  elseif op == OPA then
     return {6, 0, 0, 0, 0, now}   -- a reduction never creates state
   else
     -- algo.Fresh: a full bucket, a TAT at now, empty windows
@@ -387,7 +422,7 @@ local function algo(op, p, rel)
     elseif kind == 2 then A, B, C = now, 0, 0
     else A, B, C = 0, 0, 0 end
   end
-  if op == 'a' and inflight + 1 > climit then
+  if op == OPa and inflight + 1 > climit then
     settle(S, rel, raw, f, own, others)
     return {0, inflight, A, B, C, now}
   end
@@ -400,7 +435,7 @@ local function algo(op, p, rel)
       if now - last >= ceil((cap - u) / L) then u = cap else u = u + (now - last) * L end
       last = now
     end
-    if op == 'a' then
+    if op == OPa then
       ok = u >= Per
       nA, nB = u - Per, last
     else
@@ -413,7 +448,7 @@ local function algo(op, p, rel)
     local t = max(now, A)
     local d = 0
     if t - A < ceil(B / L) then d = B - (t - A) * L end
-    if op == 'a' then
+    if op == OPa then
       ok = d <= (U - 1) * Per
       nA, nB = t, d + Per
     else
@@ -424,7 +459,7 @@ local function algo(op, p, rel)
   elseif kind == 3 then
     -- fixed window: A its end, B its count
     local e, n = A, B
-    if op == 'a' then
+    if op == OPa then
       if now >= e then e, n = (floor(now / Per) + 1) * Per, 0 end
       ok = n + 1 <= L
       nA, nB = e, n + 1
@@ -442,7 +477,7 @@ local function algo(op, p, rel)
       if nxt == e + Per then prev = curr else prev = 0 end
       e, curr = nxt, 0
     end
-    if op == 'a' then
+    if op == OPa then
       ok = (curr + 1) * Per + prev * min(e - now, Per) <= L * Per
       nA, nB, nC = e, curr + 1, prev
     else
@@ -453,16 +488,15 @@ local function algo(op, p, rel)
   end
   if not ok then
     settle(S, rel, raw, f, own, others)
-    if op == 'A' then return {6, 0, A, B, C, now} end
+    if op == OPA then return {6, 0, A, B, C, now} end
     return {1, inflight, A, B, C, now}
   end
-  local nh = pack('<dddddddd', curgen, kind, nA, nB, nC, L, Per, U)
   ttl = max(1, ttl) + 1000
-  if op == 'A' then
-    store(S, 8, nh, own, others, ttl)
+  if op == OPA then
+    store(S, 8, pack('<dddddddd', curgen, kind, nA, nB, nC, L, Per, U), own, others, ttl)
     return {5, 0, A, B, C, now}
   end
-  store(S, 8, nh, own + 1, others, ttl)
+  put(S, others, ttl, 8, curgen, kind, nA, nB, nC, L, Per, U, mine, own + 1, now + lease)
   return {4, inflight, A, B, C, now}
 end
 
@@ -487,7 +521,7 @@ local function slog(op, p, rel, slot)
   if count >= L then
     gate = stamp(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count - L, 1)[2], 'log timestamp')
   end
-  if op == 'L' then
+  if op == OPL then
     if count == 0 then return {6, 0, count, gate, now} end
     local newest = call('ZREVRANGEBYSCORE', Lk, '+inf', lo, 'LIMIT', 0, 1)
     call('ZREM', Lk, newest[1])
@@ -509,7 +543,7 @@ local function slog(op, p, rel, slot)
   if count + 1 >= L then
     gate = stamp(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2], 'log timestamp')
   end
-  store(Ck, 0, '', own + 1, others, 0)
+  put(Ck, others, 0, 0, mine, own + 1, now + lease)
   return {4, inflight, count, gate, now}
 end
 
@@ -554,52 +588,64 @@ local function renew()
   return {0}
 end
 
-local nkeys = {h = 2, H = 2, a = 1, A = 1, l = 2, L = 2, r = 1, f = 1, n = 1}
+local nkeys = {[OPh] = 2, [OPH] = 2, [OPa] = 1, [OPA] = 1, [OPl] = 2, [OPL] = 2, [OPr] = 1, [OPf] = 1, [OPn] = 1}
 
-local function entry(op)
+-- entry runs entry a (its op op) on its keys from KEYS[k].
+local function entry(op, a)
   curgen = nil
-  if op == 'h' then
-    local p = params(20)
+  if op == OPh then
+    local p, pos = params(a, 20)
     curgen = p[20]
-    local rel, slot = tonumber(ARGV[i]), ARGV[i + 1]; i = i + 2
-    return hybrid(p, rel, slot)
-  elseif op == 'H' then
-    local p = params(20)
+    return hybrid(p, unpack('<d', a, pos), sub(a, pos + 8))
+  elseif op == OPH then
+    local p = params(a, 20)
     curgen = p[20]
     return hreduce(p)
-  elseif op == 'a' or op == 'A' then
-    local p = params(6)
+  elseif op == OPa or op == OPA then
+    local p, pos = params(a, 6)
     curgen = p[6]
-    local rel = tonumber(ARGV[i]); i = i + 1
-    return algo(op, p, rel)
-  elseif op == 'l' or op == 'L' then
-    local p = params(3)
-    local rel, slot = tonumber(ARGV[i]), ARGV[i + 1]; i = i + 2
-    return slog(op, p, rel, slot)
-  elseif op == 'f' then
+    local rel, rescaled, at = unpack('<dd', a, pos)
+    local ex, nw
+    if rescaled == 1 then
+      ex = {unpack('<dddddd', a, at)}
+      nw = {unpack('<ddd', a, at + 48)}
+    end
+    return algo(op, p, rel, ex, nw)
+  elseif op == OPl or op == OPL then
+    local p, pos = params(a, 3)
+    return slog(op, p, unpack('<d', a, pos), sub(a, pos + 8))
+  elseif op == OPf then
     return forget()
-  elseif op == 'r' then
-    local n = tonumber(ARGV[i]); i = i + 1
-    return release(n)
-  elseif op == 'n' then
+  elseif op == OPr then
+    return release((unpack('<d', a, 2)))
+  elseif op == OPn then
     return renew()
   end
-  error('unknown entry ' .. tostring(op))
+  error('unknown entry ' .. string.format('%q', sub(a, 1, 1)))
 end
 
+-- The entries run one after the other under one pcall, which a failing
+-- entry leaves: its error is its answer, and the next pcall goes on from
+-- the entry after it, its keys where the failed entry's end whatever it
+-- read (a pcall per entry costs each entry more than the rare failure).
+local n = tonumber(ARGV[4])
 local out = {}
-for e = 1, tonumber(ARGV[4]) do
-  local op = ARGV[i]
-  local ni, nk = i + 2 + tonumber(ARGV[i + 1]), k + (nkeys[op] or 0)
-  i = i + 2
-  local ok, res = pcall(entry, op)
-  if not ok then
-    local msg = res
-    if type(res) == 'table' then msg = res.err end
-    res = {-1, tostring(msg)}
+local e, nk = 0, 1
+local function run()
+  while e < n do
+    e = e + 1
+    local a = ARGV[4 + e]
+    local op = byte(a, 1)
+    k = nk
+    nk = k + (nkeys[op] or 0)
+    out[e] = entry(op, a)
   end
-  -- the next entry starts where this one's arguments end, whatever it read
-  i, k = ni, nk
-  out[e] = res
+end
+while true do
+  local ok, res = pcall(run)
+  if ok then break end
+  local msg = res
+  if type(res) == 'table' then msg = res.err end
+  out[e] = {-1, tostring(msg)}
 end
 return out
