@@ -362,26 +362,6 @@ local function hybrid(p, rel, slot)
   return {verdict, inflight, wc, oldest, tok, now, next_tick}
 end
 
--- the manual reduction (algo.Reduce of the hybrid) on a hybrid's tokens: the
--- due leaky ticks first, then one token back when any is consumed; it never
--- creates state
-local function hreduce(p)
-  local T = KEYS[k]; k = k + 2
-  local kn, next_tick, iv = leaky(p)
-  local raw, f, _, own, others = load(T, 0)
-  if f == 0 then return {0, now} end
-  local tok = tokens(raw, f, kn, p[18])
-  if tok <= 0 then return {0, now} end
-  tok = tok - 1
-  local ttl, nf, h = 0, 0, ''
-  if tok > 0 then
-    ttl = max(1, next_tick + (ceil(tok / p[18]) - 1) * iv - now) + 1000
-    nf, h = 3, pack('<ddd', curgen, tok, kn)
-  end
-  store(T, nf, h, own, others, ttl)
-  return {1, now}
-end
-
 -- package limiter/algo's integer step functions (algo.Decide, algo.Reduce)
 local function algo(op, p, rel, ex, nw)
   local S = KEYS[k]; k = k + 1
@@ -500,92 +480,122 @@ local function algo(op, p, rel, ex, nw)
   return {4, inflight, A, B, C, now}
 end
 
--- the sliding log: the timestamps of the admissions of the last period; a
--- request is admitted while fewer than limit of them count (ts > now − period)
-
--- a timestamp ZRANGEBYSCORE … WITHSCORES answered
-local function stamp(v, what)
-  local n = tonumber(v)
-  if n == nil or not int(n, -M) then corrupt(what, v) end
-  return n
+-- The entries of the request path are decisions ('h', 'a'); the other
+-- ops' functions are made only for a batch that has one of them: every
+-- function of the script is made again at each call, and each costs Redis
+-- about as much as a decision's arithmetic (decision 237).
+local n = tonumber(ARGV[4])
+local hreduce, slog, release, forget, renew
+local rare = false
+for e = 1, n do
+  local o = byte(ARGV[4 + e] or '', 1)
+  if o ~= OPh and o ~= OPa then rare = true break end
 end
-
--- the sliding log: the timestamps of the admissions of the last period; a
--- request is admitted while fewer than limit of them count (ts > now − period)
-local function slog(op, p, rel, slot)
-  local Lk, Ck = KEYS[k], KEYS[k + 1]; k = k + 2
-  local L, Per, climit = p[1], p[2], p[3]
-  local lo = '(' .. (now - Per)
-  local count = call('ZCOUNT', Lk, lo, '+inf')
-  local gate = 0
-  if count >= L then
-    gate = stamp(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count - L, 1)[2], 'log timestamp')
-  end
-  if op == OPL then
-    if count == 0 then return {6, 0, count, gate, now} end
-    local newest = call('ZREVRANGEBYSCORE', Lk, '+inf', lo, 'LIMIT', 0, 1)
-    call('ZREM', Lk, newest[1])
-    return {5, 0, count, gate, now}
-  end
-  local raw, f, inflight, own, others = load(Ck, rel)
-  if inflight + 1 > climit then
-    settle(Ck, rel, raw, 0, own, others)
-    return {0, inflight, count, gate, now}
-  end
-  if count + 1 > L then
-    settle(Ck, rel, raw, 0, own, others)
-    return {1, inflight, count, gate, now}
-  end
-  call('ZREMRANGEBYSCORE', Lk, '-inf', now - Per)
-  call('ZADD', Lk, now, now .. ':' .. slot)
-  call('PEXPIRE', Lk, Per + 1000)
-  -- admitted: the gate is the new log's, once it holds limit timestamps
-  if count + 1 >= L then
-    gate = stamp(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2], 'log timestamp')
-  end
-  put(Ck, others, 0, 0, mine, own + 1, now + lease)
-  return {4, inflight, count, gate, now}
-end
-
-local function release(n)
-  local K = KEYS[k]; k = k + 1
-  local raw, f, _, own, others = load(K, n)
-  store(K, f, head(raw, f), own, others, nil)
-  return {own}
-end
-
--- forget drops key's fields (a peer forgotten), keeping the counts
-local function forget()
-  local K = KEYS[k]; k = k + 1
-  local _, f, _, own, others = load(K, 0)
-  if f == 0 then return {0} end
-  store(K, 0, '', own, others, nil)
-  return {1}
-end
-
--- renew moves this instance's lease on its count in key on, whether or
--- not the lease still held (the count is never rewritten), and only ever
--- extends the key's life
-local function renew()
-  local K = KEYS[k]; k = k + 1
-  local raw = call('GET', K)
-  if not raw then return {0} end
-  local len, nf = #raw, byte(raw, 1)
-  if not nf or nf > 8 or 9 + 8 * nf > len then corrupt('state of ' .. len .. ' bytes', raw) end
-  local p = 10 + 8 * nf
-  while p <= len do
-    local q = p + byte(raw, p) + 17
-    if q - 1 > len then corrupt('in-flight part', sub(raw, p)) end
-    if sub(raw, p, q - 17) == mine then
-      local n = unpack('<d', raw, q - 16)
-      if not int(n, 0) then corrupt('in-flight count', n) end
-      local keep = max(call('PTTL', K), lease + 1000)
-      call('SET', K, sub(raw, 1, q - 17) .. pack('<dd', n, now + lease) .. sub(raw, q), 'PX', keep)
-      return {1}
+if rare then
+  -- the manual reduction (algo.Reduce of the hybrid) on a hybrid's tokens: the
+  -- due leaky ticks first, then one token back when any is consumed; it never
+  -- creates state
+  function hreduce(p)
+    local T = KEYS[k]; k = k + 2
+    local kn, next_tick, iv = leaky(p)
+    local raw, f, _, own, others = load(T, 0)
+    if f == 0 then return {0, now} end
+    local tok = tokens(raw, f, kn, p[18])
+    if tok <= 0 then return {0, now} end
+    tok = tok - 1
+    local ttl, nf, h = 0, 0, ''
+    if tok > 0 then
+      ttl = max(1, next_tick + (ceil(tok / p[18]) - 1) * iv - now) + 1000
+      nf, h = 3, pack('<ddd', curgen, tok, kn)
     end
-    p = q
+    store(T, nf, h, own, others, ttl)
+    return {1, now}
   end
-  return {0}
+
+  -- a timestamp ZRANGEBYSCORE … WITHSCORES answered
+  local function stamp(v, what)
+    local n = tonumber(v)
+    if n == nil or not int(n, -M) then corrupt(what, v) end
+    return n
+  end
+
+  -- the sliding log: the timestamps of the admissions of the last period; a
+  -- request is admitted while fewer than limit of them count (ts > now − period)
+  function slog(op, p, rel, slot)
+    local Lk, Ck = KEYS[k], KEYS[k + 1]; k = k + 2
+    local L, Per, climit = p[1], p[2], p[3]
+    local lo = '(' .. (now - Per)
+    local count = call('ZCOUNT', Lk, lo, '+inf')
+    local gate = 0
+    if count >= L then
+      gate = stamp(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count - L, 1)[2], 'log timestamp')
+    end
+    if op == OPL then
+      if count == 0 then return {6, 0, count, gate, now} end
+      local newest = call('ZREVRANGEBYSCORE', Lk, '+inf', lo, 'LIMIT', 0, 1)
+      call('ZREM', Lk, newest[1])
+      return {5, 0, count, gate, now}
+    end
+    local raw, f, inflight, own, others = load(Ck, rel)
+    if inflight + 1 > climit then
+      settle(Ck, rel, raw, 0, own, others)
+      return {0, inflight, count, gate, now}
+    end
+    if count + 1 > L then
+      settle(Ck, rel, raw, 0, own, others)
+      return {1, inflight, count, gate, now}
+    end
+    call('ZREMRANGEBYSCORE', Lk, '-inf', now - Per)
+    call('ZADD', Lk, now, now .. ':' .. slot)
+    call('PEXPIRE', Lk, Per + 1000)
+    -- admitted: the gate is the new log's, once it holds limit timestamps
+    if count + 1 >= L then
+      gate = stamp(call('ZRANGEBYSCORE', Lk, lo, '+inf', 'WITHSCORES', 'LIMIT', count + 1 - L, 1)[2], 'log timestamp')
+    end
+    put(Ck, others, 0, 0, mine, own + 1, now + lease)
+    return {4, inflight, count, gate, now}
+  end
+
+  function release(n)
+    local K = KEYS[k]; k = k + 1
+    local raw, f, _, own, others = load(K, n)
+    store(K, f, head(raw, f), own, others, nil)
+    return {own}
+  end
+
+  -- forget drops key's fields (a peer forgotten), keeping the counts
+  function forget()
+    local K = KEYS[k]; k = k + 1
+    local _, f, _, own, others = load(K, 0)
+    if f == 0 then return {0} end
+    store(K, 0, '', own, others, nil)
+    return {1}
+  end
+
+  -- renew moves this instance's lease on its count in key on, whether or
+  -- not the lease still held (the count is never rewritten), and only ever
+  -- extends the key's life
+  function renew()
+    local K = KEYS[k]; k = k + 1
+    local raw = call('GET', K)
+    if not raw then return {0} end
+    local len, nf = #raw, byte(raw, 1)
+    if not nf or nf > 8 or 9 + 8 * nf > len then corrupt('state of ' .. len .. ' bytes', raw) end
+    local p = 10 + 8 * nf
+    while p <= len do
+      local q = p + byte(raw, p) + 17
+      if q - 1 > len then corrupt('in-flight part', sub(raw, p)) end
+      if sub(raw, p, q - 17) == mine then
+        local n = unpack('<d', raw, q - 16)
+        if not int(n, 0) then corrupt('in-flight count', n) end
+        local keep = max(call('PTTL', K), lease + 1000)
+        call('SET', K, sub(raw, 1, q - 17) .. pack('<dd', n, now + lease) .. sub(raw, q), 'PX', keep)
+        return {1}
+      end
+      p = q
+    end
+    return {0}
+  end
 end
 
 local nkeys = {[OPh] = 2, [OPH] = 2, [OPa] = 1, [OPA] = 1, [OPl] = 2, [OPL] = 2, [OPr] = 1, [OPf] = 1, [OPn] = 1}
@@ -628,7 +638,6 @@ end
 -- entry leaves: its error is its answer, and the next pcall goes on from
 -- the entry after it, its keys where the failed entry's end whatever it
 -- read (a pcall per entry costs each entry more than the rare failure).
-local n = tonumber(ARGV[4])
 local out = {}
 local e, nk = 0, 1
 local function run()
