@@ -27,7 +27,6 @@ type entryParams struct {
 	g      *limiter.Group
 	ver    uint64
 	sc     *sharedSched
-	args   []any
 	packed []byte
 }
 
@@ -40,8 +39,7 @@ func (pc *paramsCache) get(g *limiter.Group, sc *sharedSched, build func(*limite
 	if p := pc[g.ID].Load(); p != nil && p.g == g && p.ver == g.Version && p.sc == sc {
 		return p
 	}
-	args := build(g, sc)
-	p := &entryParams{g: g, ver: g.Version, sc: sc, args: args, packed: packNums(nil, args)}
+	p := &entryParams{g: g, ver: g.Version, sc: sc, packed: packNums(nil, build(g, sc))}
 	pc[g.ID].Store(p)
 	return p
 }
@@ -53,9 +51,8 @@ func appendNum(b []byte, v int64) []byte {
 	return binary.LittleEndian.AppendUint64(b, math.Float64bits(float64(v)))
 }
 
-// packNums appends the numbers args (int, int64, or an integer's decimal
-// text, as a generation is kept) to b with appendNum. Anything else is
-// packed as NaN, which the script refuses as no number it wrote.
+// packNums appends args to b as appendArg does: numbers (int, int64; a
+// generation's text goes through numArg first).
 func packNums(b []byte, args []any) []byte {
 	for _, a := range args {
 		b = appendArg(b, a)
@@ -64,7 +61,8 @@ func packNums(b []byte, args []any) []byte {
 }
 
 // appendArg appends one argument of an entry: a number as appendNum
-// does, a string as it is (the member of a window, the last argument).
+// does, a string as it is (the member of a window, the last argument);
+// anything else (never passed) as NaN rather than as a number it is not.
 func appendArg(b []byte, a any) []byte {
 	switch v := a.(type) {
 	case int:

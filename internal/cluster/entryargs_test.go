@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/limiterd/limiterd/limiter"
@@ -76,4 +77,45 @@ func TestParamsCache(t *testing.T) {
 	if b := pc.get(g2, sc2, build); b.g != g2 || built != 4 {
 		t.Fatalf("another group of the same id kept the old arguments (%d builds)", built)
 	}
+}
+
+// An entry is one argument: its op, its params block's number (0 and the
+// block's numbers the first time), its numbers, its member; the entries
+// made before the batch's buffer grew keep their bytes.
+func TestEntryArgument(t *testing.T) {
+	num := func(vs ...int64) string { return string(packNums(nil, anys(vs))) }
+	const inst = "an-instance-named-at-some-length"
+	p := &entryParams{packed: packNums(nil, []any{int64(7), 8, numArg("12")})}
+	b := newBatchCall("", inst, 10000)
+	var want []string
+	for i := range maxEntries - 1 {
+		c := &call{e: entry{op: "h", keys: []string{"k", "w"}, pkey: p, params: p.packed, args: []any{i}, seq: uint64(i + 1)}}
+		c.ent = &c.e
+		b.add(c, inst)
+		w := "h\x01" + num(int64(i)) + inst + ":" + strconv.FormatUint(uint64(i+1), 36)
+		if i == 0 {
+			w = "h\x00" + num(7, 8, 12) + num(int64(i)) + inst + ":1"
+		}
+		want = append(want, w)
+	}
+	f := &call{e: entry{op: "r", keys: []string{"k"}, args: []any{3}}}
+	f.ent = &f.e
+	b.add(f, inst)
+	want = append(want, "r"+num(3))
+	if len(b.ents) != len(want) || len(b.keys) != 2*(maxEntries-1)+1 || cap(b.buf) <= 1024 {
+		t.Fatalf("%d entries, %d keys, a buffer of %d bytes: want %d, %d, more than the first 1024", len(b.ents), len(b.keys), cap(b.buf), len(want), 2*(maxEntries-1)+1)
+	}
+	for i := range want {
+		if b.ents[i] != want[i] {
+			t.Errorf("entry %d is %q, want %q", i, b.ents[i], want[i])
+		}
+	}
+}
+
+func anys(vs []int64) []any {
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
 }
