@@ -18,7 +18,7 @@
 -- ARGV[1] now in ms, '' for Redis TIME (tests inject their clock)
 -- ARGV[2] instance id, ARGV[3] lease ms, ARGV[4] the number of entries,
 -- then the entries, one argument each (decision 237): its op (a byte),
--- then its numbers packed as little-endian doubles (struct's '<d', read
+-- its params byte (below), then its numbers packed as little-endian doubles (struct's '<d', read
 -- with one struct.unpack rather than a tonumber each), then, for 'h' and
 -- 'l', the member its admission adds to the window (the bytes left); its
 -- keys are taken from KEYS in order. Arguments that several entries share
