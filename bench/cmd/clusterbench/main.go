@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -297,7 +296,7 @@ func throughput(admin *redis.Client, name string, round int) {
 	var perShard []string
 	for _, nd := range ns {
 		cpu += bench.RedisCPU(nd)
-		u := redisMicros(nd)
+		u := bench.CommandMicros(nd, "evalsha", "zrem") // the scripts, with their commands, and releases
 		usec += u
 		perShard = append(perShard, fmt.Sprintf("%.2f", u/float64(n)))
 	}
@@ -321,30 +320,6 @@ func throughput(admin *redis.Client, name string, round int) {
 		fmt.Printf("  (%d errors)", errs)
 	}
 	fmt.Println()
-}
-
-// redisMicros returns the microseconds Redis spent, since CONFIG
-// RESETSTAT, in the commands clients send for decisions: EVALSHA (with
-// the commands its script runs) and ZREM (releases).
-func redisMicros(admin *redis.Client) float64 {
-	info, err := admin.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		panic(err)
-	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_zrem") {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if k, v, _ := strings.Cut(kv, "="); k == "usec" {
-				n, _ := strconv.ParseFloat(v, 64)
-				total += n
-			}
-		}
-	}
-	return total
 }
 
 // runStall loads each contender, SIGSTOPs redis-server 2 s in for 5 s, and

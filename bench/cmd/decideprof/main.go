@@ -88,7 +88,7 @@ func main() {
 			run(ctx, rdb, v, keys, *calls)
 			el := time.Since(t0)
 			cpu := (bench.RedisCPU(rdb) - cpu0) * 1e6
-			us := micros(rdb, "evalsha")
+			us := bench.CommandMicros(rdb, "evalsha")
 			keep(v.name, us/float64(*calls**n))
 			fmt.Printf("round %d %-40s %7.2f µs/entry  %7.1f µs/call  (wall %.1f µs/call, redis cpu %.2f µs/entry)\n", r+1, v.name, us/float64(*calls**n), us/float64(*calls), float64(el.Microseconds())/float64(*calls), cpu/float64(*calls**n))
 		}
@@ -104,7 +104,7 @@ func main() {
 				panic(err)
 			}
 		}
-		us := micros(rdb, "evalsha")
+		us := bench.CommandMicros(rdb, "evalsha")
 		keep("redis_rate", us/float64(*calls**n))
 		fmt.Printf("round %d %-40s %7.2f µs/decision\n", r+1, "redis_rate", us/float64(*calls**n))
 	}
@@ -163,16 +163,9 @@ func run(ctx context.Context, rdb *redis.Client, v variant, peers []string, ncal
 		if err != nil {
 			panic(fmt.Sprint(v.name, ": ", err))
 		}
-		switch a := res.(type) {
-		case []any:
+		if a, ok := res.([]any); ok {
 			if r, ok := a[0].([]any); ok && r[0] == int64(-1) {
 				panic(fmt.Sprint(v.name, ": ", r))
-			}
-		case string:
-			// one packed string: each entry's count of integers, 255 for an
-			// error, then its integers (doubles) or its message
-			if len(a) == 0 || a[0] == 255 {
-				panic(fmt.Sprintf("%s: %q", v.name, a))
 			}
 		}
 	}
@@ -184,25 +177,4 @@ func nums(a []byte, vs ...int64) []byte {
 		a = binary.LittleEndian.AppendUint64(a, math.Float64bits(float64(v)))
 	}
 	return a
-}
-
-// micros returns the µs Redis spent in cmd since CONFIG RESETSTAT.
-func micros(rdb *redis.Client, cmd string) float64 {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		panic(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || name != "cmdstat_"+cmd {
-			continue
-		}
-		for _, kv := range strings.Split(rest, ",") {
-			if k, v, _ := strings.Cut(kv, "="); k == "usec" {
-				f, _ := strconv.ParseFloat(v, 64)
-				return f
-			}
-		}
-	}
-	return 0
 }
