@@ -454,15 +454,21 @@ func (r *Replicator) Run(ctx context.Context) {
 	}
 }
 
+// due reports whether a message last logged at *last may be logged
+// again (at most once in 10 s), and if so moves *last to now.
+func (r *Replicator) due(last *time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(*last) < 10*time.Second {
+		return false
+	}
+	*last = time.Now()
+	return true
+}
+
 // failed logs a replication failure, at most once in 10 s.
 func (r *Replicator) failed(what string, err error) {
-	r.mu.Lock()
-	quiet := time.Since(r.lastErr) < 10*time.Second
-	if !quiet {
-		r.lastErr = time.Now()
-	}
-	r.mu.Unlock()
-	if !quiet {
+	if r.due(&r.lastErr) {
 		r.b.log.Warn("live edits not replicated: "+what+" (they apply here and are published when redis answers)", "err", err)
 	}
 }
@@ -744,13 +750,7 @@ func (r *Replicator) peek(ctx context.Context) (ver, n int64, err error) {
 // refused logs shared records that are not ones limiterd writes, at most
 // once in 10 s.
 func (r *Replicator) refused(n int, first string) {
-	r.mu.Lock()
-	quiet := time.Since(r.lastRefused) < 10*time.Second
-	if !quiet {
-		r.lastRefused = time.Now()
-	}
-	r.mu.Unlock()
-	if !quiet {
+	if r.due(&r.lastRefused) {
 		r.b.log.Warn("shared live records that are not ones limiterd writes: ignored", "records", n, "first", first)
 	}
 }
